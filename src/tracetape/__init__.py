@@ -1,0 +1,53 @@
+"""tracetape: record an agent run's decisions, replay them offline, diff runs.
+
+    >>> from tracetape import Tape, key
+    >>> key("tool", {"name": "search", "args": {"q": "x"}, "step": 1})
+    'tool:8b1c7b4c8d6f4a52'
+"""
+
+from __future__ import annotations
+
+from ._version import __version__
+from .canonical import Normalizer, canonical_json, fingerprint, normalize
+from .cassette import Cassette, read_cassette
+from .errors import (
+    CassetteError,
+    CassetteNotFoundError,
+    CassetteVersionError,
+    EnvironmentDriftError,
+    IrreversibleEffectError,
+    ReplayMiss,
+    TapeError,
+    TapeWarning,
+    UnplayedDecisionsError,
+)
+from .redact import Detector, RedactRules, Redactor
+from .tape import Decision, Effect, Mode, Tape, current_tape, key
+
+__all__ = [
+    "Cassette",
+    "CassetteError",
+    "CassetteNotFoundError",
+    "CassetteVersionError",
+    "Decision",
+    "Detector",
+    "Effect",
+    "EnvironmentDriftError",
+    "IrreversibleEffectError",
+    "Mode",
+    "Normalizer",
+    "RedactRules",
+    "Redactor",
+    "ReplayMiss",
+    "Tape",
+    "TapeError",
+    "TapeWarning",
+    "UnplayedDecisionsError",
+    "__version__",
+    "canonical_json",
+    "current_tape",
+    "fingerprint",
+    "key",
+    "normalize",
+    "read_cassette",
+]

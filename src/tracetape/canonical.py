@@ -1,0 +1,274 @@
+"""Canonical JSON, decision keys, per-field digests, normalization and fingerprints.
+
+The canonical form of a payload is the one the seed's reference ``Tape`` hashes::
+
+    json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+
+It is produced with the standard library on purpose: ``orjson`` is faster but escapes
+non-ASCII and prints floats differently, and a key must be byte-for-byte the seed's key
+so that cassettes written by the reference implementation replay unchanged.
+
+``normalize`` / ``fingerprint`` are the second canonical form, for comparing outputs and
+arguments across runs: volatile fields (timestamps, ids, durations), UUIDs, temp paths and
+ISO timestamps are dropped or masked first so a fresh request id does not look like drift.
+
+This module imports nothing else of tracetape's.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+__all__ = [
+    "DEFAULT_VOLATILE_KEYS",
+    "Change",
+    "Normalizer",
+    "canonical_json",
+    "changed_paths",
+    "digest",
+    "excerpt",
+    "field_digests",
+    "fingerprint",
+    "key_of",
+    "normalize",
+]
+
+_dumps = json.JSONEncoder(
+    skipkeys=False,
+    ensure_ascii=True,
+    check_circular=True,
+    allow_nan=True,
+    sort_keys=True,
+    separators=(",", ":"),
+    default=str,
+).encode
+
+
+def canonical_json(payload: Any) -> str:
+    """Return the seed's canonical JSON text of ``payload``.
+
+    >>> canonical_json({"b": 1, "a": [1.5, "é"]})
+    '{"a":[1.5,"\\\\u00e9"],"b":1}'
+    """
+    return _dumps(payload)
+
+
+def key_of(kind: str, blob: str) -> str:
+    """Return the decision key ``kind:<16 hex>`` of an already canonical JSON text."""
+    return f"{kind}:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+
+def digest(value: Any) -> str:
+    """Return a 16-hex digest of ``value``'s canonical JSON (used for per-field digests)."""
+    return hashlib.sha256(_dumps(value).encode()).hexdigest()[:16]
+
+
+def field_digests(payload: Mapping[str, Any]) -> dict[str, str]:
+    """Digest each top-level field of a payload, and each element of a top-level list.
+
+    A miss is explained by comparing these with the live payload's, so the changed field is
+    found even where the stored copy of the input is redacted.
+
+    >>> sorted(field_digests({"messages": [{"role": "user"}], "step": 1}))
+    ['messages', 'messages[0]', 'step']
+    """
+    out: dict[str, str] = {}
+    for name in sorted(payload, key=str):
+        value = payload[name]
+        out[str(name)] = digest(value)
+        if isinstance(value, list | tuple):
+            for i, item in enumerate(value):
+                out[f"{name}[{i}]"] = digest(item)
+    return out
+
+
+class Change(NamedTuple):
+    """One difference between two JSON-like values: its path and both sides (``None`` = absent)."""
+
+    path: str
+    before: Any
+    after: Any
+
+
+_MISSING: Any = object()
+
+
+def _join(path: str, name: Any) -> str:
+    if isinstance(name, int):
+        return f"{path}[{name}]"
+    name = str(name)
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", name):
+        return f"{path}.{name}" if path else name
+    return f"{path}[{json.dumps(name)}]"
+
+
+def changed_paths(before: Any, after: Any, path: str = "", limit: int = 50) -> list[Change]:
+    """List the paths at which two JSON-like values differ, depth first, at most ``limit``.
+
+    >>> [c.path for c in changed_paths({"m": [{"c": "a"}], "t": 1}, {"m": [{"c": "b"}], "t": 1})]
+    ['m[0].c']
+    """
+    out: list[Change] = []
+    _diff(before, after, path, out, limit)
+    return out
+
+
+def _diff(a: Any, b: Any, path: str, out: list[Change], limit: int) -> None:
+    if len(out) >= limit:
+        return
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for name in sorted(set(a) | set(b), key=str):
+            av, bv = a.get(name, _MISSING), b.get(name, _MISSING)
+            if av is _MISSING or bv is _MISSING:
+                out.append(
+                    Change(
+                        _join(path, name),
+                        None if av is _MISSING else av,
+                        None if bv is _MISSING else bv,
+                    )
+                )
+            else:
+                _diff(av, bv, _join(path, name), out, limit)
+            if len(out) >= limit:
+                return
+        return
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        for i in range(max(len(a), len(b))):
+            if i >= len(a):
+                out.append(Change(_join(path, i), None, b[i]))
+            elif i >= len(b):
+                out.append(Change(_join(path, i), a[i], None))
+            else:
+                _diff(a[i], b[i], _join(path, i), out, limit)
+            if len(out) >= limit:
+                return
+        return
+    if type(a) is not type(b) or a != b:
+        out.append(Change(path or "$", a, b))
+
+
+def excerpt(before: str, after: str, context: int = 24) -> tuple[str, str]:
+    """Cut two texts down to the region where they differ, with ``context`` characters around.
+
+    >>> excerpt("please fix the bug in main.py now", "please fix the issue in main.py now")
+    ('…fix the bug in main.py now', '…fix the issue in main.py now')
+    """
+    limit = min(len(before), len(after))
+    start = 0
+    while start < limit and before[start] == after[start]:
+        start += 1
+    end = 0
+    while end < limit - start and before[-1 - end] == after[-1 - end]:
+        end += 1
+    # Widen to word boundaries so the excerpt shows whole words.
+    while start > 0 and before[start - 1].isalnum():
+        start -= 1
+    lo = max(0, start - context)
+
+    def cut(text: str) -> str:
+        stop = len(text) - end
+        hi = min(len(text), stop + context)
+        return ("…" if lo > 0 else "") + text[lo:hi] + ("…" if hi < len(text) else "")
+
+    return cut(before), cut(after)
+
+
+DEFAULT_VOLATILE_KEYS: tuple[str, ...] = (
+    "ts",
+    "timestamp",
+    "time",
+    "created",
+    "*_at",
+    "duration_ms",
+    "elapsed_ms",
+    "latency_ms",
+    "trace_id",
+    "span_id",
+    "request_id",
+    "idempotency_key",
+)
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+_TMP = re.compile(r"(?:/private)?(?:/tmp|/var/folders/[^/\s]+/[^/\s]+/T)/[A-Za-z0-9_.-]+")
+_ISO = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?",
+)
+
+
+@dataclass(frozen=True)
+class Normalizer:
+    """Drop volatile keys and mask UUIDs, temp paths and ISO timestamps before comparing.
+
+    ``volatile_keys`` are exact names or ``fnmatch`` globs (``*_at``). ``masks`` are extra
+    ``(regex, replacement)`` pairs applied to every string.
+
+    >>> Normalizer()({"id": "0b7e1b2c-6a1f-4c1e-9a51-8f0b8f9b2a11", "ts": 1, "q": "x"})
+    {'id': '<uuid>', 'q': 'x'}
+    """
+
+    volatile_keys: tuple[str, ...] = DEFAULT_VOLATILE_KEYS
+    masks: tuple[tuple[str, str], ...] = ()
+    _exact: frozenset[str] = field(init=False, repr=False, compare=False)
+    _globs: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _subs: tuple[tuple[re.Pattern[str], str], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        globs = tuple(k for k in self.volatile_keys if any(c in k for c in "*?["))
+        object.__setattr__(self, "_globs", globs)
+        object.__setattr__(self, "_exact", frozenset(self.volatile_keys) - set(globs))
+        subs = [(_UUID, "<uuid>"), (_TMP, "<tmp>"), (_ISO, "<ts>")]
+        subs += [(re.compile(p), r) for p, r in self.masks]
+        object.__setattr__(self, "_subs", tuple(subs))
+
+    @classmethod
+    def from_config(
+        cls, volatile_keys: Iterable[str] | None = None, masks: Mapping[str, str] | None = None
+    ) -> Normalizer:
+        """Build from ``[tool.tracetape]`` values; keys given replace the defaults."""
+        keys = tuple(volatile_keys) if volatile_keys is not None else DEFAULT_VOLATILE_KEYS
+        return cls(keys, tuple((masks or {}).items()))
+
+    def is_volatile(self, name: str) -> bool:
+        """Tell whether a mapping key is dropped before comparison."""
+        return name in self._exact or any(fnmatch.fnmatchcase(name, g) for g in self._globs)
+
+    def __call__(self, obj: Any) -> Any:
+        if isinstance(obj, Mapping):
+            return {
+                k: self(v)
+                for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))
+                if not self.is_volatile(str(k))
+            }
+        if isinstance(obj, list | tuple):
+            return [self(v) for v in obj]
+        if isinstance(obj, str):
+            for pattern, replacement in self._subs:
+                obj = pattern.sub(replacement, obj)
+            return obj
+        return obj
+
+
+_DEFAULT_NORMALIZER = Normalizer()
+
+
+def normalize(obj: Any, normalizer: Normalizer | None = None) -> Any:
+    """Return ``obj`` with volatile keys dropped and volatile substrings masked.
+
+    >>> normalize({"path": "/tmp/tmpa1b2/out.txt", "started_at": "now"})
+    {'path': '<tmp>/out.txt'}
+    """
+    return (normalizer or _DEFAULT_NORMALIZER)(obj)
+
+
+def fingerprint(obj: Any, normalizer: Normalizer | None = None) -> str:
+    """Return the 16-hex digest of ``obj`` after normalization (the seed's ``fingerprint``).
+
+    >>> fingerprint({"a": 1, "ts": 5}) == fingerprint({"ts": 6, "a": 1})
+    True
+    """
+    return digest(normalize(obj, normalizer))

@@ -1,0 +1,241 @@
+"""The cassette file format: a JSONL header line, then one record per decision.
+
+Format 1::
+
+    {"tracetape": 1, "version": "0.1.0", "created": "2026-...Z", "harness_sha": "3f2a...",
+     "env": {"MODEL": "hmac:1a2b..."}, "redact_key_id": "9c1e..."}
+    {"seq": 1, "key": "llm:9f2c41d0a7b3e815", "kind": "llm", "step": 1, "ms": 812.4,
+     "effect": "read", "out": {...}, "input": {...redacted copy...}, "digests": {"messages[0]": ...}}
+
+Cassettes written by the seed's reference ``Tape`` (records ``{"key","kind","ms","out"}`` and no
+header) are format 0 and read unchanged. Records are appended one line at a time and flushed,
+so a killed process loses at most its last, torn, line: a torn *last* line is skipped with a
+warning, a corrupt line anywhere else is an error naming the file and line.
+
+This module imports nothing of tracetape's but its errors.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from ._version import __version__
+from .errors import CassetteError, CassetteNotFoundError, CassetteVersionError, TapeWarning
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Cassette",
+    "CassetteWriter",
+    "read_cassette",
+]
+
+FORMAT_VERSION = 1
+_RECORD_FIELDS = ("key", "kind", "out")
+
+
+def _default(value: Any) -> Any:
+    # Pydantic models (SDK responses) and objects with a dict form serialize as their data.
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    raise TypeError(f"{type(value).__name__} is not JSON-serializable")
+
+
+def dumps_record(record: Mapping[str, Any]) -> bytes:
+    """Serialize one record or header as a JSONL line (with its newline)."""
+    return orjson.dumps(
+        record, default=_default, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
+    )
+
+
+@dataclass
+class Cassette:
+    """A cassette read into memory: its header (None for the seed's format 0) and records.
+
+    ``records`` are plain dicts in file order; ``skipped`` counts torn last lines dropped.
+    """
+
+    path: Path
+    header: dict[str, Any] | None
+    records: list[dict[str, Any]] = field(default_factory=list)
+    skipped: int = 0
+
+    @property
+    def format(self) -> int:
+        """The format version: 1 for tracetape cassettes, 0 for the seed's reference ones."""
+        return int(self.header["tracetape"]) if self.header else 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+def _check_header(header: dict[str, Any], path: Path) -> None:
+    version = header.get("tracetape")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise CassetteError(
+            "header field 'tracetape' (the format version) must be an integer, "
+            f"found {version!r}; the header was edited or is not a tracetape cassette",
+            path=path,
+            line=1,
+        )
+    if version != FORMAT_VERSION:
+        newer = version > FORMAT_VERSION
+        advice = (
+            "upgrade tracetape (pip install -U tracetape) to read it"
+            if newer
+            else "re-record it with this tracetape"
+        )
+        raise CassetteVersionError(
+            f"cassette format {version} (written by tracetape {header.get('version', '?')}) "
+            f"is {'newer' if newer else 'older'} than the format {FORMAT_VERSION} this "
+            f"tracetape reads; {advice}",
+            path=path,
+            line=1,
+        )
+
+
+def read_cassette(path: str | os.PathLike[str]) -> Cassette:
+    """Read and validate a cassette (format 1 or the seed's format 0).
+
+    Raises ``CassetteNotFoundError`` if it does not exist, ``CassetteVersionError`` for an
+    unknown format, and ``CassetteError`` naming the line and field of any corrupt record.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CassetteNotFoundError(
+            "no such cassette; record it first with mode='record' (or mode='auto')", path=path
+        ) from None
+    except OSError as exc:
+        raise CassetteError(f"cannot read cassette: {exc.strerror}", path=path) from exc
+    lines = data.split(b"\n")
+    torn = bool(data) and not data.endswith(b"\n")
+    last = len(lines)
+    header: dict[str, Any] | None = None
+    records: list[dict[str, Any]] = []
+    append = records.append
+    loads = orjson.loads
+    skipped = 0
+    for lineno, raw in enumerate(lines, 1):
+        try:
+            rec = loads(raw)
+        except orjson.JSONDecodeError as exc:
+            if not raw.strip():
+                continue
+            if torn and lineno == last:
+                skipped += 1
+                warnings.warn(
+                    f"{path}:{lineno}: skipped a torn last line (the recording process was "
+                    "killed mid-write); the records before it replay",
+                    TapeWarning,
+                    stacklevel=2,
+                )
+                break
+            raise CassetteError(
+                f"line is not valid JSON ({exc}); the cassette is corrupt: re-record it, "
+                "or restore it from version control",
+                path=path,
+                line=lineno,
+            ) from None
+        if type(rec) is not dict:
+            raise CassetteError(
+                f"line holds a JSON {type(rec).__name__}, not a record object; the cassette "
+                "is corrupt: re-record it",
+                path=path,
+                line=lineno,
+            )
+        if type(rec.get("key")) is not str or type(rec.get("kind")) is not str or "out" not in rec:
+            if lineno == 1 and "tracetape" in rec:
+                _check_header(rec, path)
+                header = rec
+                continue
+            missing = next(f for f in _RECORD_FIELDS if f not in rec or rec[f] is None)
+            raise CassetteError(
+                f"record has no valid {missing!r} field (a record needs key, kind and out); "
+                "the cassette is corrupt or not a tracetape cassette: re-record it",
+                path=path,
+                line=lineno,
+            )
+        append(rec)
+    return Cassette(path, header, records, skipped)
+
+
+def new_header(**fields: Any) -> dict[str, Any]:
+    """Return a format-1 header with the current time and tracetape version, plus ``fields``."""
+    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    header: dict[str, Any] = {"tracetape": FORMAT_VERSION, "version": __version__, "created": now}
+    header.update({k: v for k, v in fields.items() if v is not None})
+    return header
+
+
+class CassetteWriter:
+    """Append records to ``PATH.partial`` and move it over ``PATH`` on ``close()``.
+
+    Thread-safe: each record is written and flushed as one line under a lock, so records from
+    several threads or asyncio tasks never interleave.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], header: Mapping[str, Any]):
+        self.path = Path(path)
+        self.partial = self.path.with_name(self.path.name + ".partial")
+        self._lock = threading.Lock()
+        self._seq = 0
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh: IO[bytes] | None = self.partial.open("wb")
+        except OSError as exc:
+            raise CassetteError(f"cannot write cassette: {exc.strerror}", path=self.partial) from exc
+        self._write(dumps_record(header))
+
+    def _write(self, line: bytes) -> None:
+        assert self._fh is not None
+        self._fh.write(line)
+        self._fh.flush()
+
+    def write(self, record: dict[str, Any]) -> int:
+        """Append one record, assigning and returning its sequence number."""
+        with self._lock:
+            if self._fh is None:
+                raise CassetteError("cassette is closed; no more records can be written", path=self.path)
+            self._seq += 1
+            record = {"seq": self._seq, **record}
+            try:
+                line = dumps_record(record)
+            except TypeError as exc:
+                self._seq -= 1
+                raise CassetteError(
+                    f"decision {record.get('key')} cannot be stored: {exc}; return plain "
+                    "JSON data (dict, list, str, number) from the call",
+                    path=self.path,
+                ) from None
+            self._write(line)
+            return self._seq
+
+    @property
+    def count(self) -> int:
+        """How many records were written."""
+        return self._seq
+
+    def close(self) -> None:
+        """Flush, close and move ``PATH.partial`` over ``PATH`` (idempotent)."""
+        with self._lock:
+            if self._fh is None:
+                return
+            self._fh.close()
+            self._fh = None
+            os.replace(self.partial, self.path)

@@ -1,0 +1,26 @@
+"""The ``tracetape`` command line: one module per command group, each thin.
+
+Exit codes (every command):
+
+* 0: success, nothing to report;
+* 1: the command's check failed (a corrupt cassette for ``verify``, a finding at or above
+  ``--fail-on`` for ``diff``, a broken invariant for ``check``);
+* 2: bad input or usage: a missing or unreadable file, an unknown format, a bad option.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .._version import __version__
+from .show import show, verify
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tracetape")
+def main() -> None:
+    """Record agent runs, replay them offline, and diff runs."""
+
+
+main.add_command(show)
+main.add_command(verify)
