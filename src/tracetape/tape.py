@@ -402,6 +402,8 @@ class Tape:
             diagnosis="\n".join(lines),
         )
 
+    # -- integrations: SDK and HTTP hooks ---------------------------------------------------
+
     # -- lifecycle -----------------------------------------------------------------------------
 
     def close(self, *, failed: bool = False) -> None:
@@ -452,6 +454,8 @@ class Tape:
 
     def __repr__(self) -> str:
         return f"Tape({str(self.path)!r}, mode={self.mode.value!r})"
+
+    # -- integrations: tools and environment ------------------------------------------------
 
 
 def _short(value: Any, width: int = 60) -> str:
