@@ -26,6 +26,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -403,6 +404,40 @@ class Tape:
         )
 
     # -- integrations: SDK and HTTP hooks ---------------------------------------------------
+
+    def patch_sdks(self) -> AbstractContextManager[Tape]:
+        """Tape ``openai``/``anthropic`` SDK calls made in this thread or task (a context manager).
+
+        See ``tracetape.integrations.sdk``; replay returns the SDKs' own types.
+        """
+        from .integrations.sdk import patch_sdks
+
+        return patch_sdks(self)
+
+    def patch_http(self) -> AbstractContextManager[Tape]:
+        """Tape every ``httpx``/``httpx2`` client created in this thread or task in the block."""
+        from .integrations.http import patch_http
+
+        return patch_http(self)
+
+    def http_transport(self, inner: Any = None, *, flavor: Any = None) -> Any:
+        """A sync ``httpx2`` (or ``httpx``: ``flavor="httpx"``) transport through this tape."""
+        from .integrations.http import http_transport
+
+        return http_transport(self, inner, flavor=flavor)
+
+    def async_http_transport(self, inner: Any = None, *, flavor: Any = None) -> Any:
+        """The async twin of ``http_transport``, for ``AsyncClient``."""
+        from .integrations.http import async_http_transport
+
+        return async_http_transport(self, inner, flavor=flavor)
+
+    @property
+    def model_calls(self) -> int:
+        """How many model calls (``llm`` decisions) this run made so far: the current step."""
+        from .integrations._common import model_calls
+
+        return model_calls(self)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

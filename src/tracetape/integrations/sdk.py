@@ -1,0 +1,487 @@
+"""SDK-level hooks: tape the official ``openai`` and ``anthropic`` SDKs without touching the agent.
+
+``with tape.patch_sdks():`` (or ``patch_sdks(tape)``) wraps the resource methods
+
+* ``openai``: ``chat.completions.create``, ``responses.create``, ``completions.create``,
+  ``embeddings.create`` and their async twins (their ``.stream(...)`` helpers and
+  ``with_raw_response`` / ``with_streaming_response`` go through ``create``);
+* ``anthropic``: ``messages.create``, ``messages.stream`` and their async twins;
+
+so that a call is keyed before the SDK builds its request (the SDK's own request building,
+``maybe_transform``, costs milliseconds per call) and, in replay, answered with the SDK's own
+types (``ChatCompletion``, ``Message``, ``Stream`` yielding its chunk/event objects) built from the
+cassette without running the request pipeline: no request is built and no socket is opened.
+In record mode the real call runs and its HTTP response is tapped as the SDK reads it, so the
+cassette holds the same JSON body or SSE events as the HTTP-level hook would.
+
+The tape is resolved at call time: the tape bound in this thread or asyncio task (``with tape:``,
+``with tape.patch_sdks():``), else the process-wide one of ``tracetape.patch(tape)``; with none,
+the SDK runs untouched. The method patch itself is process-wide and reference counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import importlib
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from ..tape import Tape, _current
+from ._common import (
+    Capture,
+    capture_var,
+    endpoint,
+    flush_pending,
+    llm_decision,
+    llm_payload,
+    materialize,
+    next_model_step,
+    out_content,
+    resolve_tape,
+    set_default_tape,
+    sse_encode,
+)
+from .http import _identity, tap_response
+
+__all__ = ["Patch", "patch", "patch_sdks", "unpatch_all"]
+
+
+@dataclass(frozen=True)
+class _Target:
+    module: str
+    cls: str
+    endpoint: str
+    cast_to: tuple[str, str]
+    chunk: tuple[str, str] | None
+    aio: bool
+
+    @property
+    def sdk(self) -> str:
+        return self.module.split(".")[0]
+
+
+def _targets() -> list[_Target]:
+    chat = ("openai.types.chat", "ChatCompletion"), ("openai.types.chat", "ChatCompletionChunk")
+    resp = ("openai.types.responses", "Response"), ("openai.types.responses", "ResponseStreamEvent")
+    comp = ("openai.types", "Completion"), ("openai.types", "Completion")
+    emb = ("openai.types", "CreateEmbeddingResponse"), None
+    msg = ("anthropic.types", "Message"), ("anthropic.types", "RawMessageStreamEvent")
+    out = []
+    for module, name, ep, (cast_to, chunk) in (
+        ("openai.resources.chat.completions", "Completions", "chat.completions", chat),
+        ("openai.resources.responses", "Responses", "responses", resp),
+        ("openai.resources.completions", "Completions", "completions", comp),
+        ("openai.resources.embeddings", "Embeddings", "embeddings", emb),
+        ("anthropic.resources.messages", "Messages", "messages", msg),
+    ):
+        out.append(_Target(module, name, ep, cast_to, chunk, False))
+        out.append(_Target(module, "Async" + name, ep, cast_to, chunk, True))
+    return out
+
+
+@dataclass
+class _Sdk:
+    """What replay needs from one SDK package, looked up once."""
+
+    module: ModuleType
+    httpx: ModuleType
+    options_cls: Any
+    construct_type: Callable[..., Any]
+    raw_header: str
+    stream_cls: Any
+    async_stream_cls: Any
+
+
+@functools.cache
+def _sdk(name: str) -> _Sdk:
+    base = importlib.import_module(f"{name}._base_client")
+    models = importlib.import_module(f"{name}._models")
+    streaming = importlib.import_module(f"{name}._streaming")
+    constants = importlib.import_module(f"{name}._constants")
+    httpx = getattr(base, "httpx2", None) or base.httpx
+    return _Sdk(
+        importlib.import_module(name),
+        httpx,
+        models.FinalRequestOptions,
+        models.construct_type,
+        constants.RAW_RESPONSE_HEADER,
+        streaming.Stream,
+        streaming.AsyncStream,
+    )
+
+
+@functools.cache
+def _type(ref: tuple[str, str]) -> Any:
+    return getattr(importlib.import_module(ref[0]), ref[1])
+
+
+_META = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
+# anthropic sends these arguments as request headers, not in the body
+_HEADER_ARGS = frozenset({"user_profile_id", "workspace_id"})
+
+
+def _given(value: Any) -> bool:
+    return type(value).__name__ not in ("Omit", "NotGiven")
+
+
+def _body(target: _Target, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
+    """The JSON body the SDK would send for these arguments, and its response post-parser."""
+    body = {
+        k: v for k, v in kwargs.items() if k not in _META and k not in _HEADER_ARGS and _given(v)
+    }
+    extra = kwargs.get("extra_body")
+    if extra:
+        body.update(extra)
+    post_parser = None
+    if target.endpoint == "embeddings":
+        # Mirror the SDK: it asks for base64 unless told otherwise and decodes it back.
+        encoding = kwargs.get("encoding_format")
+        if not _given(encoding) or encoding is None:
+            body.setdefault("encoding_format", "base64")
+        try:
+            parsing = importlib.import_module("openai.lib._parsing._embeddings")
+            post_parser = functools.partial(
+                parsing.parse_embedding_response,
+                encoding_format=encoding if encoding is not None else _sdk("openai").module.omit,
+            )
+        except (ImportError, AttributeError):
+            post_parser = None
+    return body, post_parser
+
+
+def _replay_result(
+    resource: Any, target: _Target, kwargs: Mapping[str, Any], out: Mapping[str, Any], post: Any
+) -> Any:
+    """Build what the SDK method would have returned, from a recorded response.
+
+    Returns the value, or for async clients an awaitable of it.
+    """
+    sdk = _sdk(target.sdk)
+    client = resource._client
+    stream = kwargs.get("stream") is True
+    status = int(out.get("status", 200))
+    headers = kwargs.get("extra_headers") or None
+    cast_to = _type(target.cast_to)
+    if headers is None and not stream and status < 400 and "body" in out and post is None:
+        # The common case, without building a response object: what the SDK's parse does.
+        value = sdk.construct_type(type_=cast_to, value=out["body"])
+        return _done(value) if target.aio else value
+    path = endpoint(target.endpoint).path
+    options = sdk.options_cls.construct(method="post", url=path, headers=headers or {})
+    if post is not None:
+        options.post_parser = post
+    cast_to = client._maybe_override_cast_to(cast_to, options)
+    raw = options.headers.get(sdk.raw_header) if headers else None
+    if "events" in out:
+        ctype, content = "text/event-stream", b"".join(sse_encode(e) for e in out["events"])
+    else:
+        ctype, content = out_content(out)
+    request = sdk.httpx.Request(
+        "POST", client._prepare_url(path), headers={sdk.raw_header: raw} if raw else None
+    )
+    response = sdk.httpx.Response(
+        status, headers={"content-type": ctype}, content=content, request=request
+    )
+    if status >= 400:
+        raise client._make_status_error_from_response(response)
+    stream_cls = None
+    if target.chunk is not None:
+        base = sdk.async_stream_cls if target.aio else sdk.stream_cls
+        stream_cls = base[_type(target.chunk)]
+    return client._process_response(
+        cast_to=cast_to, options=options, response=response, stream=stream, stream_cls=stream_cls
+    )
+
+
+async def _done(value: Any) -> Any:
+    return value
+
+
+class _Call:
+    """One SDK call under a tape: its key, then either a replayed result or a recording."""
+
+    __slots__ = ("capture", "decision", "post", "tape")
+
+    def __init__(self, tape: Tape, target: _Target, kwargs: dict[str, Any]):
+        materialize(kwargs)
+        body, self.post = _body(target, kwargs)
+        payload = llm_payload(endpoint(target.endpoint), body, next_model_step(tape))
+        self.tape = tape
+        self.decision = llm_decision(tape, payload)
+        self.capture: Capture | None = None
+
+    def play(self) -> Mapping[str, Any]:
+        out: Mapping[str, Any] = self.tape.play(self.decision)["out"]
+        return out
+
+    def start(self) -> contextvars.Token[Capture | None]:
+        self.capture = Capture(self.tape, self.decision)
+        return capture_var.set(self.capture)
+
+    def end(self, token: contextvars.Token[Capture | None]) -> None:
+        capture_var.reset(token)
+        assert self.capture is not None
+        self.capture.finish()
+
+
+def _wrap_create(target: _Target, original: Callable[..., Any]) -> Callable[..., Any]:
+    if target.aio:
+
+        @functools.wraps(original)
+        async def acreate(self: Any, *args: Any, **kwargs: Any) -> Any:
+            tape = resolve_tape()
+            if tape is None or args or capture_var.get() is not None:
+                return await original(self, *args, **kwargs)
+            call = _Call(tape, target, kwargs)
+            if tape.replaying:
+                return await _replay_result(self, target, kwargs, call.play(), call.post)
+            token = call.start()
+            try:
+                return await original(self, **kwargs)
+            finally:
+                call.end(token)
+
+        return acreate
+
+    @functools.wraps(original)
+    def create(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tape = resolve_tape()
+        if tape is None or args or capture_var.get() is not None:
+            return original(self, *args, **kwargs)
+        call = _Call(tape, target, kwargs)
+        if tape.replaying:
+            return _replay_result(self, target, kwargs, call.play(), call.post)
+        token = call.start()
+        try:
+            return original(self, **kwargs)
+        finally:
+            call.end(token)
+
+    return create
+
+
+def _wrap_anthropic_stream(target: _Target, original: Callable[..., Any]) -> Callable[..., Any]:
+    """``messages.stream(...)`` posts by itself (not through ``create``): take over the request
+    its stream manager sends, keeping the manager (and its event accumulation) the SDK's own.
+    """
+    mangled = "_AsyncMessageStreamManager__api_request" if target.aio else (
+        "_MessageStreamManager__api_request"
+    )
+
+    @functools.wraps(original)
+    def stream(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tape = resolve_tape()
+        if tape is None or args or capture_var.get() is not None:
+            return original(self, *args, **kwargs)
+        call = _Call(tape, target, {**kwargs, "stream": True})
+        manager = original(self, **kwargs)
+        request = getattr(manager, mangled)
+        if tape.replaying:
+            out = call.play()
+            replay_kwargs = {**kwargs, "stream": True}
+            if target.aio:
+                request.close()  # the SDK's un-awaited request coroutine: never sent
+                setattr(manager, mangled, _replay_result(self, target, replay_kwargs, out, None))
+            else:
+                setattr(
+                    manager,
+                    mangled,
+                    lambda: _replay_result(self, target, replay_kwargs, out, None),
+                )
+            return manager
+        if target.aio:
+
+            async def send() -> Any:
+                token = call.start()
+                try:
+                    return await request
+                finally:
+                    call.end(token)
+
+            setattr(manager, mangled, send())
+        else:
+
+            def send_sync() -> Any:
+                token = call.start()
+                try:
+                    return request()
+                finally:
+                    call.end(token)
+
+            setattr(manager, mangled, send_sync)
+        return manager
+
+    return stream
+
+
+# -- record-mode tap on the SDK's HTTP client --------------------------------------------------
+
+
+def _wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Callable[..., Any]:
+    """While an SDK call records, its HTTP response is read through a tap."""
+    if aio:
+
+        @functools.wraps(original)
+        async def asend(self: Any, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
+            capture = capture_var.get()
+            if capture is None:
+                return await original(self, request, stream=stream, **kwargs)
+            _identity(request)
+            response = await original(self, request, stream=True, **kwargs)
+            tap_response(module, response, capture, aio=True)
+            if not stream:
+                try:
+                    await response.aread()
+                except BaseException:
+                    await response.aclose()
+                    raise
+            return response
+
+        return asend
+
+    @functools.wraps(original)
+    def send(self: Any, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
+        capture = capture_var.get()
+        if capture is None:
+            return original(self, request, stream=stream, **kwargs)
+        _identity(request)
+        response = original(self, request, stream=True, **kwargs)
+        tap_response(module, response, capture, aio=False)
+        if not stream:
+            try:
+                response.read()
+            except BaseException:
+                response.close()
+                raise
+        return response
+
+    return send
+
+
+# -- installing ----------------------------------------------------------------------------------
+
+_lock = threading.Lock()
+_installs = 0
+_saved: list[tuple[type, str, Any]] = []
+
+
+def _patch_attr(cls: type, name: str, wrapper: Callable[..., Any]) -> None:
+    original = cls.__dict__[name]
+    _saved.append((cls, name, original))
+    wrapper.__dict__["__tracetape_original__"] = original
+    setattr(cls, name, wrapper)
+
+
+def _install() -> None:
+    global _installs  # noqa: PLW0603 - the patch is process-wide and reference counted
+    with _lock:
+        _installs += 1
+        if _installs > 1:
+            return
+        for target in _targets():
+            try:
+                module = importlib.import_module(target.module)
+            except ImportError:
+                continue
+            cls = getattr(module, target.cls, None)
+            if cls is None or "create" not in cls.__dict__:
+                continue
+            _patch_attr(cls, "create", _wrap_create(target, cls.__dict__["create"]))
+            if target.sdk == "anthropic" and "stream" in cls.__dict__:
+                _patch_attr(cls, "stream", _wrap_anthropic_stream(target, cls.__dict__["stream"]))
+        for name in ("httpx2", "httpx"):
+            try:
+                httpx = importlib.import_module(name)
+            except ImportError:
+                continue
+            for client_cls, aio in ((httpx.Client, False), (httpx.AsyncClient, True)):
+                _patch_attr(client_cls, "send", _wrap_send(httpx, client_cls.__dict__["send"], aio))
+
+
+def _uninstall() -> None:
+    global _installs  # noqa: PLW0603
+    with _lock:
+        _installs -= 1
+        if _installs > 0:
+            return
+        _installs = 0
+        while _saved:
+            cls, name, original = _saved.pop()
+            setattr(cls, name, original)
+
+
+def unpatch_all() -> None:
+    """Remove every SDK hook now, whatever still holds a patch (for test teardown)."""
+    global _installs  # noqa: PLW0603
+    with _lock:
+        _installs = 1
+    _uninstall()
+    set_default_tape(None)
+
+
+@contextlib.contextmanager
+def patch_sdks(tape: Tape) -> Iterator[Tape]:
+    """Route ``openai``/``anthropic`` SDK calls made in this thread or task through ``tape``.
+
+    ``tape`` is this context's current tape for the block. On exit, a stream the agent left
+    half-read is recorded as far as it was read.
+
+        >>> import tracetape, tempfile, pathlib
+        >>> tape = tracetape.Tape(pathlib.Path(tempfile.mkdtemp()) / "run.jsonl")
+        >>> with tape, tape.patch_sdks():
+        ...     pass  # openai.OpenAI().chat.completions.create(...) is taped here
+    """
+    token = _current.set(tape)
+    _install()
+    try:
+        yield tape
+    finally:
+        try:
+            flush_pending(tape)
+        finally:
+            _uninstall()
+            _current.reset(token)
+
+
+class Patch:
+    """The handle ``tracetape.patch(tape)`` returns: hooks stay on until ``stop()``.
+
+    Also a context manager (``with tracetape.patch(tape):``).
+    """
+
+    def __init__(self, tape: Tape):
+        self.tape = tape
+        self._stopped = False
+        _install()
+        self._previous = set_default_tape(tape)
+
+    def stop(self) -> None:
+        """Record half-read streams, restore the previous default tape and unhook (idempotent)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            flush_pending(self.tape)
+        finally:
+            set_default_tape(self._previous)
+            _uninstall()
+
+    def __enter__(self) -> Patch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def patch(tape: Tape) -> Patch:
+    """Tape every ``openai``/``anthropic`` SDK call of the process, in any thread, from now on.
+
+    A tape bound in a thread or task (``with other_tape:``) still wins there. Returns a
+    ``Patch``; call ``.stop()`` (or use it as a context manager) to unhook.
+    """
+    return Patch(tape)

@@ -1,0 +1,249 @@
+"""A fake OpenAI + Anthropic server on 127.0.0.1 for the integration tests (stdlib only).
+
+The "model" is a deterministic function of the request: for a task "sum 1 to N" it calls the
+``add`` tool once per number, then answers with the total. JSON and SSE streaming both work,
+for ``/v1/chat/completions``, ``/v1/responses``, ``/v1/completions``, ``/v1/embeddings`` and
+Anthropic's ``/v1/messages``. Every request (path, headers, body) is kept in ``requests``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def _task_n(text: str) -> int:
+    match = re.search(r"sum 1 to (\d+)", text)
+    return int(match.group(1)) if match else 3
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return ""
+
+
+def plan_openai(messages: list[dict[str, Any]]) -> tuple[str, Any]:
+    """("tool", {"a", "b"}) for the next add call, or ("text", answer)."""
+    n = _task_n(_text_of(messages[0]["content"]) if messages else "")
+    results = [int(m["content"]) for m in messages if m.get("role") == "tool"]
+    total = results[-1] if results else 0
+    if len(results) < n:
+        return "tool", {"a": total, "b": len(results) + 1}
+    return "text", f"The total is {total}."
+
+
+def plan_anthropic(messages: list[dict[str, Any]]) -> tuple[str, Any]:
+    n = _task_n(_text_of(messages[0]["content"]) if messages else "")
+    results = [
+        int(block["content"])
+        for m in messages
+        if isinstance(m.get("content"), list)
+        for block in m["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    ]
+    total = results[-1] if results else 0
+    if len(results) < n:
+        return "tool", {"a": total, "b": len(results) + 1}
+    return "text", f"The total is {total}."
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client closing its connection after the last event is not an error
+
+
+class FakeServer:
+    """Start with ``start()``, stop with ``stop()``; ``base_url`` is ``http://127.0.0.1:PORT``."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                server.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": body}
+                )
+                path = self.path.split("?")[0]
+                if path.endswith("/chat/completions"):
+                    self._chat(body)
+                elif path.endswith("/v1/messages"):
+                    self._messages(body)
+                elif path.endswith("/responses"):
+                    self._responses(body)
+                elif path.endswith("/embeddings"):
+                    self._json({"object": "list", "model": body["model"], "data": [
+                        {"object": "embedding", "index": 0, "embedding": [0.5, -0.25, 0.125]}
+                    ], "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+                elif path.endswith("/completions"):
+                    self._json({"id": "cmpl-1", "object": "text_completion", "created": 1,
+                                "model": body["model"], "choices": [
+                                    {"index": 0, "text": "ok", "finish_reason": "stop",
+                                     "logprobs": None}]})
+                elif path.endswith("/echo"):
+                    self._json({"echo": body})
+                else:
+                    self._json({"error": {"message": "not found", "type": "x"}}, 404)
+
+            def _json(self, data: Any, status: int = 200) -> None:
+                raw = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def _sse(self, events: list[tuple[str | None, str]]) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                for name, data in events:
+                    text = (f"event: {name}\n" if name else "") + f"data: {data}\n\n"
+                    raw = text.encode()
+                    self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+
+            def _chat(self, body: dict[str, Any]) -> None:
+                kind, value = plan_openai(body["messages"])
+                step = len(body["messages"])
+                base = {"id": f"chatcmpl-{step}", "created": 1700000000, "model": body["model"]}
+                if kind == "tool":
+                    call = {"id": f"call_{step}", "type": "function",
+                            "function": {"name": "add", "arguments": json.dumps(value)}}
+                    message: dict[str, Any] = {"role": "assistant", "content": None,
+                                               "tool_calls": [call]}
+                    finish = "tool_calls"
+                else:
+                    message = {"role": "assistant", "content": value}
+                    finish = "stop"
+                if not body.get("stream"):
+                    self._json({**base, "object": "chat.completion", "choices": [
+                        {"index": 0, "message": message, "finish_reason": finish}],
+                        "usage": {"prompt_tokens": step, "completion_tokens": 1,
+                                  "total_tokens": step + 1}})
+                    return
+                chunk = {**base, "object": "chat.completion.chunk"}
+                deltas: list[dict[str, Any]] = [{"role": "assistant", "content": None}]
+                if kind == "tool":
+                    args = call["function"]["arguments"]
+                    deltas.append({"tool_calls": [{"index": 0, "id": call["id"],
+                                                   "type": "function", "function": {
+                                                       "name": "add", "arguments": args[:5]}}]})
+                    deltas.append({"tool_calls": [{"index": 0,
+                                                   "function": {"arguments": args[5:]}}]})
+                else:
+                    words = value.split(" ")
+                    deltas += [{"content": w + (" " if i < len(words) - 1 else "")}
+                               for i, w in enumerate(words)]
+                events = [(None, json.dumps({**chunk, "choices": [
+                    {"index": 0, "delta": d, "finish_reason": None}]})) for d in deltas]
+                events.append((None, json.dumps({**chunk, "choices": [
+                    {"index": 0, "delta": {}, "finish_reason": finish}]})))
+                events.append((None, "[DONE]"))
+                self._sse(events)
+
+            def _messages(self, body: dict[str, Any]) -> None:
+                kind, value = plan_anthropic(body["messages"])
+                step = len(body["messages"])
+                usage = {"input_tokens": step, "output_tokens": 1}
+                if kind == "tool":
+                    block: dict[str, Any] = {"type": "tool_use", "id": f"toolu_{step}",
+                                             "name": "add", "input": value}
+                    stop = "tool_use"
+                else:
+                    block = {"type": "text", "text": value}
+                    stop = "end_turn"
+                message = {"id": f"msg_{step}", "type": "message", "role": "assistant",
+                           "model": body["model"], "content": [block], "stop_reason": stop,
+                           "stop_sequence": None, "usage": usage}
+                if not body.get("stream"):
+                    self._json(message)
+                    return
+                start = {**message, "content": [], "stop_reason": None}
+                events: list[tuple[str | None, str]] = [
+                    ("message_start", json.dumps({"type": "message_start", "message": start})),
+                    ("ping", json.dumps({"type": "ping"})),
+                ]
+                if kind == "tool":
+                    args = json.dumps(value)
+                    first = {**block, "input": {}}
+                    parts = [{"type": "input_json_delta", "partial_json": args[:5]},
+                             {"type": "input_json_delta", "partial_json": args[5:]}]
+                else:
+                    first = {"type": "text", "text": ""}
+                    words = value.split(" ")
+                    parts = [{"type": "text_delta", "text": w + (" " if i < len(words) - 1 else "")}
+                             for i, w in enumerate(words)]
+                events.append(("content_block_start", json.dumps(
+                    {"type": "content_block_start", "index": 0, "content_block": first})))
+                events += [("content_block_delta", json.dumps(
+                    {"type": "content_block_delta", "index": 0, "delta": p})) for p in parts]
+                events.append(("content_block_stop", json.dumps(
+                    {"type": "content_block_stop", "index": 0})))
+                events.append(("message_delta", json.dumps(
+                    {"type": "message_delta", "delta": {"stop_reason": stop,
+                                                        "stop_sequence": None},
+                     "usage": {"output_tokens": 1}})))
+                events.append(("message_stop", json.dumps({"type": "message_stop"})))
+                self._sse(events)
+
+            def _responses(self, body: dict[str, Any]) -> None:
+                text = f"echo: {_text_of(body.get('input'))}"
+                response = {"id": "resp_1", "object": "response", "created_at": 1,
+                            "model": body["model"], "status": "completed", "output": [
+                                {"type": "message", "id": "msg_1", "role": "assistant",
+                                 "status": "completed", "content": [
+                                     {"type": "output_text", "text": text,
+                                      "annotations": []}]}],
+                            "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+                if not body.get("stream"):
+                    self._json(response)
+                    return
+                self._sse([
+                    ("response.created", json.dumps({"type": "response.created",
+                                                     "sequence_number": 0,
+                                                     "response": {**response, "output": [],
+                                                                  "status": "in_progress"}})),
+                    ("response.output_text.delta", json.dumps({
+                        "type": "response.output_text.delta", "sequence_number": 1,
+                        "item_id": "msg_1", "output_index": 0, "content_index": 0,
+                        "delta": text, "logprobs": []})),
+                    ("response.completed", json.dumps({"type": "response.completed",
+                                                       "sequence_number": 2,
+                                                       "response": response})),
+                ])
+
+        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeServer:
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
