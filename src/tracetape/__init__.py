@@ -22,6 +22,7 @@ from .errors import (
     UnplayedDecisionsError,
 )
 from .redact import Detector, RedactRules, Redactor
+from .integrations.sdk import Patch, patch, patch_sdks
 from .tape import Decision, Effect, Mode, Tape, current_tape, key
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "IrreversibleEffectError",
     "Mode",
     "Normalizer",
+    "Patch",
     "RedactRules",
     "Redactor",
     "ReplayMiss",
@@ -49,5 +51,7 @@ __all__ = [
     "fingerprint",
     "key",
     "normalize",
+    "patch",
+    "patch_sdks",
     "read_cassette",
 ]

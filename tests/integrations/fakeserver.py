@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -71,6 +72,11 @@ class FakeServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def setup(self) -> None:
+                super().setup()
+                # small header/body writes must not wait for delayed ACKs (40 ms each)
+                self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
@@ -78,7 +84,9 @@ class FakeServer:
                     {"path": self.path, "headers": dict(self.headers), "body": body}
                 )
                 path = self.path.split("?")[0]
-                if path.endswith("/chat/completions"):
+                if body.get("fail"):
+                    self._json({"error": {"message": "no such model", "type": "x"}}, 404)
+                elif path.endswith("/chat/completions"):
                     self._chat(body)
                 elif path.endswith("/v1/messages"):
                     self._messages(body)

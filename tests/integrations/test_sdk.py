@@ -1,0 +1,386 @@
+"""The SDK and HTTP hooks against the real openai and anthropic SDKs and a fake local server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx2
+import openai
+import pytest
+from agents import (
+    REMINDER,
+    anthropic_agent,
+    anthropic_agent_async,
+    openai_agent,
+    openai_agent_async,
+)
+from fakeserver import FakeServer
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+import tracetape
+from tracetape import ReplayMiss, Tape, read_cassette
+from tracetape.integrations import unpatch_all
+
+OPENAI_KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz012345"
+ANTHROPIC_KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123"
+TASK = "sum 1 to 12"
+ANSWER = "The total is 78."
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_patch() -> Any:
+    yield
+    unpatch_all()
+
+
+def _openai(base: str, aio: bool = False, **kw: Any) -> Any:
+    cls = openai.AsyncOpenAI if aio else openai.OpenAI
+    return cls(base_url=base + "/v1", api_key=OPENAI_KEY, max_retries=0, **kw)
+
+
+def _anthropic(base: str, aio: bool = False, **kw: Any) -> Any:
+    cls = anthropic.AsyncAnthropic if aio else anthropic.Anthropic
+    return cls(base_url=base, api_key=ANTHROPIC_KEY, max_retries=0, **kw)
+
+
+SYNC = {"openai": (_openai, openai_agent), "anthropic": (_anthropic, anthropic_agent)}
+ASYNC = {"openai": (_openai, openai_agent_async), "anthropic": (_anthropic, anthropic_agent_async)}
+CASES = [
+    pytest.param(sdk, level, stream, id=f"{sdk}-{level}-{'stream' if stream else 'json'}")
+    for sdk in ("openai", "anthropic")
+    for level in ("sdk", "http")
+    for stream in (False, True)
+]
+
+
+def _run(path: Path, mode: str, sdk: str, level: str, stream: bool, base: str, **kw: Any) -> str:
+    make, agent = SYNC[sdk]
+    with Tape(path, mode=mode) as tape:
+        if level == "sdk":
+            with tape.patch_sdks():
+                return str(agent(make(base), TASK, stream=stream, **kw))
+        with tape.patch_http():
+            client = make(base)
+        return str(agent(client, TASK, stream=stream, **kw))
+
+
+async def _arun(path: Path, mode: str, sdk: str, level: str, stream: bool, base: str) -> str:
+    make, agent = ASYNC[sdk]
+    async with Tape(path, mode=mode) as tape:
+        if level == "sdk":
+            with tape.patch_sdks():
+                return str(await agent(make(base, aio=True), TASK, stream=stream))
+        client = make(
+            base,
+            aio=True,
+            http_client=httpx2.AsyncClient(transport=tape.async_http_transport()),
+        )
+        return str(await agent(client, TASK, stream=stream))
+
+
+@pytest.mark.parametrize(("sdk", "level", "stream"), CASES)
+def test_agent_replays_with_server_stopped(
+    tmp_path: Path, server: FakeServer, sdk: str, level: str, stream: bool
+) -> None:
+    """A 13-step tool-using agent recorded at a hook level replays to the same answer offline."""
+    path = tmp_path / "run.jsonl"
+    assert _run(path, "record", sdk, level, stream, server.base_url) == ANSWER
+    assert len(server.requests) == 13
+    server.stop()
+    assert _run(path, "replay", sdk, level, stream, server.base_url) == ANSWER
+    records = read_cassette(path).records
+    assert [r["step"] for r in records] == list(range(1, 14))
+    assert all(r["kind"] == "llm" for r in records)
+
+
+@pytest.mark.parametrize(("sdk", "level", "stream"), CASES)
+def test_async_agent_replays_with_server_stopped(
+    tmp_path: Path, server: FakeServer, sdk: str, level: str, stream: bool
+) -> None:
+    """The async clients record and replay the same way, streamed or not."""
+    path = tmp_path / "run.jsonl"
+    assert asyncio.run(_arun(path, "record", sdk, level, stream, server.base_url)) == ANSWER
+    server.stop()
+    assert asyncio.run(_arun(path, "replay", sdk, level, stream, server.base_url)) == ANSWER
+
+
+@pytest.mark.parametrize(
+    ("sdk", "stream", "recorded_at", "replayed_at"),
+    [
+        pytest.param(sdk, stream, a, b, id=f"{sdk}-{'stream' if stream else 'json'}-{a}-to-{b}")
+        for sdk in ("openai", "anthropic")
+        for stream in (False, True)
+        for a, b in (("sdk", "http"), ("http", "sdk"))
+    ],
+)
+def test_one_cassette_serves_both_levels(
+    tmp_path: Path, server: FakeServer, sdk: str, stream: bool, recorded_at: str, replayed_at: str
+) -> None:
+    """A cassette recorded at the SDK level replays at the HTTP level and the other way round."""
+    path = tmp_path / "run.jsonl"
+    _run(path, "record", sdk, recorded_at, stream, server.base_url)
+    server.stop()
+    assert _run(path, "replay", sdk, replayed_at, stream, server.base_url) == ANSWER
+
+
+@pytest.mark.parametrize(
+    ("sdk", "level"),
+    [pytest.param(s, lv, id=f"{s}-{lv}") for s in ("openai", "anthropic") for lv in ("sdk", "http")],
+)
+def test_one_word_edit_at_step_10_names_only_that_message(
+    tmp_path: Path, server: FakeServer, sdk: str, level: str
+) -> None:
+    """Editing one word of the step-10 prompt raises ReplayMiss naming exactly that message."""
+    path = tmp_path / "run.jsonl"
+    _run(path, "record", sdk, level, False, server.base_url)
+    server.stop()
+    edited = REMINDER.replace("carefully", "quickly")
+    with pytest.raises(ReplayMiss) as info:
+        _run(path, "replay", sdk, level, False, server.base_url, reminder=edited)
+    miss = info.value
+    assert type(miss).__name__ == "ReplayMiss"
+    assert miss.step == 10
+    assert miss.matched == 9
+    index = 19 if sdk == "openai" else 19
+    assert miss.changes == [f"messages[{index}].content"]
+    assert "carefully" in str(miss)
+    assert "quickly" in str(miss)
+
+
+def test_miss_surfaces_unwrapped_without_retries(tmp_path: Path, server: FakeServer) -> None:
+    """At the HTTP level a miss is a ReplayMiss, not the SDK's connection error after retries."""
+    path = tmp_path / "run.jsonl"
+    Tape(path, mode="record").close()
+    server.stop()
+    with Tape(path, mode="replay") as tape:
+        client = anthropic.Anthropic(
+            base_url=server.base_url,
+            api_key=ANTHROPIC_KEY,
+            max_retries=5,
+            http_client=httpx2.Client(transport=tape.http_transport()),
+        )
+        with pytest.raises(ReplayMiss) as info:
+            client.messages.create(
+                model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+            )
+    assert not isinstance(info.value, anthropic.APIConnectionError)
+    assert info.value.__cause__ is None
+
+
+def test_sdk_replay_miss_opens_no_socket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An SDK-level replay miss is raised before the SDK builds a request or opens a socket."""
+    path = tmp_path / "run.jsonl"
+    Tape(path, mode="record").close()
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the network was touched")
+
+    monkeypatch.setattr(httpx2.HTTPTransport, "handle_request", refuse)
+    with Tape(path, mode="replay") as tape, tape.patch_sdks():
+        with pytest.raises(ReplayMiss):
+            _openai("http://127.0.0.1:9").chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}]
+            )
+
+
+@pytest.mark.parametrize("level", ["sdk", "http"])
+def test_secrets_never_reach_the_cassette(
+    tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch, level: str
+) -> None:
+    """The Authorization header and an API key from the environment are never in the bytes."""
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    path = tmp_path / "run.jsonl"
+    with Tape(path, mode="record") as tape:
+        if level == "sdk":
+            with tape.patch_sdks():
+                client = openai.OpenAI(base_url=server.base_url + "/v1", max_retries=0)
+                openai_agent(client, "sum 1 to 3")
+        else:
+            with tape.patch_http():
+                client = openai.OpenAI(base_url=server.base_url + "/v1", max_retries=0)
+            openai_agent(client, "sum 1 to 3")
+    headers = {k.lower(): v for k, v in server.requests[0]["headers"].items()}
+    assert headers["authorization"] == f"Bearer {OPENAI_KEY}"
+    data = path.read_bytes()
+    assert OPENAI_KEY.encode() not in data
+    assert b"Bearer" not in data
+    assert b"authorization" not in data.lower()
+    assert server.base_url.encode() not in data
+
+
+def test_threads_with_their_own_tapes_never_mix(tmp_path: Path, server: FakeServer) -> None:
+    """Two threads, each with its own tape, record only their own calls."""
+    barrier = threading.Barrier(2)
+    results: dict[str, str] = {}
+
+    def worker(name: str, task: str) -> None:
+        client = _openai(server.base_url)
+        with Tape(tmp_path / f"{name}.jsonl", mode="record") as tape, tape.patch_sdks():
+            barrier.wait()
+            results[name] = openai_agent(client, task)
+
+    threads = [
+        threading.Thread(target=worker, args=("a", "sum 1 to 4")),
+        threading.Thread(target=worker, args=("b", "sum 1 to 6")),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {"a": "The total is 10.", "b": "The total is 21."}
+    for name, task, steps in (("a", "sum 1 to 4", 5), ("b", "sum 1 to 6", 7)):
+        records = read_cassette(tmp_path / f"{name}.jsonl").records
+        assert [r["step"] for r in records] == list(range(1, steps + 1))
+        assert all(r["input"]["messages"][0]["content"] == task for r in records)
+
+
+def test_replay_returns_the_sdk_types(tmp_path: Path, server: FakeServer) -> None:
+    """Replay returns ChatCompletion, a Stream of ChatCompletionChunk, and raw responses."""
+    path = tmp_path / "run.jsonl"
+    messages = [{"role": "user", "content": "sum 1 to 1"}]
+
+    def calls(client: Any) -> list[Any]:
+        plain = client.chat.completions.create(model="m", messages=messages)
+        streamed = list(client.chat.completions.create(model="m", messages=messages, stream=True))
+        raw = client.chat.completions.with_raw_response.create(model="m", messages=messages)
+        with client.chat.completions.stream(model="m", messages=messages) as events:
+            final = events.get_final_completion()
+        return [plain, streamed, raw.parse(), raw.status_code, final]
+
+    with Tape(path, mode="record") as tape, tape.patch_sdks():
+        live = calls(_openai(server.base_url))
+    server.stop()
+    with Tape(path, mode="replay") as tape, tape.patch_sdks():
+        replayed = calls(_openai(server.base_url))
+    assert isinstance(replayed[0], ChatCompletion)
+    assert all(isinstance(c, ChatCompletionChunk) for c in replayed[1])
+    assert [c.model_dump() for c in replayed[1]] == [c.model_dump() for c in live[1]]
+    assert replayed[0].model_dump() == live[0].model_dump()
+    assert replayed[2].model_dump() == live[2].model_dump()
+    assert replayed[3] == 200
+    assert replayed[4].choices[0].message.tool_calls == live[4].choices[0].message.tool_calls
+
+
+def test_other_endpoints_round_trip(tmp_path: Path, server: FakeServer) -> None:
+    """responses, completions and embeddings (base64 decoded back to floats) replay as recorded."""
+    path = tmp_path / "run.jsonl"
+
+    def calls(client: Any) -> list[Any]:
+        resp = client.responses.create(model="m", input="hello")
+        events = [e.type for e in client.responses.create(model="m", input="hi", stream=True)]
+        comp = client.completions.create(model="m", prompt="say ok")
+        emb = client.embeddings.create(model="e", input="text")
+        return [resp.output_text, events, comp.choices[0].text, emb.data[0].embedding]
+
+    with Tape(path, mode="record") as tape, tape.patch_sdks():
+        live = calls(_openai(server.base_url))
+    assert live[3] == [0.5, -0.25, 0.125]
+    server.stop()
+    with Tape(path, mode="replay") as tape, tape.patch_sdks():
+        assert calls(_openai(server.base_url)) == live
+    assert [r["input"]["params"].get("encoding_format") for r in read_cassette(path)][3] == "base64"
+
+
+def test_abandoned_stream_is_recorded_as_far_as_read(tmp_path: Path, server: FakeServer) -> None:
+    """A stream left half-read is recorded up to where it was read, in its own cassette only."""
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    messages = [{"role": "user", "content": "sum 1 to 1"}]
+    with Tape(first, mode="record") as tape, tape.patch_sdks():
+        stream = _openai(server.base_url).chat.completions.create(
+            model="m", messages=messages, stream=True
+        )
+        head = next(iter(stream))
+    with Tape(second, mode="record") as tape, tape.patch_sdks():
+        _openai(server.base_url).chat.completions.create(model="m", messages=messages)
+    (rec,) = read_cassette(first).records
+    assert rec["out"]["complete"] is False
+    assert rec["out"]["events"][0]["data"] == head.model_dump(mode="json", exclude_unset=True)
+    (other,) = read_cassette(second).records
+    assert "events" not in other["out"]
+    server.stop()
+    with Tape(first, mode="replay") as tape, tape.patch_sdks():
+        stream = _openai(server.base_url).chat.completions.create(
+            model="m", messages=messages, stream=True
+        )
+        assert next(iter(stream)).model_dump() == head.model_dump()
+
+
+def test_stored_bodies_are_json_and_tools_sorted(tmp_path: Path, server: FakeServer) -> None:
+    """Non-streamed bodies are stored as JSON objects and tool schemas are keyed sorted by name."""
+    path = tmp_path / "run.jsonl"
+    _run(path, "record", "anthropic", "sdk", False, server.base_url)
+    rec = read_cassette(path).records[0]
+    assert rec["out"]["body"]["type"] == "message"
+    assert [t["name"] for t in rec["input"]["tools"]] == ["add", "noop"]
+    assert rec["input"]["params"] == {
+        "max_tokens": 256,
+        "model": "claude-test",
+        "system": "You add numbers.",
+    }
+    assert set(rec["input"]) == {"messages", "tools", "params", "step"}
+
+
+def test_messages_are_copied_at_call_time(tmp_path: Path, server: FakeServer) -> None:
+    """Each recorded request holds the conversation as it was then, not the final list."""
+    path = tmp_path / "run.jsonl"
+    _run(path, "record", "openai", "sdk", False, server.base_url)
+    lengths = [len(r["input"]["messages"]) for r in read_cassette(path).records]
+    assert lengths == sorted(set(lengths))
+    assert lengths[0] == 1
+
+
+def test_plain_http_requests_are_keyed_without_secret_params(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """Other requests are kind http, keyed on method, URL minus secret params, and body."""
+    path = tmp_path / "run.jsonl"
+    url = server.base_url + "/echo?q=1&api_key=hunter2hunter2"
+    with Tape(path, mode="record") as tape:
+        with httpx2.Client(transport=tape.http_transport()) as client:
+            live = client.post(url, json={"x": 1}, headers={"Authorization": "Bearer abc"}).json()
+    (rec,) = read_cassette(path).records
+    assert rec["kind"] == "http"
+    assert rec["input"] == {"method": "POST", "url": server.base_url + "/echo?q=1", "body": {"x": 1}}
+    assert b"hunter2" not in path.read_bytes()
+    server.stop()
+    with Tape(path, mode="replay") as tape:
+        with httpx2.Client(transport=tape.http_transport()) as client:
+            assert client.post(url.replace("hunter2", "other"), json={"x": 1}).json() == live
+
+
+def test_process_wide_patch_reaches_other_threads(tmp_path: Path, server: FakeServer) -> None:
+    """tracetape.patch(tape) tapes calls from threads that bound no tape of their own."""
+    path = tmp_path / "run.jsonl"
+    tape = Tape(path, mode="record")
+    handle = tracetape.patch(tape)
+    try:
+        thread = threading.Thread(target=openai_agent, args=(_openai(server.base_url), "sum 1 to 2"))
+        thread.start()
+        thread.join()
+    finally:
+        handle.stop()
+        tape.close()
+    assert len(read_cassette(path).records) == 3
+    assert tape.model_calls == 3
+
+
+def test_status_errors_replay_as_the_sdk_error(tmp_path: Path, server: FakeServer) -> None:
+    """A recorded 404 replays as the SDK's NotFoundError."""
+    path = tmp_path / "run.jsonl"
+    client_kw = {"base_url": server.base_url + "/nowhere"}
+
+    def call() -> None:
+        client = openai.OpenAI(api_key=OPENAI_KEY, max_retries=0, **client_kw)
+        client.embeddings.create(model="m", input="x", extra_body={"fail": True})
+
+    with Tape(path, mode="record") as tape, tape.patch_sdks(), pytest.raises(openai.NotFoundError):
+        call()
+    server.stop()
+    with Tape(path, mode="replay") as tape, tape.patch_sdks(), pytest.raises(openai.NotFoundError):
+        call()
+    assert json.loads(path.read_text().splitlines()[1])["out"]["status"] == 404
