@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fakeserver import FakeServer  # noqa: E402
+from fakeserver import FakeServer
 
 
 @pytest.fixture

@@ -93,14 +93,37 @@ class FakeServer:
                 elif path.endswith("/responses"):
                     self._responses(body)
                 elif path.endswith("/embeddings"):
-                    self._json({"object": "list", "model": body["model"], "data": [
-                        {"object": "embedding", "index": 0, "embedding": [0.5, -0.25, 0.125]}
-                    ], "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+                    self._json(
+                        {
+                            "object": "list",
+                            "model": body["model"],
+                            "data": [
+                                {
+                                    "object": "embedding",
+                                    "index": 0,
+                                    "embedding": [0.5, -0.25, 0.125],
+                                }
+                            ],
+                            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                        }
+                    )
                 elif path.endswith("/completions"):
-                    self._json({"id": "cmpl-1", "object": "text_completion", "created": 1,
-                                "model": body["model"], "choices": [
-                                    {"index": 0, "text": "ok", "finish_reason": "stop",
-                                     "logprobs": None}]})
+                    self._json(
+                        {
+                            "id": "cmpl-1",
+                            "object": "text_completion",
+                            "created": 1,
+                            "model": body["model"],
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "text": "ok",
+                                    "finish_reason": "stop",
+                                    "logprobs": None,
+                                }
+                            ],
+                        }
+                    )
                 elif path.endswith("/echo"):
                     self._json({"echo": body})
                 else:
@@ -131,37 +154,79 @@ class FakeServer:
                 step = len(body["messages"])
                 base = {"id": f"chatcmpl-{step}", "created": 1700000000, "model": body["model"]}
                 if kind == "tool":
-                    call = {"id": f"call_{step}", "type": "function",
-                            "function": {"name": "add", "arguments": json.dumps(value)}}
-                    message: dict[str, Any] = {"role": "assistant", "content": None,
-                                               "tool_calls": [call]}
+                    call = {
+                        "id": f"call_{step}",
+                        "type": "function",
+                        "function": {"name": "add", "arguments": json.dumps(value)},
+                    }
+                    message: dict[str, Any] = {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [call],
+                    }
                     finish = "tool_calls"
                 else:
                     message = {"role": "assistant", "content": value}
                     finish = "stop"
                 if not body.get("stream"):
-                    self._json({**base, "object": "chat.completion", "choices": [
-                        {"index": 0, "message": message, "finish_reason": finish}],
-                        "usage": {"prompt_tokens": step, "completion_tokens": 1,
-                                  "total_tokens": step + 1}})
+                    self._json(
+                        {
+                            **base,
+                            "object": "chat.completion",
+                            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                            "usage": {
+                                "prompt_tokens": step,
+                                "completion_tokens": 1,
+                                "total_tokens": step + 1,
+                            },
+                        }
+                    )
                     return
                 chunk = {**base, "object": "chat.completion.chunk"}
                 deltas: list[dict[str, Any]] = [{"role": "assistant", "content": None}]
                 if kind == "tool":
                     args = call["function"]["arguments"]
-                    deltas.append({"tool_calls": [{"index": 0, "id": call["id"],
-                                                   "type": "function", "function": {
-                                                       "name": "add", "arguments": args[:5]}}]})
-                    deltas.append({"tool_calls": [{"index": 0,
-                                                   "function": {"arguments": args[5:]}}]})
+                    deltas.append(
+                        {
+                            "tool_calls": [
+                                {
+                                    "index": 0,
+                                    "id": call["id"],
+                                    "type": "function",
+                                    "function": {"name": "add", "arguments": args[:5]},
+                                }
+                            ]
+                        }
+                    )
+                    deltas.append(
+                        {"tool_calls": [{"index": 0, "function": {"arguments": args[5:]}}]}
+                    )
                 else:
                     words = value.split(" ")
-                    deltas += [{"content": w + (" " if i < len(words) - 1 else "")}
-                               for i, w in enumerate(words)]
-                events = [(None, json.dumps({**chunk, "choices": [
-                    {"index": 0, "delta": d, "finish_reason": None}]})) for d in deltas]
-                events.append((None, json.dumps({**chunk, "choices": [
-                    {"index": 0, "delta": {}, "finish_reason": finish}]})))
+                    deltas += [
+                        {"content": w + (" " if i < len(words) - 1 else "")}
+                        for i, w in enumerate(words)
+                    ]
+                events = [
+                    (
+                        None,
+                        json.dumps(
+                            {**chunk, "choices": [{"index": 0, "delta": d, "finish_reason": None}]}
+                        ),
+                    )
+                    for d in deltas
+                ]
+                events.append(
+                    (
+                        None,
+                        json.dumps(
+                            {
+                                **chunk,
+                                "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+                            }
+                        ),
+                    )
+                )
                 events.append((None, "[DONE]"))
                 self._sse(events)
 
@@ -170,15 +235,26 @@ class FakeServer:
                 step = len(body["messages"])
                 usage = {"input_tokens": step, "output_tokens": 1}
                 if kind == "tool":
-                    block: dict[str, Any] = {"type": "tool_use", "id": f"toolu_{step}",
-                                             "name": "add", "input": value}
+                    block: dict[str, Any] = {
+                        "type": "tool_use",
+                        "id": f"toolu_{step}",
+                        "name": "add",
+                        "input": value,
+                    }
                     stop = "tool_use"
                 else:
                     block = {"type": "text", "text": value}
                     stop = "end_turn"
-                message = {"id": f"msg_{step}", "type": "message", "role": "assistant",
-                           "model": body["model"], "content": [block], "stop_reason": stop,
-                           "stop_sequence": None, "usage": usage}
+                message = {
+                    "id": f"msg_{step}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body["model"],
+                    "content": [block],
+                    "stop_reason": stop,
+                    "stop_sequence": None,
+                    "usage": usage,
+                }
                 if not body.get("stream"):
                     self._json(message)
                     return
@@ -190,51 +266,112 @@ class FakeServer:
                 if kind == "tool":
                     args = json.dumps(value)
                     first = {**block, "input": {}}
-                    parts = [{"type": "input_json_delta", "partial_json": args[:5]},
-                             {"type": "input_json_delta", "partial_json": args[5:]}]
+                    parts = [
+                        {"type": "input_json_delta", "partial_json": args[:5]},
+                        {"type": "input_json_delta", "partial_json": args[5:]},
+                    ]
                 else:
                     first = {"type": "text", "text": ""}
                     words = value.split(" ")
-                    parts = [{"type": "text_delta", "text": w + (" " if i < len(words) - 1 else "")}
-                             for i, w in enumerate(words)]
-                events.append(("content_block_start", json.dumps(
-                    {"type": "content_block_start", "index": 0, "content_block": first})))
-                events += [("content_block_delta", json.dumps(
-                    {"type": "content_block_delta", "index": 0, "delta": p})) for p in parts]
-                events.append(("content_block_stop", json.dumps(
-                    {"type": "content_block_stop", "index": 0})))
-                events.append(("message_delta", json.dumps(
-                    {"type": "message_delta", "delta": {"stop_reason": stop,
-                                                        "stop_sequence": None},
-                     "usage": {"output_tokens": 1}})))
+                    parts = [
+                        {"type": "text_delta", "text": w + (" " if i < len(words) - 1 else "")}
+                        for i, w in enumerate(words)
+                    ]
+                events.append(
+                    (
+                        "content_block_start",
+                        json.dumps(
+                            {"type": "content_block_start", "index": 0, "content_block": first}
+                        ),
+                    )
+                )
+                events += [
+                    (
+                        "content_block_delta",
+                        json.dumps({"type": "content_block_delta", "index": 0, "delta": p}),
+                    )
+                    for p in parts
+                ]
+                events.append(
+                    ("content_block_stop", json.dumps({"type": "content_block_stop", "index": 0}))
+                )
+                events.append(
+                    (
+                        "message_delta",
+                        json.dumps(
+                            {
+                                "type": "message_delta",
+                                "delta": {"stop_reason": stop, "stop_sequence": None},
+                                "usage": {"output_tokens": 1},
+                            }
+                        ),
+                    )
+                )
                 events.append(("message_stop", json.dumps({"type": "message_stop"})))
                 self._sse(events)
 
             def _responses(self, body: dict[str, Any]) -> None:
                 text = f"echo: {_text_of(body.get('input'))}"
-                response = {"id": "resp_1", "object": "response", "created_at": 1,
-                            "model": body["model"], "status": "completed", "output": [
-                                {"type": "message", "id": "msg_1", "role": "assistant",
-                                 "status": "completed", "content": [
-                                     {"type": "output_text", "text": text,
-                                      "annotations": []}]}],
-                            "parallel_tool_calls": True, "tool_choice": "auto", "tools": []}
+                response = {
+                    "id": "resp_1",
+                    "object": "response",
+                    "created_at": 1,
+                    "model": body["model"],
+                    "status": "completed",
+                    "output": [
+                        {
+                            "type": "message",
+                            "id": "msg_1",
+                            "role": "assistant",
+                            "status": "completed",
+                            "content": [{"type": "output_text", "text": text, "annotations": []}],
+                        }
+                    ],
+                    "parallel_tool_calls": True,
+                    "tool_choice": "auto",
+                    "tools": [],
+                }
                 if not body.get("stream"):
                     self._json(response)
                     return
-                self._sse([
-                    ("response.created", json.dumps({"type": "response.created",
-                                                     "sequence_number": 0,
-                                                     "response": {**response, "output": [],
-                                                                  "status": "in_progress"}})),
-                    ("response.output_text.delta", json.dumps({
-                        "type": "response.output_text.delta", "sequence_number": 1,
-                        "item_id": "msg_1", "output_index": 0, "content_index": 0,
-                        "delta": text, "logprobs": []})),
-                    ("response.completed", json.dumps({"type": "response.completed",
-                                                       "sequence_number": 2,
-                                                       "response": response})),
-                ])
+                self._sse(
+                    [
+                        (
+                            "response.created",
+                            json.dumps(
+                                {
+                                    "type": "response.created",
+                                    "sequence_number": 0,
+                                    "response": {**response, "output": [], "status": "in_progress"},
+                                }
+                            ),
+                        ),
+                        (
+                            "response.output_text.delta",
+                            json.dumps(
+                                {
+                                    "type": "response.output_text.delta",
+                                    "sequence_number": 1,
+                                    "item_id": "msg_1",
+                                    "output_index": 0,
+                                    "content_index": 0,
+                                    "delta": text,
+                                    "logprobs": [],
+                                }
+                            ),
+                        ),
+                        (
+                            "response.completed",
+                            json.dumps(
+                                {
+                                    "type": "response.completed",
+                                    "sequence_number": 2,
+                                    "response": response,
+                                }
+                            ),
+                        ),
+                    ]
+                )
 
         self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

@@ -58,7 +58,7 @@ CASES = [
 ]
 
 
-def _run(path: Path, mode: str, sdk: str, level: str, stream: bool, base: str, **kw: Any) -> str:
+def _run(path: Path, mode: str, sdk: str, level: str, *, stream: bool, base: str, **kw: Any) -> str:
     make, agent = SYNC[sdk]
     with Tape(path, mode=mode) as tape:
         if level == "sdk":
@@ -69,7 +69,7 @@ def _run(path: Path, mode: str, sdk: str, level: str, stream: bool, base: str, *
         return str(agent(client, TASK, stream=stream, **kw))
 
 
-async def _arun(path: Path, mode: str, sdk: str, level: str, stream: bool, base: str) -> str:
+async def _arun(path: Path, mode: str, sdk: str, level: str, *, stream: bool, base: str) -> str:
     make, agent = ASYNC[sdk]
     async with Tape(path, mode=mode) as tape:
         if level == "sdk":
@@ -89,10 +89,10 @@ def test_agent_replays_with_server_stopped(
 ) -> None:
     """A 13-step tool-using agent recorded at a hook level replays to the same answer offline."""
     path = tmp_path / "run.jsonl"
-    assert _run(path, "record", sdk, level, stream, server.base_url) == ANSWER
+    assert _run(path, "record", sdk, level, stream=stream, base=server.base_url) == ANSWER
     assert len(server.requests) == 13
     server.stop()
-    assert _run(path, "replay", sdk, level, stream, server.base_url) == ANSWER
+    assert _run(path, "replay", sdk, level, stream=stream, base=server.base_url) == ANSWER
     records = read_cassette(path).records
     assert [r["step"] for r in records] == list(range(1, 14))
     assert all(r["kind"] == "llm" for r in records)
@@ -104,9 +104,15 @@ def test_async_agent_replays_with_server_stopped(
 ) -> None:
     """The async clients record and replay the same way, streamed or not."""
     path = tmp_path / "run.jsonl"
-    assert asyncio.run(_arun(path, "record", sdk, level, stream, server.base_url)) == ANSWER
+    assert (
+        asyncio.run(_arun(path, "record", sdk, level, stream=stream, base=server.base_url))
+        == ANSWER
+    )
     server.stop()
-    assert asyncio.run(_arun(path, "replay", sdk, level, stream, server.base_url)) == ANSWER
+    assert (
+        asyncio.run(_arun(path, "replay", sdk, level, stream=stream, base=server.base_url))
+        == ANSWER
+    )
 
 
 @pytest.mark.parametrize(
@@ -118,36 +124,40 @@ def test_async_agent_replays_with_server_stopped(
         for a, b in (("sdk", "http"), ("http", "sdk"))
     ],
 )
-def test_one_cassette_serves_both_levels(
+def test_one_cassette_serves_both_levels(  # noqa: PLR0917 - parametrized
     tmp_path: Path, server: FakeServer, sdk: str, stream: bool, recorded_at: str, replayed_at: str
 ) -> None:
     """A cassette recorded at the SDK level replays at the HTTP level and the other way round."""
     path = tmp_path / "run.jsonl"
-    _run(path, "record", sdk, recorded_at, stream, server.base_url)
+    _run(path, "record", sdk, recorded_at, stream=stream, base=server.base_url)
     server.stop()
-    assert _run(path, "replay", sdk, replayed_at, stream, server.base_url) == ANSWER
+    assert _run(path, "replay", sdk, replayed_at, stream=stream, base=server.base_url) == ANSWER
 
 
 @pytest.mark.parametrize(
     ("sdk", "level"),
-    [pytest.param(s, lv, id=f"{s}-{lv}") for s in ("openai", "anthropic") for lv in ("sdk", "http")],
+    [
+        pytest.param(s, lv, id=f"{s}-{lv}")
+        for s in ("openai", "anthropic")
+        for lv in ("sdk", "http")
+    ],
 )
 def test_one_word_edit_at_step_10_names_only_that_message(
     tmp_path: Path, server: FakeServer, sdk: str, level: str
 ) -> None:
     """Editing one word of the step-10 prompt raises ReplayMiss naming exactly that message."""
     path = tmp_path / "run.jsonl"
-    _run(path, "record", sdk, level, False, server.base_url)
+    _run(path, "record", sdk, level, stream=False, base=server.base_url)
     server.stop()
     edited = REMINDER.replace("carefully", "quickly")
     with pytest.raises(ReplayMiss) as info:
-        _run(path, "replay", sdk, level, False, server.base_url, reminder=edited)
+        _run(path, "replay", sdk, level, stream=False, base=server.base_url, reminder=edited)
     miss = info.value
     assert type(miss).__name__ == "ReplayMiss"
     assert miss.step == 10
     assert miss.matched == 9
-    index = 19 if sdk == "openai" else 19
-    assert miss.changes == [f"messages[{index}].content"]
+    # the task, nine (assistant, tool result) pairs, then the edited reminder
+    assert miss.changes == ["messages[19].content"]
     assert "carefully" in str(miss)
     assert "quickly" in str(miss)
 
@@ -181,11 +191,10 @@ def test_sdk_replay_miss_opens_no_socket(tmp_path: Path, monkeypatch: pytest.Mon
         raise AssertionError("the network was touched")
 
     monkeypatch.setattr(httpx2.HTTPTransport, "handle_request", refuse)
-    with Tape(path, mode="replay") as tape, tape.patch_sdks():
-        with pytest.raises(ReplayMiss):
-            _openai("http://127.0.0.1:9").chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "hi"}]
-            )
+    with Tape(path, mode="replay") as tape, tape.patch_sdks(), pytest.raises(ReplayMiss):
+        _openai("http://127.0.0.1:9").chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}]
+        )
 
 
 @pytest.mark.parametrize("level", ["sdk", "http"])
@@ -313,7 +322,7 @@ def test_abandoned_stream_is_recorded_as_far_as_read(tmp_path: Path, server: Fak
 def test_stored_bodies_are_json_and_tools_sorted(tmp_path: Path, server: FakeServer) -> None:
     """Non-streamed bodies are stored as JSON objects and tool schemas are keyed sorted by name."""
     path = tmp_path / "run.jsonl"
-    _run(path, "record", "anthropic", "sdk", False, server.base_url)
+    _run(path, "record", "anthropic", "sdk", stream=False, base=server.base_url)
     rec = read_cassette(path).records[0]
     assert rec["out"]["body"]["type"] == "message"
     assert [t["name"] for t in rec["input"]["tools"]] == ["add", "noop"]
@@ -328,7 +337,7 @@ def test_stored_bodies_are_json_and_tools_sorted(tmp_path: Path, server: FakeSer
 def test_messages_are_copied_at_call_time(tmp_path: Path, server: FakeServer) -> None:
     """Each recorded request holds the conversation as it was then, not the final list."""
     path = tmp_path / "run.jsonl"
-    _run(path, "record", "openai", "sdk", False, server.base_url)
+    _run(path, "record", "openai", "sdk", stream=False, base=server.base_url)
     lengths = [len(r["input"]["messages"]) for r in read_cassette(path).records]
     assert lengths == sorted(set(lengths))
     assert lengths[0] == 1
@@ -340,17 +349,25 @@ def test_plain_http_requests_are_keyed_without_secret_params(
     """Other requests are kind http, keyed on method, URL minus secret params, and body."""
     path = tmp_path / "run.jsonl"
     url = server.base_url + "/echo?q=1&api_key=hunter2hunter2"
-    with Tape(path, mode="record") as tape:
-        with httpx2.Client(transport=tape.http_transport()) as client:
-            live = client.post(url, json={"x": 1}, headers={"Authorization": "Bearer abc"}).json()
+    with (
+        Tape(path, mode="record") as tape,
+        httpx2.Client(transport=tape.http_transport()) as client,
+    ):
+        live = client.post(url, json={"x": 1}, headers={"Authorization": "Bearer abc"}).json()
     (rec,) = read_cassette(path).records
     assert rec["kind"] == "http"
-    assert rec["input"] == {"method": "POST", "url": server.base_url + "/echo?q=1", "body": {"x": 1}}
+    assert rec["input"] == {
+        "method": "POST",
+        "url": server.base_url + "/echo?q=1",
+        "body": {"x": 1},
+    }
     assert b"hunter2" not in path.read_bytes()
     server.stop()
-    with Tape(path, mode="replay") as tape:
-        with httpx2.Client(transport=tape.http_transport()) as client:
-            assert client.post(url.replace("hunter2", "other"), json={"x": 1}).json() == live
+    with (
+        Tape(path, mode="replay") as tape,
+        httpx2.Client(transport=tape.http_transport()) as client,
+    ):
+        assert client.post(url.replace("hunter2", "other"), json={"x": 1}).json() == live
 
 
 def test_process_wide_patch_reaches_other_threads(tmp_path: Path, server: FakeServer) -> None:
@@ -359,7 +376,9 @@ def test_process_wide_patch_reaches_other_threads(tmp_path: Path, server: FakeSe
     tape = Tape(path, mode="record")
     handle = tracetape.patch(tape)
     try:
-        thread = threading.Thread(target=openai_agent, args=(_openai(server.base_url), "sum 1 to 2"))
+        thread = threading.Thread(
+            target=openai_agent, args=(_openai(server.base_url), "sum 1 to 2")
+        )
         thread.start()
         thread.join()
     finally:

@@ -67,7 +67,7 @@ def resolve_tape() -> Tape | None:
 
 def set_default_tape(tape: Tape | None) -> Tape | None:
     """Install ``tape`` as the process-wide default; returns the previous one."""
-    global _default_tape  # noqa: PLW0603 - the one process-wide setting, set by patch()
+    global _default_tape
     with _default_lock:
         previous, _default_tape = _default_tape, tape
     return previous
@@ -222,7 +222,7 @@ class SSEParser:
         """Parse ``chunk`` and return the events it completed."""
         self._buf += chunk
         lines = self._buf.splitlines(keepends=True)
-        if lines and not lines[-1].endswith((b"\n", b"\r")) or (
+        if (lines and not lines[-1].endswith((b"\n", b"\r"))) or (
             lines and lines[-1].endswith(b"\r") and not lines[-1].endswith(b"\r\n")
         ):
             # an unterminated line, or a "\r" whose "\n" may still come

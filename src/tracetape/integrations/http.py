@@ -18,9 +18,11 @@ instead of retrying it as a connection error.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import contextvars
 import importlib
+import importlib.util
 import json
 import re
 import sys
@@ -71,9 +73,11 @@ def _module(flavor: str | ModuleType | None, inner: Any = None) -> ModuleType:
 def _clean_url(url: Any) -> str:
     """The URL without secret query parameters (``?api_key=``, ``&token=``...)."""
     query = url.query.decode() if isinstance(url.query, bytes) else str(url.query)
-    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if not _SECRET_PARAM.search(k)]
+    kept = [
+        (k, v) for k, v in parse_qsl(query, keep_blank_values=True) if not _SECRET_PARAM.search(k)
+    ]
     base = f"{url.scheme}://{url.netloc.decode() if isinstance(url.netloc, bytes) else url.netloc}"
-    return base + url.path + (f"?{urlencode(kept)}" if kept else "")
+    return str(base + url.path + (f"?{urlencode(kept)}" if kept else ""))
 
 
 def _body_value(content: bytes, content_type: str) -> Any:
@@ -87,7 +91,7 @@ def _body_value(content: bytes, content_type: str) -> Any:
     try:
         return content.decode()
     except UnicodeDecodeError:
-        return {"base64": __import__("base64").b64encode(content).decode()}
+        return {"base64": base64.b64encode(content).decode()}
 
 
 def http_decision(tape: Tape, request: Any) -> Decision:
@@ -143,7 +147,9 @@ def _replay_response(module: ModuleType, request: Any, out: Mapping[str, Any], a
         headers = {"content-type": "text/event-stream; charset=utf-8"}
         return module.Response(status, headers=headers, stream=stream, request=request)
     ctype, content = out_content(out)
-    return module.Response(status, headers={"content-type": ctype}, content=content, request=request)
+    return module.Response(
+        status, headers={"content-type": ctype}, content=content, request=request
+    )
 
 
 @cache
@@ -281,9 +287,7 @@ def _transport_classes(module: ModuleType) -> tuple[type, type]:
     return TapeTransport, AsyncTapeTransport
 
 
-def http_transport(
-    tape: Tape, inner: Any = None, *, flavor: str | ModuleType | None = None
-) -> Any:
+def http_transport(tape: Tape, inner: Any = None, *, flavor: str | ModuleType | None = None) -> Any:
     """A sync transport recording to / replaying from ``tape``, wrapping ``inner``.
 
     ``flavor`` is ``"httpx2"`` or ``"httpx"`` (default: ``inner``'s library, else ``httpx2``
@@ -358,7 +362,7 @@ def _uninstall_http() -> None:
             return
         while _saved:
             cls, original = _saved.pop()
-            cls.__init__ = original
+            cls.__init__ = original  # type: ignore[misc]
 
 
 @contextlib.contextmanager

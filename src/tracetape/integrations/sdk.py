@@ -269,8 +269,10 @@ def _wrap_anthropic_stream(target: _Target, original: Callable[..., Any]) -> Cal
     """``messages.stream(...)`` posts by itself (not through ``create``): take over the request
     its stream manager sends, keeping the manager (and its event accumulation) the SDK's own.
     """
-    mangled = "_AsyncMessageStreamManager__api_request" if target.aio else (
-        "_MessageStreamManager__api_request"
+    mangled = (
+        "_AsyncMessageStreamManager__api_request"
+        if target.aio
+        else ("_MessageStreamManager__api_request")
     )
 
     @functools.wraps(original)
