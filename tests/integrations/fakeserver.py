@@ -347,6 +347,30 @@ class FakeServer:
                             ),
                         ),
                         (
+                            "response.output_item.added",
+                            json.dumps(
+                                {
+                                    "type": "response.output_item.added",
+                                    "sequence_number": 1,
+                                    "output_index": 0,
+                                    "item": {**response["output"][0], "content": []},
+                                }
+                            ),
+                        ),
+                        (
+                            "response.content_part.added",
+                            json.dumps(
+                                {
+                                    "type": "response.content_part.added",
+                                    "sequence_number": 1,
+                                    "item_id": "msg_1",
+                                    "output_index": 0,
+                                    "content_index": 0,
+                                    "part": {"type": "output_text", "text": "", "annotations": []},
+                                }
+                            ),
+                        ),
+                        (
                             "response.output_text.delta",
                             json.dumps(
                                 {
@@ -383,7 +407,9 @@ class FakeServer:
         return f"http://{host}:{port}"
 
     def start(self) -> FakeServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
         self._thread.start()
         return self
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import httpx
 import httpx2
 import openai
 import pytest
@@ -403,3 +404,56 @@ def test_status_errors_replay_as_the_sdk_error(tmp_path: Path, server: FakeServe
     with Tape(path, mode="replay") as tape, tape.patch_sdks(), pytest.raises(openai.NotFoundError):
         call()
     assert json.loads(path.read_text().splitlines()[1])["out"]["status"] == 404
+
+
+def test_helpers_and_raw_responses_replay(tmp_path: Path, server: FakeServer) -> None:
+    """with_streaming_response, Anthropic's with_raw_response and the .stream helpers replay."""
+    path = tmp_path / "run.jsonl"
+    messages = [{"role": "user", "content": "sum 1 to 1"}]
+
+    def calls() -> list[Any]:
+        out: list[Any] = []
+        oai, ant = _openai(server.base_url), _anthropic(server.base_url)
+        with oai.chat.completions.with_streaming_response.create(
+            model="m", messages=messages
+        ) as response:
+            out.append(response.parse().choices[0].message.tool_calls[0].function.arguments)
+        raw = ant.messages.with_raw_response.create(model="m", max_tokens=5, messages=messages)
+        out.append(raw.parse().content[0].input)
+        with oai.responses.stream(model="m", input="hey") as stream:
+            out.append(stream.get_final_response().output_text)
+        with ant.messages.stream(model="m", max_tokens=5, messages=messages) as events:
+            out.append([e.type for e in events])
+        return out
+
+    with Tape(path, mode="record") as tape, tape.patch_sdks():
+        live = calls()
+    assert live[2] == "echo: hey"
+    assert "input_json" in live[3]
+    server.stop()
+    with Tape(path, mode="replay") as tape, tape.patch_sdks():
+        assert calls() == live
+
+
+def test_plain_httpx_client_and_half_read_http_stream(tmp_path: Path, server: FakeServer) -> None:
+    """The httpx flavor tapes too, and a half-read stream is kept as far as it was read."""
+    path = tmp_path / "run.jsonl"
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "sum 1 to 1"}]}
+    url = server.base_url + "/v1/chat/completions"
+    with (
+        Tape(path, mode="record") as tape,
+        httpx.Client(transport=tape.http_transport(flavor="httpx")) as client,
+        client.stream("POST", url, json=body) as response,
+    ):
+        first = next(response.iter_lines())
+    (rec,) = read_cassette(path).records
+    assert rec["kind"] == "llm"
+    assert rec["out"]["complete"] is False
+    assert json.loads(first.removeprefix("data: ")) == rec["out"]["events"][0]["data"]
+    server.stop()
+    with (
+        Tape(path, mode="replay") as tape,
+        httpx.Client(transport=tape.http_transport(flavor="httpx")) as client,
+        client.stream("POST", url, json=body) as response,
+    ):
+        assert json.loads(next(response.iter_lines())[6:]) == rec["out"]["events"][0]["data"]
