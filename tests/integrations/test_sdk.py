@@ -457,3 +457,37 @@ def test_plain_httpx_client_and_half_read_http_stream(tmp_path: Path, server: Fa
         client.stream("POST", url, json=body) as response,
     ):
         assert json.loads(next(response.iter_lines())[6:]) == rec["out"]["events"][0]["data"]
+
+
+def test_asyncio_tasks_with_their_own_tapes_never_mix(tmp_path: Path, server: FakeServer) -> None:
+    """Concurrent asyncio tasks, each with its own tape, record only their own calls."""
+
+    async def worker(name: str, task: str) -> str:
+        client = _openai(server.base_url, aio=True)
+        async with Tape(tmp_path / f"{name}.jsonl", mode="record") as tape:
+            with tape.patch_sdks():
+                return await openai_agent_async(client, task)
+
+    async def main() -> list[str]:
+        return list(await asyncio.gather(worker("a", "sum 1 to 3"), worker("b", "sum 1 to 5")))
+
+    assert asyncio.run(main()) == ["The total is 6.", "The total is 15."]
+    for name, task, steps in (("a", "sum 1 to 3", 4), ("b", "sum 1 to 5", 6)):
+        records = read_cassette(tmp_path / f"{name}.jsonl").records
+        assert [r["step"] for r in records] == list(range(1, steps + 1))
+        assert {r["input"]["messages"][0]["content"] for r in records} == {task}
+
+
+def test_patch_is_removed_on_exit(tmp_path: Path) -> None:
+    """Leaving the last patch block restores the SDK methods and httpx send untouched."""
+    chat = openai.resources.chat.completions.Completions
+    before = (chat.create, anthropic.resources.messages.Messages.stream, httpx2.Client.send)
+    with Tape(tmp_path / "a.jsonl") as tape, tape.patch_sdks():
+        with tape.patch_sdks():
+            assert chat.create is not before[0]
+        assert chat.create is not before[0]
+        with tape.patch_http():
+            assert isinstance(httpx2.Client()._transport, type(tape.http_transport()))
+    after = (chat.create, anthropic.resources.messages.Messages.stream, httpx2.Client.send)
+    assert after == before
+    assert not isinstance(httpx2.Client()._transport, type(tape.http_transport()))
