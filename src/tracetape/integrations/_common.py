@@ -151,14 +151,32 @@ def llm_payload(ep: Endpoint, body: Mapping[str, Any], step: int) -> dict[str, A
     return {"messages": messages, "tools": schemas, "params": params, "step": step}
 
 
-def _default(value: Any) -> Any:
+_dumpers: dict[type, Callable[[Any], Any] | None] = {}
+
+
+def _dumper(cls: type) -> Callable[[Any], Any] | None:
     # SDK models (a response message appended to the conversation) serialize as the SDK sends
-    # them: set fields only, JSON mode, minus the fields the SDK never sends.
-    dump = getattr(value, "model_dump", None)
-    if callable(dump) and not isinstance(value, type):
-        return dump(
-            mode="json", exclude_unset=True, exclude=getattr(value, "__api_exclude__", None)
-        )
+    # them: set fields only, JSON mode, minus the fields the SDK never sends. Looked up once
+    # per class: pydantic's instance __getattr__ is slow on a miss.
+    dump = getattr(cls, "model_dump", None)
+    if not callable(dump):
+        return None
+    exclude = getattr(cls, "__api_exclude__", None)
+
+    def dumper(value: Any) -> Any:
+        return value.model_dump(mode="json", exclude_unset=True, exclude=exclude)
+
+    return dumper
+
+
+def _default(value: Any) -> Any:
+    cls = type(value)
+    try:
+        dump = _dumpers[cls]
+    except KeyError:
+        dump = _dumpers[cls] = _dumper(cls)
+    if dump is not None:
+        return dump(value)
     if isinstance(value, Mapping):
         return dict(value)
     if isinstance(value, set | frozenset):

@@ -168,8 +168,13 @@ def _replay_result(
     headers = kwargs.get("extra_headers") or None
     cast_to = _type(target.cast_to)
     if headers is None and not stream and status < 400 and "body" in out and post is None:
-        # The common case, without building a response object: what the SDK's parse does.
-        value = sdk.construct_type(type_=cast_to, value=out["body"])
+        # The common case, without building a response object. pydantic-core validation is
+        # about 10x faster than the SDK's own lenient construct_type and gives the same object
+        # for a body that fits the schema; anything else is built the SDK's way.
+        try:
+            value = cast_to.model_validate(out["body"])
+        except ValueError:
+            value = sdk.construct_type(type_=cast_to, value=out["body"])
         return _done(value) if target.aio else value
     path = endpoint(target.endpoint).path
     options = sdk.options_cls.construct(method="post", url=path, headers=headers or {})
