@@ -151,6 +151,8 @@ class FakeServer:
 
             def _chat(self, body: dict[str, Any]) -> None:
                 kind, value = plan_openai(body["messages"])
+                if body.get("response_format"):
+                    kind, value = "text", json.dumps({"answer": 42})
                 step = len(body["messages"])
                 base = {"id": f"chatcmpl-{step}", "created": 1700000000, "model": body["model"]}
                 if kind == "tool":

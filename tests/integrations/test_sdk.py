@@ -491,3 +491,31 @@ def test_patch_is_removed_on_exit(tmp_path: Path) -> None:
     after = (chat.create, anthropic.resources.messages.Messages.stream, httpx2.Client.send)
     assert after == before
     assert not isinstance(httpx2.Client()._transport, type(tape.http_transport()))
+
+
+def test_structured_output_parse_replays(tmp_path: Path, server: FakeServer) -> None:
+    """chat.completions.parse replays the parsed object at both levels, keyed on the schema."""
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        answer: int
+
+    path = tmp_path / "run.jsonl"
+    messages = [{"role": "user", "content": "what is it?"}]
+
+    def call() -> Any:
+        completion = _openai(server.base_url).chat.completions.parse(
+            model="m", messages=messages, response_format=Answer
+        )
+        return completion.choices[0].message.parsed
+
+    with Tape(path, mode="record") as tape, tape.patch_sdks():
+        assert call() == Answer(answer=42)
+    server.stop()
+    with Tape(path, mode="replay") as tape, tape.patch_sdks():
+        assert call() == Answer(answer=42)
+    with Tape(path, mode="replay") as tape, tape.patch_http():
+        assert call() == Answer(answer=42)  # the HTTP level sends the same body
+    params = read_cassette(path).records[0]["input"]["params"]
+    assert params["stream"] is False
+    assert params["response_format"]["json_schema"]["name"] == "Answer"

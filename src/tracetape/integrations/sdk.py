@@ -2,9 +2,9 @@
 
 ``with tape.patch_sdks():`` (or ``patch_sdks(tape)``) wraps the resource methods
 
-* ``openai``: ``chat.completions.create``, ``responses.create``, ``completions.create``,
-  ``embeddings.create`` and their async twins (their ``.stream(...)`` helpers and
-  ``with_raw_response`` / ``with_streaming_response`` go through ``create``);
+* ``openai``: ``chat.completions.create`` and ``.parse``, ``responses.create``,
+  ``completions.create``, ``embeddings.create`` and their async twins (their ``.stream(...)``
+  helpers and ``with_raw_response`` / ``with_streaming_response`` go through ``create``);
 * ``anthropic``: ``messages.create``, ``messages.stream`` and their async twins;
 
 so that a call is keyed before the SDK builds its request (the SDK's own request building,
@@ -270,6 +270,66 @@ def _wrap_create(target: _Target, original: Callable[..., Any]) -> Callable[...,
     return create
 
 
+def _wrap_openai_parse(target: _Target, original: Callable[..., Any]) -> Callable[..., Any]:
+    """``chat.completions.parse(...)`` posts by itself with a parser of the response format:
+    key the body it sends (``stream: false``, the format as a JSON schema) and, in replay, parse
+    the recorded completion with the SDK's own parser.
+    """
+    parsing = importlib.import_module("openai.lib._parsing")
+
+    def prepare(tape: Tape, kwargs: dict[str, Any]) -> tuple[_Call, dict[str, Any], Any]:
+        materialize(kwargs)
+        response_format = kwargs.get("response_format", _sdk("openai").module.omit)
+        tools = parsing.validate_input_tools(kwargs.get("tools", _sdk("openai").module.omit))
+        sent = {
+            **kwargs,
+            "stream": False,
+            "response_format": parsing.type_to_response_format_param(response_format),
+            "tools": tools,
+        }
+
+        def post(raw: Any) -> Any:
+            return parsing.parse_chat_completion(
+                response_format=response_format, chat_completion=raw, input_tools=tools
+            )
+
+        return _Call(tape, target, sent), sent, post
+
+    if target.aio:
+
+        @functools.wraps(original)
+        async def aparse(self: Any, *args: Any, **kwargs: Any) -> Any:
+            tape = resolve_tape()
+            if tape is None or args or capture_var.get() is not None:
+                return await original(self, *args, **kwargs)
+            call, sent, post = prepare(tape, kwargs)
+            if tape.replaying:
+                return await _replay_result(self, target, sent, call.play(), post)
+            token = call.start()
+            try:
+                return await original(self, **kwargs)
+            finally:
+                call.end(token)
+
+        return aparse
+
+    @functools.wraps(original)
+    def parse(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tape = resolve_tape()
+        if tape is None or args or capture_var.get() is not None:
+            return original(self, *args, **kwargs)
+        call, sent, post = prepare(tape, kwargs)
+        if tape.replaying:
+            return _replay_result(self, target, sent, call.play(), post)
+        token = call.start()
+        try:
+            return original(self, **kwargs)
+        finally:
+            call.end(token)
+
+    return parse
+
+
 def _wrap_anthropic_stream(target: _Target, original: Callable[..., Any]) -> Callable[..., Any]:
     """``messages.stream(...)`` posts by itself (not through ``create``): take over the request
     its stream manager sends, keeping the manager (and its event accumulation) the SDK's own.
@@ -401,6 +461,9 @@ def _install() -> None:
             _patch_attr(cls, "create", _wrap_create(target, cls.__dict__["create"]))
             if target.sdk == "anthropic" and "stream" in cls.__dict__:
                 _patch_attr(cls, "stream", _wrap_anthropic_stream(target, cls.__dict__["stream"]))
+            if target.endpoint == "chat.completions" and "parse" in cls.__dict__:
+                with contextlib.suppress(ImportError, AttributeError):
+                    _patch_attr(cls, "parse", _wrap_openai_parse(target, cls.__dict__["parse"]))
         for name in ("httpx2", "httpx"):
             try:
                 httpx = importlib.import_module(name)
