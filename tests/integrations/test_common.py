@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,6 +19,7 @@ from tracetape.integrations._common import (
     llm_decision,
     sse_encode,
 )
+from tracetape.integrations.http import _clean_url
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
 json_values = st.recursive(
@@ -102,3 +104,20 @@ def test_endpoint_detection(path: str, name: str | None) -> None:
     """Known model endpoints are recognized by their path suffix, behind any prefix."""
     ep = endpoint_for_path(path)
     assert (ep.name if ep else None) == name
+
+
+@pytest.mark.parametrize(
+    ("url", "kept"),
+    [
+        pytest.param("https://h/p?q=1&api_key=s", "https://h/p?q=1", id="api-key"),
+        pytest.param("https://h/p?access_token=s&page=2", "https://h/p?page=2", id="token"),
+        pytest.param("https://h/p?X-Amz-Signature=s&a=b", "https://h/p?a=b", id="signature"),
+        pytest.param(
+            "https://h/p?sig=s&code=c&author=me", "https://h/p?author=me", id="short-names"
+        ),
+        pytest.param("https://h:8080/p?key=s", "https://h:8080/p", id="port-all-dropped"),
+    ],
+)
+def test_secret_query_params_are_dropped_from_the_url(url: str, kept: str) -> None:
+    """Secret-looking query parameters never reach an http key; ordinary ones stay."""
+    assert _clean_url(httpx2.URL(url)) == kept

@@ -55,7 +55,9 @@ __all__ = [
     "sdk_compatible_miss",
 ]
 
-_SECRET_PARAM = re.compile(r"(?i)key|token|secret|sig|password|passwd|auth|credential|session")
+_SECRET_PARAM = re.compile(
+    r"(?i)key|token|secret|passw|signature|credential|^(sig|auth|authorization|session|sessionid|code)$"
+)
 
 
 def _module(flavor: str | ModuleType | None, inner: Any = None) -> ModuleType:
