@@ -79,7 +79,11 @@ class FakeServer:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
+                raw = self.rfile.read(length)
+                if "json" in self.headers.get("content-type", "json"):
+                    body = json.loads(raw or b"{}")
+                else:
+                    body = {"raw": raw.decode("utf-8", "replace")}
                 server.requests.append(
                     {"path": self.path, "headers": dict(self.headers), "body": body}
                 )

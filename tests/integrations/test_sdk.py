@@ -519,3 +519,22 @@ def test_structured_output_parse_replays(tmp_path: Path, server: FakeServer) -> 
     params = read_cassette(path).records[0]["input"]["params"]
     assert params["stream"] is False
     assert params["response_format"]["json_schema"]["name"] == "Answer"
+
+
+def test_multipart_uploads_replay_despite_random_boundaries(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """A multipart body is keyed without its per-request random boundary."""
+    path = tmp_path / "run.jsonl"
+    url = server.base_url + "/echo"
+
+    def upload(tape: Tape) -> int:
+        with httpx2.Client(transport=tape.http_transport()) as client:
+            return client.post(url, files={"f": ("a.txt", b"hello")}).status_code
+
+    with Tape(path, mode="record") as tape:
+        assert upload(tape) == 200
+    server.stop()
+    with Tape(path, mode="replay") as tape:
+        assert upload(tape) == 200
+    assert "BOUNDARY" in read_cassette(path).records[0]["input"]["body"]
