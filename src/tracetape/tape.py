@@ -26,11 +26,10 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .canonical import canonical_json, changed_paths, excerpt, field_digests, key_of
 from .cassette import CassetteWriter, new_header, read_cassette
@@ -97,8 +96,7 @@ def key(kind: str, payload: Any) -> str:
     return key_of(kind, _default_redactor.redact_text(canonical_json(payload)))
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """One boundary input, keyed: what ``Tape.prepare`` returns and ``play``/``record`` take."""
 
     kind: str
