@@ -24,9 +24,10 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests._seed import Tape as SeedTape  # noqa: E402
-from tracetape import Tape  # noqa: E402
-from tracetape.cassette import CassetteWriter, new_header  # noqa: E402
+from tests._seed import Tape as SeedTape
+
+from tracetape import Tape
+from tracetape.cassette import CassetteWriter, new_header
 
 STEPS = 200
 TOOLS = [
@@ -34,7 +35,7 @@ TOOLS = [
         "type": "function",
         "function": {
             "name": f"tool_{i}",
-            "description": f"Tool number {i}: looks things up in the issue tracker and returns rows.",
+            "description": f"Tool {i}: looks things up in the issue tracker and returns rows.",
             "parameters": {
                 "type": "object",
                 "properties": {"q": {"type": "string"}, "page": {"type": "integer"}},
@@ -53,9 +54,17 @@ def agent(tape: Any) -> int:
     for step in range(1, STEPS + 1):
         decision = tape.call(
             "llm",
-            {"messages": msgs, "tools": TOOLS, "params": {"model": "m", "temperature": 0}, "step": step},
-            lambda step=step: {"content": f"Looking at page {step} of the results now.",
-                               "tool": "tool_1", "args": {"q": "flaky", "page": step}},
+            {
+                "messages": msgs,
+                "tools": TOOLS,
+                "params": {"model": "m", "temperature": 0},
+                "step": step,
+            },
+            lambda step=step: {
+                "content": f"Looking at page {step} of the results now.",
+                "tool": "tool_1",
+                "args": {"q": "flaky", "page": step},
+            },
         )
         result = tape.call(
             "tool",
@@ -151,7 +160,8 @@ def main() -> None:
         lo = bench_load(folder)
         print(
             f"load, 100k records: bare orjson parse {lo['bare_ms']:.0f} ms, "
-            f"Tape(mode='replay') {lo['ours_ms']:.0f} ms -> ratio {lo['ratio']:.2f}x (target <= 1.50x)"
+            f"Tape(mode='replay') {lo['ours_ms']:.0f} ms -> ratio {lo['ratio']:.2f}x "
+            "(target <= 1.50x)"
         )
 
 

@@ -166,10 +166,14 @@ def excerpt(before: str, after: str, context: int = 24) -> tuple[str, str]:
     end = 0
     while end < limit - start and before[-1 - end] == after[-1 - end]:
         end += 1
-    # Widen to word boundaries so the excerpt shows whole words.
+    # Widen to word boundaries so the excerpt shows whole words, and never cut into a
+    # bracketed token such as a redaction placeholder.
     while start > 0 and before[start - 1].isalnum():
         start -= 1
     lo = max(0, start - context)
+    opening = before.rfind("[", 0, lo)
+    if opening >= 0 and before.rfind("]", 0, lo) < opening and lo - opening <= 64:
+        lo = opening
 
     def cut(text: str) -> str:
         stop = len(text) - end

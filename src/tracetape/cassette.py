@@ -5,7 +5,8 @@ Format 1::
     {"tracetape": 1, "version": "0.1.0", "created": "2026-...Z", "harness_sha": "3f2a...",
      "env": {"MODEL": "hmac:1a2b..."}, "redact_key_id": "9c1e..."}
     {"seq": 1, "key": "llm:9f2c41d0a7b3e815", "kind": "llm", "step": 1, "ms": 812.4,
-     "effect": "read", "out": {...}, "input": {...redacted copy...}, "digests": {"messages[0]": ...}}
+     "effect": "read", "out": {...}, "input": {...redacted copy...},
+     "digests": {"messages[0]": ...}}
 
 Cassettes written by the seed's reference ``Tape`` (records ``{"key","kind","ms","out"}`` and no
 header) are format 0 and read unchanged. Records are appended one line at a time and flushed,
@@ -199,7 +200,9 @@ class CassetteWriter:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh: IO[bytes] | None = self.partial.open("wb")
         except OSError as exc:
-            raise CassetteError(f"cannot write cassette: {exc.strerror}", path=self.partial) from exc
+            raise CassetteError(
+                f"cannot write cassette: {exc.strerror}", path=self.partial
+            ) from exc
         self._write(dumps_record(header))
 
     def _write(self, line: bytes) -> None:
@@ -211,7 +214,9 @@ class CassetteWriter:
         """Append one record, assigning and returning its sequence number."""
         with self._lock:
             if self._fh is None:
-                raise CassetteError("cassette is closed; no more records can be written", path=self.path)
+                raise CassetteError(
+                    "cassette is closed; no more records can be written", path=self.path
+                )
             self._seq += 1
             record = {"seq": self._seq, **record}
             try:
@@ -238,4 +243,4 @@ class CassetteWriter:
                 return
             self._fh.close()
             self._fh = None
-            os.replace(self.partial, self.path)
+            self.partial.replace(self.path)

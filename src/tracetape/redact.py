@@ -116,8 +116,17 @@ DEFAULT_FIELD_NAMES: tuple[str, ...] = (
     "credentials",
 )
 # What a field-name match must contain, as few and as short as possible: each is a str.find.
-_FIELD_ANCHORS = ("passw", "secret", "apikey", "api_key", "api-key", "token", "private_key",
-                  "authorization", "credentials")
+_FIELD_ANCHORS = (
+    "passw",
+    "secret",
+    "apikey",
+    "api_key",
+    "api-key",
+    "token",
+    "private_key",
+    "authorization",
+    "credentials",
+)
 
 FIELD = "field"
 
@@ -159,7 +168,9 @@ class RedactRules:
             patterns = value.get("patterns", {})
             if not isinstance(patterns, Mapping):
                 patterns = {f"pattern{i}": p for i, p in enumerate(patterns)}
-            return cls(tuple(value.get("fields", ())), dict(patterns), bool(value.get("builtins", True)))
+            return cls(
+                tuple(value.get("fields", ())), dict(patterns), bool(value.get("builtins", True))
+            )
         if isinstance(value, str):
             raise TypeError("redact= takes a list of regexes, a mapping or RedactRules, not a str")
         return cls(patterns={f"pattern{i}": p for i, p in enumerate(value)})

@@ -42,7 +42,7 @@ from .errors import (
     TapeWarning,
     UnplayedDecisionsError,
 )
-from .redact import RedactRules, Redactor
+from .redact import Redactor, RedactRules
 
 __all__ = ["Decision", "Effect", "Mode", "Tape", "current_tape", "key"]
 
@@ -172,6 +172,7 @@ class Tape:
         self.store_inputs = store_inputs
         self._token: contextvars.Token[Tape | None] | None = None
         self._closed = False
+        self._missed = False
         self._writer: CassetteWriter | None = None
         self.records: list[dict[str, Any]] = []
         self.header: dict[str, Any] | None = None
@@ -233,7 +234,9 @@ class Tape:
             if name not in recorded_env:
                 drift.append(f"environment variable {name} was not recorded in this cassette")
             elif self._env_digest(name) != recorded_env[name]:
-                drift.append(f"environment variable {name} has a different value than when recorded")
+                drift.append(
+                    f"environment variable {name} has a different value than when recorded"
+                )
         recorded_sha = header.get("harness_sha")
         live_sha = harness_sha or (_git_sha() if recorded_sha else None)
         if recorded_sha and live_sha and recorded_sha != live_sha:
@@ -269,6 +272,7 @@ class Tape:
         """Return the next recorded record for ``decision`` or raise ``ReplayMiss``."""
         queue = self._queues.get(decision.key)
         if not queue:
+            self._missed = True
             raise self._miss(decision)
         index = queue.popleft()
         self._played[index] = 1
@@ -321,11 +325,11 @@ class Tape:
         if self.mode is Mode.REPLAY:
             out: T = self.play(decision)["out"]
             return out
-        effect = Effect.parse(effect)
-        self._guard(decision, effect, stub)
+        tag: Effect = Effect.parse(effect)
+        self._guard(decision, tag, stub)
         start = time.perf_counter()
         result = (stub or do)()
-        self.record(decision, result, ms=(time.perf_counter() - start) * 1000, effect=effect)
+        self.record(decision, result, ms=(time.perf_counter() - start) * 1000, effect=tag)
         return result
 
     async def acall(
@@ -342,11 +346,11 @@ class Tape:
         if self.mode is Mode.REPLAY:
             out: T = self.play(decision)["out"]
             return out
-        effect = Effect.parse(effect)
-        self._guard(decision, effect, stub)
+        tag: Effect = Effect.parse(effect)
+        self._guard(decision, tag, stub)
         start = time.perf_counter()
         result = await (stub or do)()
-        self.record(decision, result, ms=(time.perf_counter() - start) * 1000, effect=effect)
+        self.record(decision, result, ms=(time.perf_counter() - start) * 1000, effect=tag)
         return result
 
     # -- the miss diagnosis --------------------------------------------------------------------
@@ -413,7 +417,8 @@ class Tape:
             self._writer.close()
             return
         unplayed = self.unplayed
-        if not unplayed or failed:
+        # After a miss the rest of the recording is unplayed by definition: no second report.
+        if not unplayed or failed or self._missed:
             return
         shown = ", ".join(f"#{r.get('seq', '?')} {r['key']}" for r in unplayed[:5])
         more = f" and {len(unplayed) - 5} more" if len(unplayed) > 5 else ""
@@ -421,7 +426,9 @@ class Tape:
             f"{self.path}: {len(unplayed)} recorded decision(s) were never played: {shown}{more}"
         )
         if self.strict:
-            raise UnplayedDecisionsError(message + "; the run stopped early or skipped them", unplayed)
+            raise UnplayedDecisionsError(
+                message + "; the run stopped early or skipped them", unplayed
+            )
         warnings.warn(message, TapeWarning, stacklevel=3)
 
     def __enter__(self) -> Tape:
@@ -471,7 +478,9 @@ def _explain(expected: Mapping[str, Any], live: Any) -> tuple[list[str], list[st
         names = sorted(n for n in set(ours) | set(theirs) if ours.get(n) != theirs.get(n))
         # Report a list element rather than the whole list when the element is known.
         names = [n for n in names if not any(o.startswith(n + "[") for o in names)]
-        return names, [f"  changed: {n} (digest differs; the input copy was not stored)" for n in names]
+        return names, [
+            f"  changed: {n} (digest differs; the input copy was not stored)" for n in names
+        ]
     else:
         return [], [
             "  the recorded decision has no input copy (a cassette of the seed's format): "
