@@ -2,7 +2,7 @@
 
 >>> from tracetape import Tape, key
 >>> key("tool", {"name": "search", "args": {"q": "x"}, "step": 1})
-'tool:8b1c7b4c8d6f4a52'
+'tool:7d66ff5c9b68eeda'
 """
 
 from __future__ import annotations

@@ -156,8 +156,8 @@ def _diff(a: Any, b: Any, path: str, out: list[Change], limit: int) -> None:
 def excerpt(before: str, after: str, context: int = 24) -> tuple[str, str]:
     """Cut two texts down to the region where they differ, with ``context`` characters around.
 
-    >>> excerpt("please fix the bug in main.py now", "please fix the issue in main.py now")
-    ('…fix the bug in main.py now', '…fix the issue in main.py now')
+    >>> excerpt("please fix the bug in main.py now", "please fix the issue in main.py now", 8)
+    ('…fix the bug in main…', '…fix the issue in main…')
     """
     limit = min(len(before), len(after))
     start = 0

@@ -88,7 +88,7 @@ def key(kind: str, payload: Any) -> str:
     """Return the decision key of a payload: the seed's ``_key`` computed after redaction.
 
     >>> key("llm", {"messages": [{"role": "user", "content": "hi"}], "step": 1})
-    'llm:2a1ef8d59b2dc00f'
+    'llm:3abd769722df7134'
     """
     global _default_redactor  # noqa: PLW0603 - one lazily built redactor for the helper
     if _default_redactor is None:
