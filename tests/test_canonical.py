@@ -16,6 +16,7 @@ from tracetape.canonical import (
     Normalizer,
     canonical_json,
     changed_paths,
+    digest_changes,
     excerpt,
     field_digests,
     fingerprint,
@@ -74,8 +75,15 @@ def test_canonical_json_is_the_seeds_text() -> None:
 def test_field_digests_cover_each_field_and_list_element() -> None:
     """Each top-level field and each element of a top-level list gets its own digest."""
     digests = field_digests({"messages": [{"a": 1}, {"a": 2}], "tools": [], "step": 3})
-    assert set(digests) == {"messages", "messages[0]", "messages[1]", "tools", "step"}
-    assert digests["messages[0]"] != digests["messages[1]"]
+    assert set(digests) == {"messages", "messages[]", "tools", "tools[]", "step"}
+    assert len(set(digests["messages[]"])) == 2 and digests["tools[]"] == []
+
+
+def test_digest_changes_name_changed_elements() -> None:
+    """Comparing digests names the changed list elements, or the whole field otherwise."""
+    a = field_digests({"messages": [{"a": 1}, {"a": 2}], "step": 3})
+    b = field_digests({"messages": [{"a": 1}, {"a": 9}], "step": 4})
+    assert digest_changes(a, b) == ["messages[1]", "step"]
 
 
 def test_changed_paths_names_nested_fields() -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from tests import _seed
 from tracetape import (
+    CassetteError,
     CassetteNotFoundError,
     EnvironmentDriftError,
     IrreversibleEffectError,
@@ -261,7 +262,47 @@ def test_records_hold_step_effect_redacted_input_and_digests(tmp_path: Path) -> 
     first = read_cassette(path).records[0]
     assert set(first) == {"seq", "key", "kind", "step", "ms", "effect", "out", "input", "digests"}
     assert first["input"]["messages"][0]["content"] == "find the bug"
-    assert {"messages", "messages[0]", "tools", "step"} <= set(first["digests"])
+    assert {"messages", "messages[]", "tools", "tools[]", "step"} <= set(first["digests"])
+
+
+def test_growing_conversations_are_stored_as_deltas(tmp_path: Path) -> None:
+    """A record stores only the messages that are new since the previous record of its kind,
+    and reading the cassette rebuilds every input in full."""
+    path = tmp_path / "run.jsonl"
+    record(path, steps=6)
+    raw = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    llm = [r for r in raw if r["kind"] == "llm"]
+    assert "base" not in llm[0] and llm[-1]["base"] == {"messages": 11, "tools": 1}
+    assert len(llm[-1]["input"]["messages"]) == 2
+    full = [r for r in read_cassette(path).records if r["kind"] == "llm"]
+    assert [len(r["input"]["messages"]) for r in full] == [1, 3, 5, 7, 9, 11, 13]
+    assert all(len(r["digests"]["messages[]"]) == len(r["input"]["messages"]) for r in full)
+    with Tape(path, mode="replay", strict=True) as tape:
+        run_agent(tape, "find the bug", ScriptedModel(6), failing)
+
+
+def test_an_edited_earlier_message_is_stored_in_full(tmp_path: Path) -> None:
+    """When an earlier message changes, the shared prefix stops there and the rest is stored."""
+    path = tmp_path / "edit.jsonl"
+    with Tape(path, mode="record") as tape:
+        msgs = [{"role": "user", "content": f"m{i}"} for i in range(5)]
+        tape.call("llm", {"messages": msgs, "step": 1}, lambda: 1)
+        msgs[2] = {"role": "user", "content": "edited"}
+        tape.call("llm", {"messages": msgs, "step": 2}, lambda: 2)
+    second = json.loads(path.read_text().splitlines()[2])
+    assert second["base"] == {"messages": 2}
+    assert read_cassette(path).records[1]["input"]["messages"] == msgs
+
+
+def test_a_record_whose_base_is_missing_is_corrupt(tmp_path: Path) -> None:
+    """Deleting the record a delta builds on makes the cassette an error naming the line."""
+    path = tmp_path / "run.jsonl"
+    record(path, steps=2)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], *lines[3:]]) + "\n")
+    with pytest.raises(CassetteError, match="field 'base'") as info:
+        read_cassette(path)
+    assert info.value.line == 2
 
 
 def test_secrets_never_reach_the_cassette_and_the_run_still_replays(tmp_path: Path) -> None:
@@ -467,3 +508,38 @@ def test_env_is_not_leaked_via_os_environ_copy(
     data = (tmp_path / "e.jsonl").read_bytes()
     assert b"SOME_TOKEN_VALUE" not in data and b"do-not-store-me" not in data
     assert os.environ["HOME"].encode() not in data
+
+
+def test_oversized_outputs_are_refused_without_losing_the_recording(tmp_path: Path) -> None:
+    """A record over the size limit is an error saying what to do; earlier records are kept."""
+    path = tmp_path / "big.jsonl"
+    with Tape(path, mode="record", max_record_bytes=10_000) as tape:
+        tape.call("tool", {"name": "small"}, lambda: "ok")
+        with pytest.raises(CassetteError, match="over the 10,000-byte record limit"):
+            tape.call("tool", {"name": "huge"}, lambda: "x" * 20_000)
+    assert [r["out"] for r in read_cassette(path)] == ["ok"]
+
+
+def test_one_tape_shared_by_threads_keeps_every_input_whole(tmp_path: Path) -> None:
+    """Four threads growing their own conversations on one tape read back exactly as sent."""
+    path = tmp_path / "shared.jsonl"
+    sent: dict[str, list[list[dict[str, str]]]] = {}
+
+    def work(tape: Tape, name: str) -> None:
+        msgs: list[dict[str, str]] = []
+        sent[name] = []
+        for i in range(40):
+            msgs = [*msgs, {"role": "user", "content": f"{name}-{i}"}]
+            sent[name].append(msgs)
+            tape.call("llm", {"messages": msgs, "thread": name}, lambda: i)
+
+    with Tape(path, mode="record") as tape:
+        threads = [threading.Thread(target=work, args=(tape, f"t{n}")) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    got: dict[str, list[Any]] = {}
+    for rec in read_cassette(path):
+        got.setdefault(rec["input"]["thread"], []).append(rec["input"]["messages"])
+    assert got == sent

@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+MAX_RECORD_BYTES = 64 * 1024 * 1024
 _RECORD_FIELDS = ("key", "kind", "out")
 
 
@@ -132,6 +133,7 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
     append = records.append
     loads = orjson.loads
     skipped = 0
+    previous: dict[str, dict[str, Any]] = {}
     for lineno, raw in enumerate(lines, 1):
         try:
             rec = loads(raw)
@@ -172,8 +174,40 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
                 path=path,
                 line=lineno,
             )
+        base = rec.get("base")
+        if base is not None:
+            _expand(rec, base, previous.get(rec["kind"]), path, lineno)
+        previous[rec["kind"]] = rec
         append(rec)
     return Cassette(path, header, records, skipped)
+
+
+def _expand(
+    rec: dict[str, Any], base: Any, previous: dict[str, Any] | None, path: Path, lineno: int
+) -> None:
+    """Rebuild the list fields a record shares with the previous record of its kind."""
+    for name, shared in base.items() if isinstance(base, dict) else [("base", None)]:
+        for field_name, suffix in (("input", ""), ("digests", "[]")):
+            section = rec.get(field_name)
+            if section is None:
+                continue
+            prior = (previous or {}).get(field_name, {}).get(name + suffix)
+            tail = section.get(name + suffix)
+            if (
+                not isinstance(shared, int)
+                or not isinstance(prior, list)
+                or not isinstance(tail, list)
+                or len(prior) < shared
+            ):
+                raise CassetteError(
+                    f"field 'base' says this record shares {shared!r} elements of {name!r} with "
+                    f"the previous {rec['kind']!r} record, which does not have them; the "
+                    "cassette was edited, reordered or truncated: re-record it",
+                    path=path,
+                    line=lineno,
+                )
+            section[name + suffix] = prior[:shared] + tail
+    del rec["base"]
 
 
 def new_header(**fields: Any) -> dict[str, Any]:
@@ -191,8 +225,14 @@ class CassetteWriter:
     several threads or asyncio tasks never interleave.
     """
 
-    def __init__(self, path: str | os.PathLike[str], header: Mapping[str, Any]):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        header: Mapping[str, Any],
+        max_record_bytes: int = MAX_RECORD_BYTES,
+    ):
         self.path = Path(path)
+        self.max_record_bytes = max_record_bytes
         self.partial = self.path.with_name(self.path.name + ".partial")
         self._lock = threading.Lock()
         self._seq = 0
@@ -228,6 +268,14 @@ class CassetteWriter:
                     "JSON data (dict, list, str, number) from the call",
                     path=self.path,
                 ) from None
+            if len(line) > self.max_record_bytes:
+                self._seq -= 1
+                raise CassetteError(
+                    f"decision {record.get('key')} is {len(line):,} bytes, over the "
+                    f"{self.max_record_bytes:,}-byte record limit; return less data from the "
+                    "call, or raise the limit with Tape(..., max_record_bytes=N)",
+                    path=self.path,
+                )
             self._write(line)
             return self._seq
 

@@ -22,6 +22,7 @@ import contextvars
 import json
 import os
 import subprocess
+import threading
 import time
 import warnings
 from collections import deque
@@ -31,8 +32,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, TypeVar
 
-from .canonical import canonical_json, changed_paths, excerpt, field_digests, key_of
-from .cassette import CassetteWriter, new_header, read_cassette
+from .canonical import (
+    canonical_json,
+    changed_paths,
+    digest_changes,
+    excerpt,
+    field_digests,
+    key_of,
+)
+from .cassette import MAX_RECORD_BYTES, CassetteWriter, new_header, read_cassette
 from .config import load_config
 from .errors import (
     CassetteNotFoundError,
@@ -155,6 +163,7 @@ class Tape:
         strict: bool = False,
         allow_irreversible: bool = False,
         store_inputs: bool = True,
+        max_record_bytes: int = MAX_RECORD_BYTES,
     ):
         self.path = Path(path)
         self.requested_mode: Mode = Mode.parse(mode)
@@ -173,6 +182,8 @@ class Tape:
         self._token: contextvars.Token[Tape | None] | None = None
         self._closed = False
         self._missed = False
+        self._record_lock = threading.Lock()
+        self._last_digests: dict[str, dict[str, Any]] = {}
         self._writer: CassetteWriter | None = None
         self.records: list[dict[str, Any]] = []
         self.header: dict[str, Any] | None = None
@@ -184,6 +195,7 @@ class Tape:
                     env={name: self._env_digest(name) for name in self.env_allow} or None,
                     redact_key_id=self.redactor.key_id,
                 ),
+                max_record_bytes,
             )
         else:
             self._load(harness_sha)
@@ -292,11 +304,38 @@ class Tape:
         rec["effect"] = Effect.parse(effect).value
         rec["out"] = stored
         data = decision.input()
-        if self.store_inputs:
-            rec["input"] = data
-        if isinstance(data, dict):
-            rec["digests"] = field_digests(data)
-        self._writer.write(rec)
+        if not isinstance(data, dict):
+            if self.store_inputs:
+                rec["input"] = data
+            self._writer.write(rec)
+            return stored
+        digests = field_digests(data)
+        with self._record_lock:
+            # A conversation grows by appending: store only the list elements that are new
+            # since the previous record of this kind, and how many it shares (``base``).
+            previous = self._last_digests.get(decision.kind, {})
+            base: dict[str, int] = {}
+            for name, elements in digests.items():
+                old = previous.get(name)
+                if not name.endswith("[]") or not old:
+                    continue
+                shared = 0
+                for a, b in zip(old, elements, strict=False):
+                    if a != b:
+                        break
+                    shared += 1
+                if shared:
+                    base[name[:-2]] = shared
+            if self.store_inputs:
+                rec["input"] = {k: v[base[k] :] if k in base else v for k, v in data.items()}
+            rec["digests"] = {
+                k: v[base[k[:-2]] :] if k[:-2] in base and k.endswith("[]") else v
+                for k, v in digests.items()
+            }
+            if base:
+                rec["base"] = base
+            self._writer.write(rec)
+            self._last_digests[decision.kind] = digests
         return stored
 
     def _guard(self, decision: Decision, effect: Effect, stub: Callable[[], Any] | None) -> None:
@@ -473,11 +512,7 @@ def _explain(expected: Mapping[str, Any], live: Any) -> tuple[list[str], list[st
     if "input" in expected:
         changes = changed_paths(expected["input"], live)
     elif "digests" in expected and isinstance(live, dict):
-        ours = field_digests(live)
-        theirs = expected["digests"]
-        names = sorted(n for n in set(ours) | set(theirs) if ours.get(n) != theirs.get(n))
-        # Report a list element rather than the whole list when the element is known.
-        names = [n for n in names if not any(o.startswith(n + "[") for o in names)]
+        names = digest_changes(expected["digests"], field_digests(live))
         return names, [
             f"  changed: {n} (digest differs; the input copy was not stored)" for n in names
         ]
