@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import threading
+import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracetape import CassetteError, CassetteNotFoundError, CassetteVersionError, TapeWarning
 from tracetape.cassette import FORMAT_VERSION, CassetteWriter, new_header, read_cassette
@@ -158,3 +162,48 @@ def test_threads_never_interleave_or_lose_records(tmp_path: Path) -> None:
     assert {(r["out"]["thread"], r["out"]["i"]) for r in records} == {
         (n, i) for n in range(8) for i in range(200)
     }
+
+
+json_data = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=15,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["llm", "tool", "env"]), json_data), max_size=12))
+def test_records_round_trip_through_the_file(
+    tmp_path_factory: pytest.TempPathFactory, items: list[tuple[str, Any]]
+) -> None:
+    """Whatever JSON data a record holds, reading the cassette gives it back unchanged."""
+    path = tmp_path_factory.mktemp("rt") / "c.jsonl"
+    writer = CassetteWriter(path, new_header())
+    for i, (kind, out) in enumerate(items):
+        writer.write(
+            {"key": f"{kind}:{i:016x}", "kind": kind, "ms": 0.0, "effect": "read", "out": out}
+        )
+    writer.close()
+    assert [(r["kind"], r["out"]) for r in read_cassette(path)] == items
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_never_crash_the_reader(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes
+) -> None:
+    """Any file content either reads or raises CassetteError; nothing else escapes."""
+    path = tmp_path_factory.mktemp("fuzz") / "c.jsonl"
+    path.write_bytes(data)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            read_cassette(path)
+    except CassetteError:
+        pass

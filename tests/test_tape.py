@@ -543,3 +543,24 @@ def test_one_tape_shared_by_threads_keeps_every_input_whole(tmp_path: Path) -> N
     for rec in read_cassette(path):
         got.setdefault(rec["input"]["thread"], []).append(rec["input"]["messages"])
     assert got == sent
+
+
+def test_redaction_rules_come_from_pyproject(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[tool.tracetape.redact] adds field names and patterns for every tape under it."""
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.tracetape.redact]\n"
+        'fields = ["customer_email"]\n'
+        'patterns = { ticket = "TCK-[0-9]{6}" }\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    with Tape("c.jsonl", mode="record") as tape:
+        tape.call(
+            "tool",
+            {"name": "crm", "args": {"customer_email": "ann@example.org"}},
+            lambda: "TCK-424242",
+        )
+    data = (tmp_path / "c.jsonl").read_text()
+    assert "ann@example.org" not in data and "TCK-424242" not in data
+    assert "[REDACTED:ticket:" in data
