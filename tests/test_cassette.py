@@ -207,3 +207,18 @@ def test_arbitrary_bytes_never_crash_the_reader(
             read_cassette(path)
     except CassetteError:
         pass
+
+
+def test_the_streaming_reader_can_report_and_skip_bad_lines(tmp_path: Path) -> None:
+    """With on_error, bad lines are reported with their line numbers and the rest is read."""
+    from tracetape.cassette import CassetteReader
+
+    path = write_lines(
+        tmp_path / "c.jsonl", header_line(), json.dumps(RECORD), "{bad", "[]", json.dumps(RECORD)
+    )
+    errors: list[CassetteError] = []
+    with path.open("rb") as fh:
+        reader = CassetteReader(fh, path, on_error=errors.append)
+        records = list(reader)
+    assert len(records) == 2 and reader.header is not None
+    assert [e.line for e in errors] == [3, 4]

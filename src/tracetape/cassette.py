@@ -18,10 +18,11 @@ This module imports nothing of tracetape's but its errors.
 
 from __future__ import annotations
 
+import io
 import os
 import threading
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +36,7 @@ from .errors import CassetteError, CassetteNotFoundError, CassetteVersionError, 
 __all__ = [
     "FORMAT_VERSION",
     "Cassette",
+    "CassetteReader",
     "CassetteWriter",
     "read_cassette",
 ]
@@ -125,61 +127,104 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
         ) from None
     except OSError as exc:
         raise CassetteError(f"cannot read cassette: {exc.strerror}", path=path) from exc
-    lines = data.split(b"\n")
-    torn = bool(data) and not data.endswith(b"\n")
-    last = len(lines)
-    header: dict[str, Any] | None = None
-    records: list[dict[str, Any]] = []
-    append = records.append
-    loads = orjson.loads
-    skipped = 0
-    previous: dict[str, dict[str, Any]] = {}
-    for lineno, raw in enumerate(lines, 1):
-        try:
-            rec = loads(raw)
-        except orjson.JSONDecodeError as exc:
-            if not raw.strip():
-                continue
-            if torn and lineno == last:
-                skipped += 1
-                warnings.warn(
-                    f"{path}:{lineno}: skipped a torn last line (the recording process was "
-                    "killed mid-write); the records before it replay",
-                    TapeWarning,
-                    stacklevel=2,
+    reader = CassetteReader(io.BytesIO(data), path)
+    records = list(reader)
+    return Cassette(path, reader.header, records, reader.skipped)
+
+
+class CassetteReader:
+    """Stream a cassette's records one line at a time, validated, with deltas expanded.
+
+    ``lines`` yields raw lines (a binary file object will do). ``header`` is set once the
+    first line is read. A torn last line is skipped with a ``TapeWarning``. A bad line raises
+    ``CassetteError``, or, when ``on_error`` is given, is passed to it and skipped.
+
+        >>> import io
+        >>> reader = CassetteReader(io.BytesIO(b'{"key":"tool:1","kind":"tool","out":1}\\n'))
+        >>> [r["out"] for r in reader], reader.header
+        ([1], None)
+    """
+
+    def __init__(
+        self,
+        lines: Iterable[bytes],
+        path: str | os.PathLike[str] = "<cassette>",
+        on_error: Callable[[CassetteError], None] | None = None,
+    ):
+        self.lines = lines
+        self.path = Path(path)
+        self.on_error = on_error
+        self.header: dict[str, Any] | None = None
+        self.skipped = 0
+
+    def _bad(self, error: CassetteError) -> None:
+        if self.on_error is None:
+            raise error
+        self.on_error(error)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        path = self.path
+        loads = orjson.loads
+        previous: dict[str, dict[str, Any]] = {}
+        for lineno, raw in enumerate(self.lines, 1):
+            try:
+                rec = loads(raw)
+            except orjson.JSONDecodeError as exc:
+                if not raw.strip():
+                    continue
+                if not raw.endswith(b"\n"):
+                    self.skipped += 1
+                    warnings.warn(
+                        f"{path}:{lineno}: skipped a torn last line (the recording process was "
+                        "killed mid-write); the records before it replay",
+                        TapeWarning,
+                        stacklevel=2,
+                    )
+                    return
+                self._bad(
+                    CassetteError(
+                        f"line is not valid JSON ({exc}); the cassette is corrupt: re-record "
+                        "it, or restore it from version control",
+                        path=path,
+                        line=lineno,
+                    )
                 )
-                break
-            raise CassetteError(
-                f"line is not valid JSON ({exc}); the cassette is corrupt: re-record it, "
-                "or restore it from version control",
-                path=path,
-                line=lineno,
-            ) from None
-        if type(rec) is not dict:
-            raise CassetteError(
-                f"line holds a JSON {type(rec).__name__}, not a record object; the cassette "
-                "is corrupt: re-record it",
-                path=path,
-                line=lineno,
-            )
-        if type(rec.get("key")) is not str or type(rec.get("kind")) is not str or "out" not in rec:
-            if lineno == 1 and "tracetape" in rec:
-                _check_header(rec, path)
-                header = rec
                 continue
-            missing = next(f for f in _RECORD_FIELDS if f not in rec or rec[f] is None)
-            raise CassetteError(
-                f"record has no valid {missing!r} field (a record needs key, kind and out); "
-                "the cassette is corrupt or not a tracetape cassette: re-record it",
-                path=path,
-                line=lineno,
-            )
-        base = rec.get("base")
-        if base is not None:
-            _expand(rec, base, previous.get(rec["kind"]), path, lineno)
-        previous[rec["kind"]] = rec
-        append(rec)
-    return Cassette(path, header, records, skipped)
+            if type(rec) is not dict:
+                self._bad(
+                    CassetteError(
+                        f"line holds a JSON {type(rec).__name__}, not a record object; the "
+                        "cassette is corrupt: re-record it",
+                        path=path,
+                        line=lineno,
+                    )
+                )
+                continue
+            kind = rec.get("kind")
+            if type(rec.get("key")) is not str or type(kind) is not str or "out" not in rec:
+                if lineno == 1 and "tracetape" in rec:
+                    _check_header(rec, path)
+                    self.header = rec
+                    continue
+                missing = next(f for f in _RECORD_FIELDS if f not in rec or rec[f] is None)
+                self._bad(
+                    CassetteError(
+                        f"record has no valid {missing!r} field (a record needs key, kind and "
+                        "out); the cassette is corrupt or not a tracetape cassette: re-record it",
+                        path=path,
+                        line=lineno,
+                    )
+                )
+                continue
+            base = rec.get("base")
+            if base is not None:
+                try:
+                    _expand(rec, base, previous.get(kind), path, lineno)
+                except CassetteError as error:
+                    self._bad(error)
+                    continue
+            previous[kind] = rec
+            yield rec
 
 
 def _expand(
