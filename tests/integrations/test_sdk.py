@@ -538,3 +538,43 @@ def test_multipart_uploads_replay_despite_random_boundaries(
     with Tape(path, mode="replay") as tape:
         assert upload(tape) == 200
     assert "BOUNDARY" in read_cassette(path).records[0]["input"]["body"]
+
+
+@pytest.mark.parametrize("aio", [pytest.param(False, id="sync"), pytest.param(True, id="async")])
+def test_anthropic_stream_helper_keys_the_body_it_sends(
+    tmp_path: Path, server: FakeServer, aio: bool
+) -> None:
+    """messages.stream(output_format=...) is keyed on the body sent, so the HTTP level agrees."""
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        total: int
+
+    path = tmp_path / "run.jsonl"
+    messages = [{"role": "user", "content": "sum 1 to 1"}]
+
+    async def call_async() -> list[str]:
+        client = _anthropic(server.base_url, aio=True)
+        async with client.messages.stream(
+            model="m", max_tokens=5, messages=iter(messages), output_format=Answer
+        ) as events:
+            return [e.type async for e in events]
+
+    def call() -> list[str]:
+        if aio:
+            return asyncio.run(call_async())
+        with _anthropic(server.base_url).messages.stream(
+            model="m", max_tokens=5, messages=iter(messages), output_format=Answer
+        ) as events:
+            return [e.type for e in events]
+
+    with Tape(path, mode="record") as tape, tape.patch_sdks():
+        live = call()
+    assert len(server.requests) == 1
+    assert server.requests[0]["body"]["messages"] == messages
+    server.stop()
+    with Tape(path, mode="replay") as tape, tape.patch_http():
+        assert call() == live
+    params = read_cassette(path).records[0]["input"]["params"]
+    assert params["output_config"]["format"]["type"] == "json_schema"
+    assert params["stream"] is True

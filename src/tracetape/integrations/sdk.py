@@ -334,20 +334,28 @@ def _wrap_anthropic_stream(target: _Target, original: Callable[..., Any]) -> Cal
     """``messages.stream(...)`` posts by itself (not through ``create``): take over the request
     its stream manager sends, keeping the manager (and its event accumulation) the SDK's own.
     """
-    mangled = (
-        "_AsyncMessageStreamManager__api_request"
-        if target.aio
-        else ("_MessageStreamManager__api_request")
-    )
+    manager_cls = "AsyncMessageStreamManager" if target.aio else "MessageStreamManager"
+    mangled = f"_{manager_cls}__api_request"
 
     @functools.wraps(original)
     def stream(self: Any, *args: Any, **kwargs: Any) -> Any:
         tape = resolve_tape()
         if tape is None or args or capture_var.get() is not None:
             return original(self, *args, **kwargs)
-        call = _Call(tape, target, {**kwargs, "stream": True})
+        materialize(kwargs)
         manager = original(self, **kwargs)
         request = getattr(manager, mangled)
+        # Key the body the SDK built (``output_format`` already merged into ``output_config``):
+        # a partial of ``_post`` (sync) or its not yet started coroutine (async).
+        sent = getattr(request, "keywords", None) or {}
+        frame = getattr(request, "cr_frame", None)
+        if frame is not None:
+            sent = frame.f_locals
+        body = sent.get("body")
+        if isinstance(body, Mapping):
+            call = _Call(tape, target, {**body, "extra_body": kwargs.get("extra_body")})
+        else:
+            call = _Call(tape, target, {**kwargs, "stream": True})
         if tape.replaying:
             out = call.play()
             replay_kwargs = {**kwargs, "stream": True}
