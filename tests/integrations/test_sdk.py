@@ -198,28 +198,43 @@ def test_sdk_replay_miss_opens_no_socket(tmp_path: Path, monkeypatch: pytest.Mon
         )
 
 
-@pytest.mark.parametrize("level", ["sdk", "http"])
+@pytest.mark.parametrize(
+    ("sdk", "level"),
+    [
+        pytest.param(s, lv, id=f"{s}-{lv}")
+        for s in ("openai", "anthropic")
+        for lv in ("sdk", "http")
+    ],
+)
 def test_secrets_never_reach_the_cassette(
-    tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch, level: str
+    tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch, sdk: str, level: str
 ) -> None:
-    """The Authorization header and an API key from the environment are never in the bytes."""
+    """The auth header and an API key taken from the environment are never in the bytes."""
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+
+    def make() -> Any:
+        if sdk == "openai":
+            return openai.OpenAI(base_url=server.base_url + "/v1", max_retries=0)
+        return anthropic.Anthropic(base_url=server.base_url, max_retries=0)
+
+    agent = openai_agent if sdk == "openai" else anthropic_agent
     path = tmp_path / "run.jsonl"
     with Tape(path, mode="record") as tape:
         if level == "sdk":
             with tape.patch_sdks():
-                client = openai.OpenAI(base_url=server.base_url + "/v1", max_retries=0)
-                openai_agent(client, "sum 1 to 3")
+                agent(make(), "sum 1 to 3")
         else:
             with tape.patch_http():
-                client = openai.OpenAI(base_url=server.base_url + "/v1", max_retries=0)
-            openai_agent(client, "sum 1 to 3")
+                client = make()
+            agent(client, "sum 1 to 3")
     headers = {k.lower(): v for k, v in server.requests[0]["headers"].items()}
-    assert headers["authorization"] == f"Bearer {OPENAI_KEY}"
+    key = OPENAI_KEY if sdk == "openai" else ANTHROPIC_KEY
+    assert key in (headers.get("x-api-key"), headers["authorization"].removeprefix("Bearer "))
     data = path.read_bytes()
-    assert OPENAI_KEY.encode() not in data
-    assert b"Bearer" not in data
-    assert b"authorization" not in data.lower()
+    assert len(read_cassette(path).records) == 4
+    for secret in (OPENAI_KEY, ANTHROPIC_KEY, "Bearer", "authorization", "x-api-key"):
+        assert secret.lower().encode() not in data.lower()
     assert server.base_url.encode() not in data
 
 
