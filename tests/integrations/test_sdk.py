@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 from pathlib import Path
@@ -163,23 +164,32 @@ def test_one_word_edit_at_step_10_names_only_that_message(
     assert "quickly" in str(miss)
 
 
-def test_miss_surfaces_unwrapped_without_retries(tmp_path: Path, server: FakeServer) -> None:
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+def test_miss_surfaces_unwrapped_without_retries(
+    tmp_path: Path, server: FakeServer, sdk: str
+) -> None:
     """At the HTTP level a miss is a ReplayMiss, not the SDK's connection error after retries."""
     path = tmp_path / "run.jsonl"
     Tape(path, mode="record").close()
     server.stop()
+    messages = [{"role": "user", "content": "hi"}]
     with Tape(path, mode="replay") as tape:
-        client = anthropic.Anthropic(
-            base_url=server.base_url,
-            api_key=ANTHROPIC_KEY,
-            max_retries=5,
-            http_client=httpx2.Client(transport=tape.http_transport()),
-        )
-        with pytest.raises(ReplayMiss) as info:
-            client.messages.create(
-                model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+        http_client = httpx2.Client(transport=tape.http_transport())
+        if sdk == "openai":
+            client = _openai(server.base_url, http_client=http_client).with_options(max_retries=5)
+            call = functools.partial(client.chat.completions.create, model="m", messages=messages)
+        else:
+            client = _anthropic(server.base_url, http_client=http_client).with_options(
+                max_retries=5
             )
-    assert not isinstance(info.value, anthropic.APIConnectionError)
+            call = functools.partial(
+                client.messages.create, model="m", max_tokens=5, messages=messages
+            )
+        with pytest.raises(ReplayMiss) as info:
+            call()
+    assert tape.model_calls == 1  # one attempt: the SDK did not retry it
+    assert not isinstance(info.value, openai.APIConnectionError | anthropic.APIConnectionError)
+    assert not isinstance(info.value, openai.OpenAIError)
     assert info.value.__cause__ is None
 
 

@@ -126,20 +126,20 @@ def _miss_class(bases: tuple[type[Exception], ...]) -> type[ReplayMiss]:
     return cls
 
 
-def sdk_compatible_miss(miss: ReplayMiss) -> ReplayMiss:
-    """The same miss, also typed as each loaded SDK's base error so no SDK wraps or retries it.
+def sdk_compatible_miss(miss: ReplayMiss, request: Any = None) -> ReplayMiss:
+    """The same miss, also typed as the calling SDK's base error when that SDK would otherwise
+    wrap it.
 
-    ``anthropic`` turns any other exception from its HTTP client into ``APIConnectionError``
-    and retries it; its own errors pass through untouched.
+    ``anthropic`` turns any exception from its HTTP client that is not its own into
+    ``APIConnectionError`` and retries it; ``openai`` lets other exceptions through, so its
+    misses stay plain (an agent's ``except openai.OpenAIError`` never swallows one).
     """
-    bases: list[type[Exception]] = [type(miss)]
-    for module, name in (("openai", "OpenAIError"), ("anthropic", "AnthropicError")):
-        cls = getattr(sys.modules.get(module), name, None)
-        if isinstance(cls, type) and not isinstance(miss, cls):
-            bases.append(cls)
-    if len(bases) == 1:
+    agent = request.headers.get("user-agent", "") if request is not None else "Anthropic/"
+    cls = getattr(sys.modules.get("anthropic"), "AnthropicError", None)
+    if not agent.startswith("Anthropic/") or not isinstance(cls, type) or isinstance(miss, cls):
         return miss
-    new = _miss_class(tuple(bases)).__new__(_miss_class(tuple(bases)))
+    typed = _miss_class((type(miss), cls))
+    new = typed.__new__(typed)
     new.__dict__.update(miss.__dict__)
     new.args = miss.args
     return new
@@ -252,7 +252,7 @@ def _transport_classes(module: ModuleType) -> tuple[type, type]:
                 try:
                     rec = self.tape.play(decision)
                 except ReplayMiss as miss:
-                    raise sdk_compatible_miss(miss) from None
+                    raise sdk_compatible_miss(miss, request) from None
                 return _replay_response(module, request, rec["out"], aio=False)
             _identity(request)
             response = self.inner.handle_request(request)
@@ -279,7 +279,7 @@ def _transport_classes(module: ModuleType) -> tuple[type, type]:
                 try:
                     rec = self.tape.play(decision)
                 except ReplayMiss as miss:
-                    raise sdk_compatible_miss(miss) from None
+                    raise sdk_compatible_miss(miss, request) from None
                 return _replay_response(module, request, rec["out"], aio=True)
             _identity(request)
             response = await self.inner.handle_async_request(request)
