@@ -343,6 +343,8 @@ def test_abandoned_stream_is_recorded_as_far_as_read(tmp_path: Path, server: Fak
             model="m", messages=messages, stream=True
         )
         assert next(iter(stream)).model_dump() == head.model_dump()
+        with pytest.raises(ReplayMiss, match="stopped reading this stream"):
+            list(stream)  # reading past where the recorded run stopped is a divergence
 
 
 def test_stored_bodies_are_json_and_tools_sorted(tmp_path: Path, server: FakeServer) -> None:

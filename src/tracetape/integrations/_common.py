@@ -29,7 +29,7 @@ from datetime import date, datetime
 from typing import Any
 
 from ..canonical import key_of
-from ..errors import CassetteError, TapeWarning
+from ..errors import CassetteError, ReplayMiss, TapeWarning
 from ..tape import Decision, Effect, Tape, current_tape
 
 __all__ = [
@@ -458,6 +458,26 @@ class Capture:
         except CassetteError as exc:
             # The tape closed before the stream did: say so rather than fail the consumer.
             warnings.warn(f"a response finished after its tape closed: {exc}", TapeWarning, 2)
+
+
+def truncated_stream_miss(tape: Tape, decision: Decision, rec: Mapping[str, Any]) -> ReplayMiss:
+    """The miss raised when a replay reads a stream past where the recorded run abandoned it."""
+    events = len(rec["out"].get("events", ()))
+    played = getattr(tape, "_played", b"")
+    return ReplayMiss(
+        decision.key,
+        kind=decision.kind,
+        step=decision.step,
+        matched=played.count(1),
+        recorded=len(tape.records),
+        expected=rec,
+        changes=[],
+        diagnosis=(
+            f"  the recorded run stopped reading this stream after {events} event(s) "
+            "(it abandoned it); this run reads further, past what was recorded\n"
+            f"  if the change is intended, re-record: Tape({str(tape.path)!r}, mode='record')"
+        ),
+    )
 
 
 def _pending(tape: Tape) -> set[Capture]:

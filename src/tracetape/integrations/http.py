@@ -27,7 +27,7 @@ import json
 import re
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from functools import cache
 from types import ModuleType
 from typing import Any
@@ -45,6 +45,7 @@ from ._common import (
     next_model_step,
     out_content,
     sse_encode,
+    truncated_stream_miss,
 )
 
 __all__ = [
@@ -145,11 +146,17 @@ def sdk_compatible_miss(miss: ReplayMiss, request: Any = None) -> ReplayMiss:
     return new
 
 
-def _replay_response(module: ModuleType, request: Any, out: Mapping[str, Any], aio: bool) -> Any:
+def _replay_response(
+    module: ModuleType,
+    request: Any,
+    out: Mapping[str, Any],
+    aio: bool,
+    beyond: Callable[[], BaseException] | None = None,
+) -> Any:
     status = int(out.get("status", 200))
     if "events" in out:
         chunks = [sse_encode(e) for e in out["events"]]
-        stream = _event_stream_class(module, aio)(chunks)
+        stream = _event_stream_class(module, aio)(chunks, beyond)
         headers = {"content-type": "text/event-stream; charset=utf-8"}
         return module.Response(status, headers=headers, stream=stream, request=request)
     ctype, content = out_content(out)
@@ -158,27 +165,40 @@ def _replay_response(module: ModuleType, request: Any, out: Mapping[str, Any], a
     )
 
 
+def beyond_recording(tape: Tape, decision: Decision, rec: Mapping[str, Any]) -> Any:
+    """For a stream the recorded run abandoned: what raises if this run reads past its end."""
+    if rec["out"].get("complete") is not False:
+        return None
+    return lambda: truncated_stream_miss(tape, decision, rec)
+
+
 @cache
 def _event_stream_class(module: ModuleType, aio: bool) -> type:
-    """A byte stream that yields one recorded SSE event per chunk, as the server sent them."""
+    """A byte stream that yields one recorded SSE event per chunk, as the server sent them,
+    and raises ``beyond()`` if read past the end of a stream the recorded run abandoned.
+    """
     if aio:
 
         class AsyncEvents(module.AsyncByteStream):  # type: ignore[name-defined,misc]
-            def __init__(self, chunks: list[bytes]):
-                self._chunks = chunks
+            def __init__(self, chunks: list[bytes], beyond: Any = None):
+                self._chunks, self._beyond = chunks, beyond
 
             async def __aiter__(self) -> AsyncIterator[bytes]:
                 for chunk in self._chunks:
                     yield chunk
+                if self._beyond is not None:
+                    raise self._beyond()
 
         return AsyncEvents
 
     class Events(module.SyncByteStream):  # type: ignore[name-defined,misc]
-        def __init__(self, chunks: list[bytes]):
-            self._chunks = chunks
+        def __init__(self, chunks: list[bytes], beyond: Any = None):
+            self._chunks, self._beyond = chunks, beyond
 
         def __iter__(self) -> Iterator[bytes]:
             yield from self._chunks
+            if self._beyond is not None:
+                raise self._beyond()
 
     return Events
 
@@ -253,7 +273,8 @@ def _transport_classes(module: ModuleType) -> tuple[type, type]:
                     rec = self.tape.play(decision)
                 except ReplayMiss as miss:
                     raise sdk_compatible_miss(miss, request) from None
-                return _replay_response(module, request, rec["out"], aio=False)
+                beyond = beyond_recording(self.tape, decision, rec)
+                return _replay_response(module, request, rec["out"], aio=False, beyond=beyond)
             _identity(request)
             response = self.inner.handle_request(request)
             tap_response(module, response, Capture(self.tape, decision, final=True), aio=False)
@@ -280,7 +301,8 @@ def _transport_classes(module: ModuleType) -> tuple[type, type]:
                     rec = self.tape.play(decision)
                 except ReplayMiss as miss:
                     raise sdk_compatible_miss(miss, request) from None
-                return _replay_response(module, request, rec["out"], aio=True)
+                beyond = beyond_recording(self.tape, decision, rec)
+                return _replay_response(module, request, rec["out"], aio=True, beyond=beyond)
             _identity(request)
             response = await self.inner.handle_async_request(request)
             tap_response(module, response, Capture(self.tape, decision, final=True), aio=True)

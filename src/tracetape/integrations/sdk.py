@@ -41,12 +41,10 @@ from ._common import (
     llm_payload,
     materialize,
     next_model_step,
-    out_content,
     resolve_tape,
     set_default_tape,
-    sse_encode,
 )
-from .http import _identity, tap_response
+from .http import _identity, _replay_response, beyond_recording, tap_response
 
 __all__ = ["Patch", "patch", "patch_sdks", "unpatch_all"]
 
@@ -155,7 +153,13 @@ def _body(target: _Target, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], A
 
 
 def _replay_result(
-    resource: Any, target: _Target, kwargs: Mapping[str, Any], out: Mapping[str, Any], post: Any
+    resource: Any,
+    target: _Target,
+    kwargs: Mapping[str, Any],
+    out: Mapping[str, Any],
+    post: Any,
+    *,
+    beyond: Callable[[], BaseException] | None = None,
 ) -> Any:
     """Build what the SDK method would have returned, from a recorded response.
 
@@ -182,16 +186,10 @@ def _replay_result(
         options.post_parser = post
     cast_to = client._maybe_override_cast_to(cast_to, options)
     raw = options.headers.get(sdk.raw_header) if headers else None
-    if "events" in out:
-        ctype, content = "text/event-stream", b"".join(sse_encode(e) for e in out["events"])
-    else:
-        ctype, content = out_content(out)
     request = sdk.httpx.Request(
         "POST", client._prepare_url(path), headers={sdk.raw_header: raw} if raw else None
     )
-    response = sdk.httpx.Response(
-        status, headers={"content-type": ctype}, content=content, request=request
-    )
+    response = _replay_response(sdk.httpx, request, out, target.aio, beyond)
     if status >= 400:
         raise client._make_status_error_from_response(response)
     stream_cls = None
@@ -210,7 +208,7 @@ async def _done(value: Any) -> Any:
 class _Call:
     """One SDK call under a tape: its key, then either a replayed result or a recording."""
 
-    __slots__ = ("capture", "decision", "post", "tape")
+    __slots__ = ("beyond", "capture", "decision", "post", "tape")
 
     def __init__(self, tape: Tape, target: _Target, kwargs: dict[str, Any]):
         materialize(kwargs)
@@ -219,9 +217,13 @@ class _Call:
         self.tape = tape
         self.decision = llm_decision(tape, payload)
         self.capture: Capture | None = None
+        self.beyond: Callable[[], BaseException] | None = None
 
     def play(self) -> Mapping[str, Any]:
-        out: Mapping[str, Any] = self.tape.play(self.decision)["out"]
+        """The recorded output (sets ``beyond`` for a stream the recorded run abandoned)."""
+        rec = self.tape.play(self.decision)
+        self.beyond = beyond_recording(self.tape, self.decision, rec)
+        out: Mapping[str, Any] = rec["out"]
         return out
 
     def start(self) -> contextvars.Token[Capture | None]:
@@ -244,7 +246,9 @@ def _wrap_create(target: _Target, original: Callable[..., Any]) -> Callable[...,
                 return await original(self, *args, **kwargs)
             call = _Call(tape, target, kwargs)
             if tape.replaying:
-                return await _replay_result(self, target, kwargs, call.play(), call.post)
+                return await _replay_result(
+                    self, target, kwargs, call.play(), call.post, beyond=call.beyond
+                )
             token = call.start()
             try:
                 return await original(self, **kwargs)
@@ -260,7 +264,7 @@ def _wrap_create(target: _Target, original: Callable[..., Any]) -> Callable[...,
             return original(self, *args, **kwargs)
         call = _Call(tape, target, kwargs)
         if tape.replaying:
-            return _replay_result(self, target, kwargs, call.play(), call.post)
+            return _replay_result(self, target, kwargs, call.play(), call.post, beyond=call.beyond)
         token = call.start()
         try:
             return original(self, **kwargs)
@@ -304,7 +308,9 @@ def _wrap_openai_parse(target: _Target, original: Callable[..., Any]) -> Callabl
                 return await original(self, *args, **kwargs)
             call, sent, post = prepare(tape, kwargs)
             if tape.replaying:
-                return await _replay_result(self, target, sent, call.play(), post)
+                return await _replay_result(
+                    self, target, sent, call.play(), post, beyond=call.beyond
+                )
             token = call.start()
             try:
                 return await original(self, **kwargs)
@@ -320,7 +326,7 @@ def _wrap_openai_parse(target: _Target, original: Callable[..., Any]) -> Callabl
             return original(self, *args, **kwargs)
         call, sent, post = prepare(tape, kwargs)
         if tape.replaying:
-            return _replay_result(self, target, sent, call.play(), post)
+            return _replay_result(self, target, sent, call.play(), post, beyond=call.beyond)
         token = call.start()
         try:
             return original(self, **kwargs)
@@ -361,12 +367,17 @@ def _wrap_anthropic_stream(target: _Target, original: Callable[..., Any]) -> Cal
             replay_kwargs = {**kwargs, "stream": True}
             if target.aio:
                 request.close()  # the SDK's un-awaited request coroutine: never sent
-                setattr(manager, mangled, _replay_result(self, target, replay_kwargs, out, None))
+                replayed = _replay_result(
+                    self, target, replay_kwargs, out, None, beyond=call.beyond
+                )
+                setattr(manager, mangled, replayed)
             else:
                 setattr(
                     manager,
                     mangled,
-                    lambda: _replay_result(self, target, replay_kwargs, out, None),
+                    lambda: _replay_result(
+                        self, target, replay_kwargs, out, None, beyond=call.beyond
+                    ),
                 )
             return manager
         if target.aio:
