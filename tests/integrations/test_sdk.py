@@ -77,12 +77,16 @@ async def _arun(path: Path, mode: str, sdk: str, level: str, *, stream: bool, ba
         if level == "sdk":
             with tape.patch_sdks():
                 return str(await agent(make(base, aio=True), TASK, stream=stream))
-        client = make(
-            base,
-            aio=True,
-            http_client=httpx2.AsyncClient(transport=tape.async_http_transport()),
-        )
-        return str(await agent(client, TASK, stream=stream))
+        if stream:  # streamed cases use patch_http, the others an explicit transport
+            with tape.patch_http():
+                client = make(base, aio=True)
+        else:
+            transport = tape.async_http_transport()
+            client = make(base, aio=True, http_client=httpx2.AsyncClient(transport=transport))
+        try:
+            return str(await agent(client, TASK, stream=stream))
+        finally:
+            await client.close()
 
 
 @pytest.mark.parametrize(("sdk", "level", "stream"), CASES)

@@ -36,6 +36,7 @@ from ._common import (
     Capture,
     capture_var,
     endpoint,
+    endpoint_for_path,
     flush_pending,
     llm_decision,
     llm_payload,
@@ -415,7 +416,7 @@ def _wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> C
         @functools.wraps(original)
         async def asend(self: Any, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
             capture = capture_var.get()
-            if capture is None:
+            if capture is None or endpoint_for_path(request.url.path) is None:
                 return await original(self, request, stream=stream, **kwargs)
             _identity(request)
             response = await original(self, request, stream=True, **kwargs)
@@ -433,7 +434,8 @@ def _wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> C
     @functools.wraps(original)
     def send(self: Any, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
         capture = capture_var.get()
-        if capture is None:
+        if capture is None or endpoint_for_path(request.url.path) is None:
+            # not the model request itself (say, a credential refresh the SDK makes first)
             return original(self, request, stream=stream, **kwargs)
         _identity(request)
         response = original(self, request, stream=True, **kwargs)
