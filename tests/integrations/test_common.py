@@ -121,3 +121,12 @@ def test_endpoint_detection(path: str, name: str | None) -> None:
 def test_secret_query_params_are_dropped_from_the_url(url: str, kept: str) -> None:
     """Secret-looking query parameters never reach an http key; ordinary ones stay."""
     assert _clean_url(httpx2.URL(url)) == kept
+
+
+def test_unknown_transport_flavor_is_refused(tmp_path: Path) -> None:
+    """An unknown HTTP library is refused with the valid choices named."""
+    with (
+        Tape(tmp_path / "t.jsonl", mode="record", harness_sha="x") as tape,
+        pytest.raises(ValueError, match="use 'httpx2' or 'httpx'"),
+    ):
+        tape.http_transport(flavor="requests")
