@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar, overload
 
 from .canonical import canonical_json, changed_paths, excerpt, field_digests, key_of
 from .cassette import CassetteWriter, new_header, read_cassette
@@ -48,6 +48,8 @@ from .redact import RedactRules, Redactor
 __all__ = ["Decision", "Effect", "Mode", "Tape", "current_tape", "key"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class _LoudEnum(str, Enum):
@@ -172,6 +174,8 @@ class Tape:
         self.strict = strict
         self.allow_irreversible = allow_irreversible
         self.store_inputs = store_inputs
+        # Model calls made so far: the SDK hooks count them, tools key their ``step`` on it.
+        self.model_calls = 0
         self._token: contextvars.Token[Tape | None] | None = None
         self._closed = False
         self._writer: CassetteWriter | None = None
@@ -456,6 +460,48 @@ class Tape:
         return f"Tape({str(self.path)!r}, mode={self.mode.value!r})"
 
     # -- integrations: tools and environment ------------------------------------------------
+
+    @overload
+    def tool(
+        self,
+        func: Callable[P, R],
+        *,
+        effect: str | Effect = ...,
+        name: str | None = ...,
+        stub: Callable[P, R] | None = ...,
+        ignore: Iterable[str] = ...,
+    ) -> Callable[P, R]: ...
+
+    @overload
+    def tool(
+        self,
+        func: None = ...,
+        *,
+        effect: str | Effect = ...,
+        name: str | None = ...,
+        stub: Callable[..., Any] | None = ...,
+        ignore: Iterable[str] = ...,
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+    def tool(
+        self,
+        func: Callable[P, R] | None = None,
+        *,
+        effect: str | Effect = Effect.READ,
+        name: str | None = None,
+        stub: Callable[..., Any] | None = None,
+        ignore: Iterable[str] = (),
+    ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+        """Decorate a function as a tool taped on this tape (see ``tracetape.tool``)."""
+        from .integrations.tools import tool
+
+        return tool(func, effect=effect, name=name, stub=stub, ignore=ignore, tape=self)
+
+    def env(self, name: str, default: str | None = None) -> str | None:
+        """Read an environment variable through this tape (see ``tracetape.env``)."""
+        from .integrations.tools import env
+
+        return env(name, default, tape=self)
 
 
 def _short(value: Any, width: int = 60) -> str:
