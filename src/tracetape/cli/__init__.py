@@ -13,6 +13,7 @@ from __future__ import annotations
 import click
 
 from .._version import __version__
+from .run import run
 from .show import show, verify
 
 
@@ -24,3 +25,4 @@ def main() -> None:
 
 main.add_command(show)
 main.add_command(verify)
+main.add_command(run)
