@@ -16,12 +16,14 @@ from .errors import (
     CassetteVersionError,
     EnvironmentDriftError,
     IrreversibleEffectError,
+    NetworkBlockedError,
     ReplayMiss,
     TapeError,
     TapeWarning,
     UnplayedDecisionsError,
 )
 from .redact import Detector, RedactRules, Redactor
+from .integrations.tools import env, tool
 from .tape import Decision, Effect, Mode, Tape, current_tape, key
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "EnvironmentDriftError",
     "IrreversibleEffectError",
     "Mode",
+    "NetworkBlockedError",
     "Normalizer",
     "RedactRules",
     "Redactor",
@@ -46,8 +49,10 @@ __all__ = [
     "__version__",
     "canonical_json",
     "current_tape",
+    "env",
     "fingerprint",
     "key",
     "normalize",
     "read_cassette",
+    "tool",
 ]
