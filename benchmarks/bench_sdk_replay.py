@@ -221,7 +221,7 @@ def main() -> None:
         transport = httpx2.MockTransport(handle)
         return agent(client(url, http_client=httpx2.Client(transport=transport)), steps)
 
-    figures["sdk_memory_transport"] = median_per_call(memory_floor, expected, steps, repeat)
+    figures["sdk_memory"] = median_per_call(memory_floor, expected, steps, repeat)
 
     if patch_sdks is not None:
 
@@ -260,7 +260,7 @@ def report(figures: dict[str, float], skipped: dict[str, str], steps: int) -> No
         "tracetape_record",
         "vcrpy",
         "backspin",
-        "sdk_memory_transport",
+        "sdk_memory",
         "tracetape_sdk",
         "tracetape_http",
     ):
@@ -269,7 +269,7 @@ def report(figures: dict[str, float], skipped: dict[str, str], steps: int) -> No
     for label, num, den, target in (
         ("tracetape SDK replay / vcrpy body-matching replay", "tracetape_sdk", "vcrpy", 0.01),
         ("tracetape SDK replay / backspin replay", "tracetape_sdk", "backspin", 1.0),
-        ("tracetape HTTP replay / SDK on in-memory transport", "tracetape_http", "sdk_memory_transport", 1.2),
+        ("tracetape HTTP replay / SDK on in-memory transport", "tracetape_http", "sdk_memory", 1.2),
         ("tracetape record / live call (overhead)", "tracetape_record", "live", None),
     ):
         if num in figures and den in figures:
