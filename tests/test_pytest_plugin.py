@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import textwrap
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -327,3 +331,86 @@ def test_coexists_with_pytest_recording(pytester: pytest.Pytester) -> None:
     help_text = run(pytester, "--help").stdout.str()
     assert "--tape-mode" in help_text
     assert "--record-mode" in help_text
+
+
+class FakeOpenAI(BaseHTTPRequestHandler):
+    """A chat-completions endpoint that echoes the last message."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        reply = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {
+                        "role": "assistant",
+                        "content": "echo: " + body["messages"][-1]["content"],
+                    },
+                }
+            ],
+        }
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def fake_openai() -> Iterator[str]:
+    """Serve ``FakeOpenAI`` on 127.0.0.1 and yield its base URL; stopped on exit."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+SDK_TEST = """
+import os
+import openai
+
+def test_agent(tape):
+    client = openai.OpenAI(base_url=os.environ["FAKE_URL"], api_key=os.environ["OPENAI_API_KEY"],
+                           max_retries=0)
+    prompt = os.environ.get("PROMPT", "hello")
+    reply = client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}]
+    )
+    assert isinstance(reply, openai.types.chat.ChatCompletion)
+    assert reply.choices[0].message.content == "echo: hello"
+"""
+
+
+def test_sdk_agent_records_then_replays_with_the_server_stopped(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unmodified OpenAI-SDK test records live, replays offline, and names a changed prompt."""
+    pytest.importorskip("openai")
+    pytest.importorskip(
+        "tracetape.integrations.sdk", reason="needs the SDK hooks (branch sdk, merged by the lead)"
+    )
+    secret = "sk-proj-pluginsecret0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    pytester.makepyfile(test_sdk=SDK_TEST)
+    with fake_openai() as url:
+        monkeypatch.setenv("FAKE_URL", url)
+        run(pytester, "--tape-mode=record").assert_outcomes(passed=1)
+    cassette = pytester.path / "cassettes" / "test_sdk" / "test_agent.jsonl"
+    assert secret not in cassette.read_text()
+    run(pytester).assert_outcomes(passed=1)
+    monkeypatch.setenv("PROMPT", "hello there")
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*changed: messages[[]0[]].content*"])
