@@ -305,6 +305,73 @@ def test_command_without_python_is_reported(tmp_path: Path, mode: str, code: int
     assert "the tape never started" in done.stderr
 
 
+NETWORK_AGENT = """
+import socket, sys
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen()
+try:
+    socket.create_connection(srv.getsockname(), timeout=2).close()
+    print("connected")
+except Exception as exc:
+    print("caught", type(exc).__name__)
+"""
+
+
+@pytest.mark.parametrize(
+    ("network", "code", "out"),
+    [
+        pytest.param("block", 5, "caught NetworkBlockedError\n", id="blocked"),
+        pytest.param("loopback", 0, "connected\n", id="loopback-allowed"),
+    ],
+)
+def test_replay_blocks_the_network(tmp_path: Path, network: str, code: int, out: str) -> None:
+    """Replay blocks connections (exit 5 even if caught) unless ``--network`` lets them through."""
+    script = tmp_path / "agent.py"
+    script.write_text(NETWORK_AGENT)
+    run(tmp_path, "--tape", "t.jsonl", "--mode", "record", "--", PYTHON, str(script))
+    done = run(tmp_path, "--tape", "t.jsonl", "--network", network, "--", PYTHON, str(script))
+    assert done.stdout == out
+    assert done.returncode == code, done.stderr
+    if code == 5:
+        assert "replay tried to reach the network 1 time(s)" in done.stderr
+        assert "connect to 127.0.0.1:" in done.stderr
+
+
+def test_sigterm_reaches_the_program(tmp_path: Path) -> None:
+    """SIGTERM to ``tracetape run`` is passed on; a killed recording stays in PATH.partial."""
+    import signal
+
+    script = tmp_path / "agent.py"
+    script.write_text("import sys, time\nprint('ready', flush=True)\ntime.sleep(30)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.Popen(
+        [
+            TRACETAPE,
+            "run",
+            "--tape",
+            "t.jsonl",
+            "--mode",
+            "record",
+            "--hook",
+            "none",
+            "--",
+            PYTHON,
+            str(script),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "ended without closing the tape" in err
+    assert (tmp_path / "t.jsonl.partial").exists()
+
+
 def test_command_not_found_exits_127(tmp_path: Path) -> None:
     """An unknown command exits 127 like a shell does."""
     done = run(tmp_path, "--tape", "t.jsonl", "--mode", "record", "--", "no-such-program-xyz")

@@ -8,6 +8,8 @@ Exit codes:
 * 3: replay met a decision that was never recorded (``ReplayMiss``); the diagnosis is on
   stderr, even when the program caught the exception and carried on;
 * 4: ``--strict`` replay ended with recorded decisions never played (or environment drift);
+* 5: replay tried to open a network connection (blocked unless ``--network loopback|allow``),
+  even when the program caught the error;
 * 126 / 127: the command is not executable / not found.
 
 The program owns stdout; tracetape's own lines (and the ``--format json`` report) go to stderr.
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from ..integrations.runner import EXIT_SETUP, HOOKS, run_program
+from ..integrations.runner import EXIT_SETUP, HOOKS, NETWORK, run_program
 from ._common import output_options
 
 __all__ = ["run"]
@@ -58,10 +60,24 @@ EXIT_NOT_FOUND = 127
 @click.option(
     "--strict", is_flag=True, help="Fail (exit 4) when replay leaves recorded decisions unplayed."
 )
+@click.option(
+    "--network",
+    type=click.Choice(NETWORK),
+    default="block",
+    show_default=True,
+    help="In replay: block every connection, allow loopback only, or allow all.",
+)
 @output_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
-    *, tape_path: Path, mode: str, hook: str, strict: bool, fmt: str, command: tuple[str, ...]
+    *,
+    tape_path: Path,
+    mode: str,
+    hook: str,
+    strict: bool,
+    network: str,
+    fmt: str,
+    command: tuple[str, ...],
 ) -> None:
     """Run COMMAND with the tape active from its first import; no change to the program.
 
@@ -70,7 +86,9 @@ def run(
         tracetape run --tape runs/412.jsonl -- python -m agent --task fix-ci
     """
     try:
-        result = run_program(command, tape_path, mode=mode, hook=hook, strict=strict)
+        result = run_program(
+            command, tape_path, mode=mode, hook=hook, strict=strict, network=network
+        )
     except (OSError, ValueError) as exc:
         click.echo(f"tracetape run: error: {exc}", err=True)
         if isinstance(exc, FileNotFoundError):

@@ -11,7 +11,12 @@ writes a small JSON report to a file named by the parent, which turns it into an
 * ``EXIT_SETUP`` (2): the tape could not start (a missing or corrupt cassette, a bad option);
 * ``EXIT_REPLAY_MISS`` (3): replay met a decision never recorded; the diagnosis is printed on
   stderr, and this holds even when the program caught the ``ReplayMiss`` and went on;
-* ``EXIT_UNPLAYED`` (4): ``strict`` replay ended with recorded decisions never played.
+* ``EXIT_UNPLAYED`` (4): ``strict`` replay ended with recorded decisions never played;
+* ``EXIT_NETWORK`` (5): replay tried to reach the network (blocked, see ``network``).
+
+In replay the network is blocked (``tracetape.testing.block_network``, loopback included) unless
+``network`` is ``"loopback"`` (loopback allowed) or ``"allow"``: what the hooks do not tape
+must not silently go live.
 
 Only the first Python process claims the tape: it removes the variables from its environment,
 so Python subprocesses it starts run untaped instead of clobbering the cassette.
@@ -42,6 +47,7 @@ from ..tape import Mode
 
 __all__ = [
     "BOOTSTRAP_DIR",
+    "EXIT_NETWORK",
     "EXIT_REPLAY_MISS",
     "EXIT_SETUP",
     "EXIT_UNPLAYED",
@@ -55,14 +61,17 @@ BOOTSTRAP_DIR = Path(__file__).with_name("bootstrap")
 EXIT_SETUP = 2
 EXIT_REPLAY_MISS = 3
 EXIT_UNPLAYED = 4
+EXIT_NETWORK = 5
 HOOKS = ("sdk", "http", "none")
+NETWORK = ("block", "loopback", "allow")
 
 ENV_TAPE = "TRACETAPE_RUN_TAPE"
 ENV_MODE = "TRACETAPE_RUN_MODE"
 ENV_HOOK = "TRACETAPE_RUN_HOOK"
 ENV_STRICT = "TRACETAPE_RUN_STRICT"
 ENV_REPORT = "TRACETAPE_RUN_REPORT"
-_ENV_NAMES = (ENV_TAPE, ENV_MODE, ENV_HOOK, ENV_STRICT, ENV_REPORT)
+ENV_NETWORK = "TRACETAPE_RUN_NETWORK"
+_ENV_NAMES = (ENV_TAPE, ENV_MODE, ENV_HOOK, ENV_STRICT, ENV_REPORT, ENV_NETWORK)
 
 
 # -- the child: started by bootstrap/sitecustomize.py -------------------------------------------
@@ -139,6 +148,7 @@ def start_from_environment() -> None:
     mode = os.environ.get(ENV_MODE, "replay")
     hook = os.environ.get(ENV_HOOK, "sdk")
     strict = os.environ.get(ENV_STRICT) == "1"
+    network = os.environ.get(ENV_NETWORK, "block")
     _scrub_environment()
     from .watch import WatchedTape
 
@@ -149,6 +159,16 @@ def start_from_environment() -> None:
         report["mode"] = tape.mode.value
         tape.__enter__()
         _enter_hooks(tape, hook, hooks)
+        guard = None
+        if tape.replaying and network != "allow":
+            from ..testing import block_network
+
+            guard = hooks.enter_context(
+                block_network(
+                    allow_loopback=network == "loopback",
+                    hint="pass --network loopback or --network allow to tracetape run to let it",
+                )
+            )
     except (TapeError, ValueError, OSError) as exc:
         hooks.close()
         _write_report(report_path, {"state": "error", "error": str(exc)})
@@ -189,6 +209,8 @@ def start_from_environment() -> None:
             final["unplayed"] = [
                 {"seq": r.get("seq"), "key": r["key"], "kind": r["kind"]} for r in tape.unplayed
             ]
+        if guard is not None and guard.attempts:
+            final["network"] = [str(error) for error in guard.attempts]
         if tape.misses:
             first = tape.misses[0]
             final["miss"] = _miss_report(first, caught=first not in failed)
@@ -225,6 +247,7 @@ class RunResult:
             "unplayed": self.report.get("unplayed", []),
             "miss": miss,
             "error": self.report.get("error"),
+            "network": self.report.get("network", []),
             "warnings": self.report.get("warnings", []),
             "messages": self.messages,
         }
@@ -262,17 +285,23 @@ def run_program(
     mode: str | Mode = Mode.REPLAY,
     hook: str = "sdk",
     strict: bool = False,
+    network: str = "block",
     env: dict[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
 ) -> RunResult:
     """Run ``command`` with ``tape`` active in its (first) Python process; see the module doc.
 
+    ``network`` is the replay network policy: ``"block"``, ``"loopback"`` or ``"allow"``.
     ``env`` replaces ``os.environ`` for the program (our variables are added to it). Signals
     SIGTERM and SIGHUP are passed on to the program; Ctrl-C reaches it from the terminal.
     """
     parsed = Mode.parse(mode)
     if hook not in HOOKS:
         raise ValueError(f"{hook!r} is not a valid hook; use one of {', '.join(HOOKS)}")
+    if network not in NETWORK:
+        raise ValueError(
+            f"{network!r} is not a valid network policy; use one of {', '.join(NETWORK)}"
+        )
     if not command:
         raise ValueError("no command to run; put it after --, e.g. -- python -m agent")
     path = Path(tape)
@@ -291,6 +320,7 @@ def run_program(
             ENV_MODE: parsed.value,
             ENV_HOOK: hook,
             ENV_STRICT: "1" if strict else "0",
+            ENV_NETWORK: network,
             ENV_REPORT: report_name,
         }
     )
@@ -365,6 +395,12 @@ def _judge(
         say(miss["message"])
         say(f"if the change is intended, re-record:\n  {_rerun_hint(path, command)}")
         result.exit_code = EXIT_REPLAY_MISS
+        return result
+    if report.get("network"):
+        attempts = report["network"]
+        say(f"replay tried to reach the network {len(attempts)} time(s); the first:")
+        say(attempts[0])
+        result.exit_code = EXIT_NETWORK
         return result
     if report.get("error"):
         say(str(report["error"]))
