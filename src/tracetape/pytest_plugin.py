@@ -179,6 +179,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     json_path = config.getoption("tape_report_json")
     if not (want_text or json_path):
         return
+    if getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput"):
+        terminalreporter.write_line(
+            "tracetape: --tape-report needs a run without pytest-xdist (-n): each worker sees "
+            "only its own tests"
+        )
+        return
     data = _report(config)
     if json_path:
         Path(json_path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

@@ -111,6 +111,14 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
 _guards: list[NetworkGuard] = []
 _guards_lock = threading.Lock()
 _hook_installed = False
@@ -133,6 +141,8 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         if raw is None:
             return
         host = raw.decode() if isinstance(raw, bytes | bytearray) else str(raw)
+        if _is_ip(host):
+            return  # no lookup happens; the connect that follows is checked
         guard = _guards[-1]
         if not (guard.allows(host) or _is_loopback(host)):
             guard.block(f"resolve host {host!r}", host)
