@@ -414,3 +414,32 @@ def test_sdk_agent_records_then_replays_with_the_server_stopped(
     result = run(pytester)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*changed: messages[[]0[]].content*"])
+
+
+@pytest.mark.parametrize(
+    ("marker", "message"),
+    [
+        pytest.param("mode='bogus'", "*'bogus' is not a valid tape mode; use one of*", id="mode"),
+        pytest.param(
+            "strikt=True",
+            "*test_bad: @pytest.mark.tape got unknown option(s) strikt; valid:*",
+            id="typo",
+        ),
+        pytest.param("'a.jsonl', 'b.jsonl'", "*at most one positional argument*", id="two-paths"),
+    ],
+)
+def test_bad_marker_options_fail_clearly(
+    pytester: pytest.Pytester, marker: str, message: str
+) -> None:
+    """A wrong marker option fails the test with one line naming the test and the option."""
+    make(pytester, f"@pytest.mark.tape({marker})\ndef test_bad():\n    pass\n")
+    result = run(pytester)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([message])
+
+
+def test_positional_marker_argument_is_the_path(pytester: pytest.Pytester) -> None:
+    """``@pytest.mark.tape("tapes/x.jsonl")`` names the cassette, relative to the test file."""
+    make(pytester, '@pytest.mark.tape("tapes/x.jsonl")\ndef test_p():\n    agent_step("Oslo")\n')
+    run(pytester, "--tape-mode=record").assert_outcomes(passed=1)
+    assert (pytester.path / "tapes" / "x.jsonl").exists()

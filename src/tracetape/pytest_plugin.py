@@ -74,12 +74,46 @@ def _test_parts(item: pytest.Item) -> tuple[Path, str, str | None]:
     return Path(str(item.path)), name, cls.__name__ if cls is not None else None
 
 
+def _marker_options(item: pytest.Item) -> dict[str, Any]:
+    """The ``tape`` marker's options (a positional argument is the path), checked."""
+    marker = item.get_closest_marker("tape")
+    if marker is None:
+        return {}
+    if len(marker.args) > 1:
+        raise ValueError(
+            f"{item.nodeid}: @pytest.mark.tape takes at most one positional argument (the "
+            f"cassette path), got {len(marker.args)}"
+        )
+    options = dict(marker.kwargs)
+    if marker.args:
+        options.setdefault("path", marker.args[0])
+    unknown = sorted(set(options) - _marker_names())
+    if unknown:
+        raise ValueError(
+            f"{item.nodeid}: @pytest.mark.tape got unknown option(s) {', '.join(unknown)}; "
+            f"valid: {', '.join(sorted(_marker_names()))}"
+        )
+    return options
+
+
+def _marker_names() -> set[str]:
+    import inspect
+
+    from .tape import Tape
+
+    tape_options = set(inspect.signature(Tape.__init__).parameters) - {"self", "path", "mode"}
+    return tape_options | {"path", "mode", "allow_loopback", "allow_hosts", "sdk"}
+
+
 def cassette_path(item: pytest.Item) -> Path:
     """The cassette of ``item``: the marker's ``path`` (relative to its file), else the default."""
     test_file, name, cls = _test_parts(item)
     marker = item.get_closest_marker("tape")
-    if marker is not None and marker.kwargs.get("path"):
-        return test_file.parent / str(marker.kwargs["path"])
+    path = (
+        marker.kwargs.get("path") or (marker.args[0] if marker.args else None) if marker else None
+    )
+    if path:
+        return test_file.parent / str(path)
     return default_cassette_path(test_file, name, cls)
 
 
@@ -117,23 +151,22 @@ def tape(request: pytest.FixtureRequest) -> Iterator[WatchedTape]:
     ``@pytest.mark.tape(path=..., mode=..., allow_loopback=True, strict=True)`` configures it.
     """
     item = request.node
-    marker = item.get_closest_marker("tape")
-    options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
-    mode = options.pop("mode", None) or request.config.getoption("tape_mode")
-    options.pop("path", None)
-    case = TapeCase(
-        cassette_path(item),
-        mode,
-        allow_loopback=bool(options.pop("allow_loopback", False)),
-        allow_hosts=options.pop("allow_hosts", ()),
-        record_hint=_command(item, "record"),
-        rewrite_hint=_command(item, "rewrite"),
-        network_hint="let it reach loopback with @pytest.mark.tape(allow_loopback=True), or "
-        f"re-record it live: {_command(item, 'rewrite')}",
-        on_close=request.config.stash[_USAGE].note,
-        **options,
-    )
     try:
+        options = _marker_options(item)
+        mode = options.pop("mode", None) or request.config.getoption("tape_mode")
+        options.pop("path", None)
+        case = TapeCase(
+            cassette_path(item),
+            mode,
+            allow_loopback=bool(options.pop("allow_loopback", False)),
+            allow_hosts=options.pop("allow_hosts", ()),
+            record_hint=_command(item, "record"),
+            rewrite_hint=_command(item, "rewrite"),
+            network_hint="let it reach loopback with @pytest.mark.tape(allow_loopback=True), or "
+            f"re-record it live: {_command(item, 'rewrite')}",
+            on_close=request.config.stash[_USAGE].note,
+            **options,
+        )
         opened = case.open()
     except (TapeError, OSError, ValueError) as exc:
         pytest.fail(str(exc), pytrace=False)

@@ -69,6 +69,15 @@ class TestMode(_LoudEnum):
     AUTO = "auto"
     REWRITE = "rewrite"
 
+    @classmethod
+    def parse(cls, value: str | _LoudEnum) -> Any:
+        """Return the member for ``value`` or raise ``ValueError`` listing the valid modes."""
+        try:
+            return cls(value)
+        except ValueError:
+            valid = ", ".join(repr(m.value) for m in cls)
+            raise ValueError(f"{value!r} is not a valid tape mode; use one of {valid}") from None
+
 
 # -- the network guard ----------------------------------------------------------------------------
 
