@@ -119,7 +119,8 @@ def test_replay_miss_exits_3_with_the_diagnosis(tmp_path: Path, agent: Path) -> 
     assert done.returncode == 3
     assert "was never recorded — the run diverged here" in done.stderr
     assert "changed: args.b: 2 -> 3" in done.stderr
-    assert f"--mode record -- {PYTHON} {agent} 3" in done.stderr
+    assert f"--mode record --hook none -- {PYTHON} {agent} 3" in done.stderr
+    assert "Tape(" not in done.stderr
     assert f'File "{agent}", line' in done.stderr
     assert "tracetape/tape.py" not in done.stderr
 
@@ -142,7 +143,7 @@ def test_missing_cassette_exits_2_without_running(tmp_path: Path, agent: Path) -
     assert done.returncode == 2
     assert done.stdout == ""
     assert "no such cassette to replay; record it first" in done.stderr
-    assert "tracetape run --tape none.jsonl --mode record --" in done.stderr
+    assert "tracetape run --tape none.jsonl --mode record -- " in done.stderr
 
 
 def test_corrupt_cassette_exits_2_naming_the_line(tmp_path: Path, agent: Path) -> None:

@@ -253,22 +253,25 @@ class RunResult:
         }
 
 
-def _rerun_hint(tape: Path, command: Sequence[str]) -> str:
+def _rerun_hint(tape: Path, command: Sequence[str], hook: str) -> str:
     import shlex
 
-    return f"tracetape run --tape {shlex.quote(str(tape))} --mode record -- {shlex.join(command)}"
+    hook_option = f" --hook {hook}" if hook != "sdk" else ""
+    return (
+        f"tracetape run --tape {shlex.quote(str(tape))} --mode record{hook_option} -- "
+        f"{shlex.join(command)}"
+    )
 
 
-def _check_cassette(tape: Path, mode: Mode, command: Sequence[str]) -> str | None:
+def _check_cassette(tape: Path, mode: Mode, command: Sequence[str], hook: str) -> str | None:
     """Refuse to start a replay whose cassette is missing or corrupt; return the message."""
     if mode is Mode.RECORD or (mode is Mode.AUTO and not tape.exists()):
         return None
     from ..cassette import read_cassette
 
     if not tape.exists():
-        return (
-            f"{tape}: no such cassette to replay; record it first:\n  {_rerun_hint(tape, command)}"
-        )
+        hint = _rerun_hint(tape, command, hook)
+        return f"{tape}: no such cassette to replay; record it first:\n  {hint}"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -305,7 +308,7 @@ def run_program(
     if not command:
         raise ValueError("no command to run; put it after --, e.g. -- python -m agent")
     path = Path(tape)
-    problem = _check_cassette(path, parsed, command)
+    problem = _check_cassette(path, parsed, command, hook)
     if problem is not None:
         return RunResult(EXIT_SETUP, None, path, parsed.value, {"state": "error"}, [problem])
     fd, report_name = tempfile.mkstemp(prefix="tracetape-run-", suffix=".json")
@@ -333,7 +336,7 @@ def run_program(
             report = {}
     finally:
         report_file.unlink(missing_ok=True)
-    return _judge(command, path, parsed, code, report)
+    return _judge(command, path, parsed, hook, code=code, report=report)
 
 
 def _spawn(command: Sequence[str], env: dict[str, str], cwd: str | os.PathLike[str] | None) -> int:
@@ -363,7 +366,13 @@ def _spawn(command: Sequence[str], env: dict[str, str], cwd: str | os.PathLike[s
 
 
 def _judge(
-    command: Sequence[str], path: Path, mode: Mode, code: int, report: dict[str, Any]
+    command: Sequence[str],
+    path: Path,
+    mode: Mode,
+    hook: str,
+    *,
+    code: int,
+    report: dict[str, Any],
 ) -> RunResult:
     state = report.get("state")
     result = RunResult(code, code, path, report.get("mode", mode.value), report)
@@ -392,8 +401,12 @@ def _judge(
                 f"the program caught the ReplayMiss and went on (it exited {code}); the run "
                 "still diverged from the recording:"
             )
-        say(miss["message"])
-        say(f"if the change is intended, re-record:\n  {_rerun_hint(path, command)}")
+        # The core's last line suggests Tape(..., mode='record'); the command line fits here.
+        lines = str(miss["message"]).splitlines()
+        if lines and "re-record: Tape(" in lines[-1]:
+            lines.pop()
+        say("\n".join(lines))
+        say(f"if the change is intended, re-record:\n  {_rerun_hint(path, command, hook)}")
         result.exit_code = EXIT_REPLAY_MISS
         return result
     if report.get("network"):
