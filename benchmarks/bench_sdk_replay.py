@@ -242,7 +242,14 @@ def main() -> None:
                 transport = tape.http_transport()
                 return agent(client(url, http_client=httpx2.Client(transport=transport)), steps)
 
-        if "tracetape_record" in figures:
+        with Tape(tmp / "probe.jsonl", mode="record") as probe:
+            kind = type(probe.http_transport())
+        if not issubclass(kind, httpx2.BaseTransport):
+            skipped["tracetape_http"] = (
+                f"Tape.http_transport() returned {kind.__name__}, not an httpx2 transport "
+                "(the openai SDK runs on httpx2): adapt http_replay() to its signature"
+            )
+        elif "tracetape_record" in figures:
             figures["tracetape_http"] = median_per_call(http_replay, expected, steps, repeat)
         else:
             skipped["tracetape_http"] = "needs the SDK-level recording (one cassette serves both)"

@@ -189,6 +189,8 @@ _RAN = pytest.StashKey[set[str]]()
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not (config.getoption("tape_report") or config.getoption("tape_report_json")):
+        return
     # Every collected test's cassette, before -k / -m deselect some: theirs are not "unused".
     config.stash[_COLLECTED] = {item.nodeid: cassette_path(item) for item in items}
     config.stash[_RAN] = set()
@@ -196,7 +198,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(trylast=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    item.config.stash.setdefault(_RAN, set()).add(item.nodeid)
+    ran = item.config.stash.get(_RAN, None)
+    if ran is not None:
+        ran.add(item.nodeid)
 
 
 def _report(config: pytest.Config) -> dict[str, Any]:

@@ -6,6 +6,9 @@ Exit codes (every command):
 * 1: the command's check failed (a corrupt cassette for ``verify``, a finding at or above
   ``--fail-on`` for ``diff``, a broken invariant for ``check``);
 * 2: bad input or usage: a missing or unreadable file, an unknown format, a bad option.
+
+``tracetape run`` passes the program's own exit code through and adds 3 (replay miss), 4
+(strict replay left decisions unplayed) and 5 (replay tried the network); see ``cli/run.py``.
 """
 
 from __future__ import annotations
