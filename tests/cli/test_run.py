@@ -176,10 +176,20 @@ def test_json_report(tmp_path: Path, agent: Path) -> None:
     assert done.returncode == 3
     report = json.loads(done.stderr[done.stderr.index("{\n") :])
     assert report["exit_code"] == 3
+    assert report["command"] == f"{PYTHON} {agent} 3"
     assert report["program_exit_code"] == 1
     assert report["mode"] == "replay"
     assert report["miss"]["changes"] == ["args.b"]
     assert report["miss"]["caught"] is False
+
+
+def test_secrets_on_the_command_line_are_not_echoed(tmp_path: Path, agent: Path) -> None:
+    """The re-record hint and the JSON report redact an API key passed on the command line."""
+    secret = "sk-proj-cmdlinesecret0123456789abcd"
+    done = run(tmp_path, "--tape", "none.jsonl", "--", PYTHON, str(agent), "--key", secret)
+    assert done.returncode == 2
+    assert secret not in done.stderr
+    assert "--key [REDACTED:openai_key:" in done.stderr
 
 
 def test_strict_replay_with_unplayed_decisions_exits_4(tmp_path: Path) -> None:

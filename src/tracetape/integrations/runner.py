@@ -237,7 +237,7 @@ class RunResult:
         """The JSON form printed by ``tracetape run --format json``."""
         miss = self.report.get("miss")
         return {
-            "command": list(command),
+            "command": _shown(command),
             "tape": str(self.tape),
             "mode": self.mode,
             "exit_code": self.exit_code,
@@ -253,13 +253,22 @@ class RunResult:
         }
 
 
+def _shown(command: Sequence[str]) -> str:
+    """The command line as printed: secrets on it (an ``--api-key sk-...``) are redacted."""
+    import shlex
+
+    from ..redact import Redactor
+
+    return Redactor().redact_text(shlex.join(command))
+
+
 def _rerun_hint(tape: Path, command: Sequence[str], hook: str) -> str:
     import shlex
 
     hook_option = f" --hook {hook}" if hook != "sdk" else ""
     return (
         f"tracetape run --tape {shlex.quote(str(tape))} --mode record{hook_option} -- "
-        f"{shlex.join(command)}"
+        f"{_shown(command)}"
     )
 
 
