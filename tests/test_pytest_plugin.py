@@ -443,3 +443,13 @@ def test_positional_marker_argument_is_the_path(pytester: pytest.Pytester) -> No
     make(pytester, '@pytest.mark.tape("tapes/x.jsonl")\ndef test_p():\n    agent_step("Oslo")\n')
     run(pytester, "--tape-mode=record").assert_outcomes(passed=1)
     assert (pytester.path / "tapes" / "x.jsonl").exists()
+
+
+def test_ini_sets_the_default_mode_and_the_option_wins(pytester: pytest.Pytester) -> None:
+    """``tape_mode`` in the ini file is the default; ``--tape-mode`` overrides it."""
+    make(pytester, ONE)
+    pytester.makeini("[pytest]\ntape_mode = auto\n")
+    run(pytester).assert_outcomes(passed=1)
+    assert ran(pytester) == ["Oslo"]
+    run(pytester, "--tape-mode=rewrite").assert_outcomes(passed=1)
+    assert ran(pytester) == ["Oslo", "Oslo"]

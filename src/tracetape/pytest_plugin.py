@@ -4,7 +4,8 @@
   the openai/anthropic SDKs patched for the test's duration, the network blocked in replay;
 * marker ``@pytest.mark.tape(path=..., mode=..., allow_loopback=..., allow_hosts=[...],
   **tape_options)``: configures it, and taps a test that does not ask for the fixture;
-* ``--tape-mode=replay|record|auto|rewrite`` (default ``replay``; a marker's ``mode`` wins);
+* ``--tape-mode=replay|record|auto|rewrite`` (default: the ``tape_mode`` ini option, else
+  ``replay``; a marker's ``mode`` wins);
 * ``--tape-report`` (and ``--tape-report-json=PATH``): cassettes no test used and recorded
   decisions no test played.
 
@@ -39,10 +40,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--tape-mode",
         action="store",
-        default="replay",
+        default=None,
         choices=[m.value for m in TestMode],
         help="replay (default): replay only, a missing cassette fails; record: run live and "
-        "write missing cassettes; auto: replay or record; rewrite: run live, overwrite.",
+        "write missing cassettes; auto: replay or record; rewrite: run live, overwrite. "
+        "Default from the tape_mode ini option.",
     )
     group.addoption(
         "--tape-report",
@@ -57,6 +59,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="Write the --tape-report data as JSON to PATH.",
     )
+
+    parser.addini(
+        "tape_mode",
+        "default --tape-mode (replay, record, auto or rewrite); the command line wins",
+        default="replay",
+    )
+
+
+def _suite_mode(config: pytest.Config) -> str:
+    return str(config.getoption("tape_mode") or config.getini("tape_mode") or "replay")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -153,7 +165,7 @@ def tape(request: pytest.FixtureRequest) -> Iterator[WatchedTape]:
     item = request.node
     try:
         options = _marker_options(item)
-        mode = options.pop("mode", None) or request.config.getoption("tape_mode")
+        mode = options.pop("mode", None) or _suite_mode(request.config)
         options.pop("path", None)
         case = TapeCase(
             cassette_path(item),
