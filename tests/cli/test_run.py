@@ -263,6 +263,34 @@ def test_tape_is_active_in_threads_and_not_in_python_subprocesses(tmp_path: Path
     assert len(read_cassette(tmp_path / "t.jsonl").records) == 4
 
 
+def test_async_program_with_async_tools(tmp_path: Path) -> None:
+    """An asyncio program's concurrent async tools record and replay under ``tracetape run``."""
+    script = tmp_path / "agent.py"
+    script.write_text(
+        textwrap.dedent("""
+        import asyncio, sys
+        import tracetape
+
+        @tracetape.tool
+        async def fetch(n):
+            print("fetch ran", file=sys.stderr)
+            await asyncio.sleep(0.01 * (3 - n))
+            return n * 10
+
+        async def main():
+            print(await asyncio.gather(*(fetch(n) for n in range(3))))
+
+        asyncio.run(main())
+    """)
+    )
+    args = ["--hook", "none", "--", PYTHON, str(script)]
+    recorded = run(tmp_path, "--tape", "t.jsonl", "--mode", "record", *args)
+    replayed = run(tmp_path, "--tape", "t.jsonl", "--strict", *args)
+    assert recorded.stdout == replayed.stdout == "[0, 10, 20]\n"
+    assert replayed.returncode == 0, replayed.stderr
+    assert "fetch ran" not in replayed.stderr
+
+
 def test_python_m_module_and_existing_sitecustomize(tmp_path: Path) -> None:
     """``python -m pkg`` works and a sitecustomize already on the path still runs."""
     (tmp_path / "agentpkg").mkdir()

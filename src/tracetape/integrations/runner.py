@@ -133,7 +133,12 @@ def _enter_hooks(tape: Any, hook: str, stack: contextlib.ExitStack) -> None:
             return
         stack.enter_context(patch_sdks(tape))
     elif hook == "http":
-        stack.enter_context(tape.patch_http())
+        patch_http = getattr(tape, "patch_http", None)
+        if patch_http is None:
+            raise ValueError(
+                "--hook http needs Tape.patch_http, which this install lacks; use --hook sdk"
+            )
+        stack.enter_context(patch_http())
 
 
 def start_from_environment() -> None:

@@ -24,7 +24,11 @@ def _start() -> None:
             "install tracetape in the environment that runs the program\n"
         )
         os._exit(2)
-    start_from_environment()
+    try:
+        start_from_environment()
+    except Exception as exc:  # a bug of ours must not let the program run untaped
+        sys.stderr.write(f"tracetape run: the tape could not start: {exc!r}\n")
+        os._exit(2)
 
 
 def _chain() -> None:
