@@ -453,3 +453,48 @@ def test_ini_sets_the_default_mode_and_the_option_wins(pytester: pytest.Pytester
     assert ran(pytester) == ["Oslo"]
     run(pytester, "--tape-mode=rewrite").assert_outcomes(passed=1)
     assert ran(pytester) == ["Oslo", "Oslo"]
+
+
+def test_async_tests_see_the_tape(pytester: pytest.Pytester) -> None:
+    """An async test (anyio) sees the fixture's tape and its async tools replay."""
+    pytest.importorskip("anyio")
+    make(
+        pytester,
+        """
+        @tool
+        async def fetch(n):
+            with RAN.open("a") as fh:
+                fh.write(f"fetch{n}\\n")
+            return n + 1
+
+        @pytest.fixture
+        def anyio_backend():
+            return "asyncio"
+
+        @pytest.mark.anyio
+        async def test_async(tape):
+            assert tracetape.current_tape() is tape
+            assert await fetch(1) == 2
+        """,
+    )
+    run(pytester, "--tape-mode=record").assert_outcomes(passed=1)
+    run(pytester).assert_outcomes(passed=1)
+    assert ran(pytester) == ["fetch1"]
+
+
+def test_xfail_on_a_replay_miss_is_not_reported_twice(pytester: pytest.Pytester) -> None:
+    """A test expected to fail on a ReplayMiss xfails and gets no teardown error."""
+    make(
+        pytester,
+        """
+        import os
+        @pytest.mark.xfail(raises=tracetape.ReplayMiss, strict=True)
+        def test_city(tape):
+            agent_step(os.environ.get("CITY", "Oslo"))
+        """,
+    )
+    (pytester.path / "cassettes" / "test_agent").mkdir(parents=True)
+    (pytester.path / "cassettes" / "test_agent" / "test_city.jsonl").write_text(
+        '{"tracetape": 1}\n'
+    )
+    run(pytester).assert_outcomes(xfailed=1)
