@@ -110,6 +110,8 @@ def test_record_then_replay_passes_the_exit_code_through(
     assert "add ran" not in replayed.stderr
     kinds = [r["kind"] for r in read_cassette(tmp_path / "t.jsonl").records]
     assert kinds == ["tool", "env"]
+    assert "tracetape run: recorded 2 decision(s) to t.jsonl" in recorded.stderr
+    assert "tracetape run: replayed 2 of 2 recorded decision(s) from t.jsonl" in replayed.stderr
 
 
 def test_replay_miss_exits_3_with_the_diagnosis(tmp_path: Path, agent: Path) -> None:

@@ -209,6 +209,8 @@ def start_from_environment() -> None:
                 final["error"] = str(exc)
                 final["error_type"] = type(exc).__name__
         final["warnings"] = [str(w.message) for w in caught]
+        if not tape.replaying and tape._writer is not None:
+            final["written"] = tape._writer.count
         if tape.replaying:
             final["recorded"] = len(tape.records)
             final["unplayed"] = [
@@ -249,6 +251,7 @@ class RunResult:
             "program_exit_code": self.program_exit_code,
             "state": self.report.get("state", "not-started"),
             "recorded": self.report.get("recorded"),
+            "written": self.report.get("written"),
             "unplayed": self.report.get("unplayed", []),
             "miss": miss,
             "error": self.report.get("error"),
@@ -435,4 +438,9 @@ def _judge(
         return result
     for warning in report.get("warnings", []):
         say(f"warning: {warning}")
+    if "written" in report:
+        say(f"recorded {report['written']} decision(s) to {path}")
+    elif "recorded" in report:
+        played = report["recorded"] - len(report.get("unplayed", []))
+        say(f"replayed {played} of {report['recorded']} recorded decision(s) from {path}")
     return result
