@@ -146,11 +146,15 @@ def main() -> None:
     args = parser.parse_args()
     steps, repeat = args.steps, args.repeat
 
-    import httpx2
-    import vcr
-    from backspin import Cassette as BackspinCassette
-    from backspin import Recorder, load_run
-    from backspin import patch_openai as backspin_patch
+    try:
+        import httpx2
+        import vcr
+        from backspin import Cassette as BackspinCassette
+        from backspin import Recorder, load_run
+        from backspin import patch_openai as backspin_patch
+    except ImportError as exc:
+        print(f"bench_sdk_replay: skipped: {exc.name} is missing; pip install -e '.[bench]'")
+        return
 
     from tracetape import Tape
 

@@ -355,3 +355,24 @@ def test_env_secrets_never_reach_the_cassette(
     assert replayed is not None
     assert replayed.startswith("[REDACTED:")
     assert json.loads(path.read_text().splitlines()[1])["kind"] == "env"
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    kind=st.sampled_from([ValueError, KeyError, TimeoutError, PermissionError, QuotaError]),
+    args=st.lists(st.text(max_size=12) | st.integers(-(2**31), 2**31), max_size=3),
+)
+def test_tool_errors_round_trip(kind: type[Exception], args: list[object]) -> None:
+    """Any recorded tool error replays as the same exception type with the same args."""
+
+    @tool
+    def failing() -> None:
+        raise kind(*args)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run.jsonl"
+        with Tape(path, mode="record"), pytest.raises(kind):
+            failing()
+        with Tape(path, mode="replay"), pytest.raises(kind) as info:
+            failing()
+    assert list(info.value.args) == args
