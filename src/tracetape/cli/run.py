@@ -4,10 +4,11 @@ Exit codes:
 
 * the program's own exit code when the tape ran clean (a signal N gives 128 + N);
 * 2: the tape could not start: a bad option, a missing or corrupt cassette in replay, a Python
-  that cannot import tracetape, or (in replay) a command that started no Python at all;
+  that cannot import tracetape, ``--strict`` replay under environment drift, or (in replay) a
+  command that started no Python at all;
 * 3: replay met a decision that was never recorded (``ReplayMiss``); the diagnosis is on
   stderr, even when the program caught the exception and carried on;
-* 4: ``--strict`` replay ended with recorded decisions never played (or environment drift);
+* 4: ``--strict`` replay ended with recorded decisions never played;
 * 5: replay tried to open a network connection (blocked unless ``--network loopback|allow``),
   even when the program caught the error;
 * 126 / 127: the command is not executable / not found.

@@ -204,11 +204,14 @@ def start_from_environment() -> None:
             warnings.simplefilter("always")
             try:
                 hooks.close()
+            except Exception as exc:  # a hook failing to unpatch must not lose the report
+                final["warnings_extra"] = [f"unpatching the hooks failed: {exc!r}"]
+            try:
                 tape.close(failed=bool(failed) or bool(tape.misses))
             except TapeError as exc:
                 final["error"] = str(exc)
                 final["error_type"] = type(exc).__name__
-        final["warnings"] = [str(w.message) for w in caught]
+        final["warnings"] = [str(w.message) for w in caught] + final.pop("warnings_extra", [])
         if not tape.replaying and tape._writer is not None:
             final["written"] = tape._writer.count
         if tape.replaying:
