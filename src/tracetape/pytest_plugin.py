@@ -121,9 +121,9 @@ def cassette_path(item: pytest.Item) -> Path:
     """The cassette of ``item``: the marker's ``path`` (relative to its file), else the default."""
     test_file, name, cls = _test_parts(item)
     marker = item.get_closest_marker("tape")
-    path = (
-        marker.kwargs.get("path") or (marker.args[0] if marker.args else None) if marker else None
-    )
+    path = None
+    if marker is not None:
+        path = marker.kwargs.get("path") or (marker.args[0] if marker.args else None)
     if path:
         return test_file.parent / str(path)
     return default_cassette_path(test_file, name, cls)
@@ -146,7 +146,10 @@ def pytest_runtest_makereport(
             report.failed
             and call.excinfo is not None
             and is_replay_miss(call.excinfo.value)
-            and "tape" in getattr(item, "fixturenames", ())
+            and (
+                "tape" in getattr(item, "fixturenames", ())
+                or item.get_closest_marker("tape") is not None
+            )
         ):
             report.sections.append(
                 (
