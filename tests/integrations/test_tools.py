@@ -184,6 +184,9 @@ def test_async_tool_records_and_replays(tmp_path: Path) -> None:
     ("exc", "expected_type"),
     [
         pytest.param(FileNotFoundError(2, "No such file"), FileNotFoundError, id="builtin"),
+        pytest.param(
+            FileNotFoundError(2, "No such file", "/srv/a.txt"), FileNotFoundError, id="filename"
+        ),
         pytest.param(QuotaError("over quota"), QuotaError, id="importable-class"),
     ],
 )
@@ -202,6 +205,7 @@ def test_tool_exception_is_recorded_and_raised_again(
     with Tape(path, mode="replay"), pytest.raises(expected_type) as info:
         flaky()
     assert info.value.args == exc.args
+    assert str(info.value) == str(exc)
 
 
 def test_unimportable_tool_exception_replays_as_runtime_error(tmp_path: Path) -> None:
@@ -371,8 +375,9 @@ def test_tool_errors_round_trip(kind: type[Exception], args: list[object]) -> No
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "run.jsonl"
-        with Tape(path, mode="record"), pytest.raises(kind):
+        with Tape(path, mode="record"), pytest.raises(kind) as original:
             failing()
         with Tape(path, mode="replay"), pytest.raises(kind) as info:
             failing()
-    assert list(info.value.args) == args
+    assert info.value.args == original.value.args
+    assert str(info.value) == str(original.value)

@@ -61,7 +61,10 @@ RAISED = "tracetape:raised"
 def _raised_record(exc: Exception) -> dict[str, Any]:
     """The output recorded in place of a tool's result when the tool raised ``exc``."""
     cls = type(exc)
-    args = [a if isinstance(a, str | int | float | bool | None) else str(a) for a in exc.args]
+    raw = list(exc.args)
+    if isinstance(exc, OSError) and exc.filename is not None and len(raw) == 2:
+        raw.append(exc.filename)  # OSError keeps the filename out of args; its constructor takes it
+    args = [a if isinstance(a, str | int | float | bool | None) else str(a) for a in raw]
     return {
         RAISED: {"type": f"{cls.__module__}.{cls.__qualname__}", "args": args, "message": str(exc)}
     }
