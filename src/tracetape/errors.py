@@ -4,7 +4,7 @@ The tree::
 
     TapeError                      base of everything tracetape raises on purpose
     ├── CassetteError              a cassette file cannot be read or written as asked
-    │   ├── CassetteNotFoundError  replay asked for a cassette that does not exist (FileNotFoundError)
+    │   ├── CassetteNotFoundError  replay asked for a missing cassette (a FileNotFoundError)
     │   └── CassetteVersionError   the cassette was written in a format this version cannot read
     ├── ReplayMiss                 the run asked for a decision that was never recorded
     ├── UnplayedDecisionsError     strict replay closed with recorded decisions never played
