@@ -293,6 +293,19 @@ def test_async_program_with_async_tools(tmp_path: Path) -> None:
     assert "fetch ran" not in replayed.stderr
 
 
+def test_only_the_first_python_of_a_shell_command_is_taped(tmp_path: Path, agent: Path) -> None:
+    """Two Pythons started by one shell line: the first records, the second runs untaped."""
+    line = f"{PYTHON} {agent} 2 && {PYTHON} {agent} 5"
+    done = run(
+        tmp_path, "--tape", "t.jsonl", "--mode", "record", "--hook", "none", "--", "sh", "-c", line
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "sum 3 region eu\nsum 6 region eu\n"
+    assert "runs untaped" in done.stderr
+    outs = [r["out"] for r in read_cassette(tmp_path / "t.jsonl").records]
+    assert outs == [3, {"AGENT_REGION": "eu"}]
+
+
 def test_python_m_module_and_existing_sitecustomize(tmp_path: Path) -> None:
     """``python -m pkg`` works and a sitecustomize already on the path still runs."""
     (tmp_path / "agentpkg").mkdir()

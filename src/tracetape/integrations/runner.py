@@ -18,8 +18,10 @@ In replay the network is blocked (``tracetape.testing.block_network``, loopback 
 ``network`` is ``"loopback"`` (loopback allowed) or ``"allow"``: what the hooks do not tape
 must not silently go live.
 
-Only the first Python process claims the tape: it removes the variables from its environment,
-so Python subprocesses it starts run untaped instead of clobbering the cassette.
+Only the first Python process claims the tape (an exclusive file next to the report): it removes
+the variables from its environment, so Python subprocesses it starts run untaped, and a sibling
+started by a shell wrapper finds the claim taken and runs untaped too, instead of clobbering the
+cassette.
 """
 
 from __future__ import annotations
@@ -155,6 +157,16 @@ def start_from_environment() -> None:
     strict = os.environ.get(ENV_STRICT) == "1"
     network = os.environ.get(ENV_NETWORK, "block")
     _scrub_environment()
+    try:
+        os.close(os.open(f"{report_path}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        # A sibling Python process (``sh -c "python a.py && python b.py"``) claimed it first.
+        print(
+            f"tracetape run: the tape is taken by an earlier Python process of this command; "
+            f"this one (pid {os.getpid()}) runs untaped",
+            file=sys.stderr,
+        )
+        return
     from .watch import WatchedTape
 
     report: dict[str, Any] = {"state": "started", "pid": os.getpid()}
@@ -356,6 +368,7 @@ def run_program(
             report = {}
     finally:
         report_file.unlink(missing_ok=True)
+        Path(f"{report_name}.claim").unlink(missing_ok=True)
     return _judge(command, path, parsed, hook, code=code, report=report)
 
 

@@ -14,8 +14,6 @@ import sys
 
 
 def _start() -> None:
-    if not os.environ.get("TRACETAPE_RUN_TAPE"):
-        return
     try:
         from tracetape.integrations.runner import start_from_environment
     except ImportError as exc:
@@ -42,5 +40,9 @@ def _chain() -> None:
     spec.loader.exec_module(module)
 
 
-_chain()
-_start()
+# Only a process started by ``tracetape run`` has this folder on its path together with the
+# variable (the first Python process removes both for its children); any other import of this
+# file (a doctest collector, say) does nothing.
+if os.environ.get("TRACETAPE_RUN_TAPE"):
+    _chain()
+    _start()
