@@ -85,6 +85,9 @@ def run(
     \b
         tracetape run --tape runs/412.jsonl --mode record -- python -m agent --task fix-ci
         tracetape run --tape runs/412.jsonl -- python -m agent --task fix-ci
+
+    Exit code: the program's own, or 2 (the tape could not start), 3 (replay miss, diagnosis on
+    stderr), 4 (--strict: decisions left unplayed), 5 (replay tried the network).
     """
     try:
         result = run_program(
