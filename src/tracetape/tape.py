@@ -19,6 +19,7 @@ recorded, naming the fields that changed.
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import os
 import subprocess
@@ -128,9 +129,21 @@ def current_tape() -> Tape | None:
 
 
 def _git_sha() -> str | None:
+    """HEAD of the git work tree holding the working directory, or None outside one."""
+    return _git_sha_of(str(Path.cwd()))
+
+
+@functools.lru_cache(maxsize=32)
+def _git_sha_of(folder: str) -> str | None:
+    # Cached per folder: a subprocess costs milliseconds, and every replay checks the SHA.
     try:
         done = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+            cwd=folder,
         )
     except (OSError, subprocess.SubprocessError):
         return None
