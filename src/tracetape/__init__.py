@@ -16,12 +16,14 @@ from .errors import (
     CassetteVersionError,
     EnvironmentDriftError,
     IrreversibleEffectError,
+    NetworkBlockedError,
     ReplayMiss,
     TapeError,
     TapeWarning,
     UnplayedDecisionsError,
 )
 from .integrations.sdk import Patch, patch, patch_sdks
+from .integrations.tools import env, tool
 from .redact import Detector, Redactor, RedactRules
 from .tape import Decision, Effect, Mode, Tape, current_tape, key
 
@@ -36,6 +38,7 @@ __all__ = [
     "EnvironmentDriftError",
     "IrreversibleEffectError",
     "Mode",
+    "NetworkBlockedError",
     "Normalizer",
     "Patch",
     "RedactRules",
@@ -48,10 +51,12 @@ __all__ = [
     "__version__",
     "canonical_json",
     "current_tape",
+    "env",
     "fingerprint",
     "key",
     "normalize",
     "patch",
     "patch_sdks",
     "read_cassette",
+    "tool",
 ]

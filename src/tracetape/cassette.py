@@ -19,6 +19,7 @@ This module imports nothing of tracetape's but its errors.
 from __future__ import annotations
 
 import io
+import json
 import os
 import threading
 import warnings
@@ -57,10 +58,20 @@ def _default(value: Any) -> Any:
 
 
 def dumps_record(record: Mapping[str, Any]) -> bytes:
-    """Serialize one record or header as a JSONL line (with its newline)."""
-    return orjson.dumps(
-        record, default=_default, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
-    )
+    """Serialize one record or header as a JSONL line (with its newline).
+
+    orjson handles integers of up to 64 bits; a record holding a larger one is written by the
+    standard library instead and marked ``"bigint": true`` so readers parse it exactly too.
+    """
+    try:
+        return orjson.dumps(
+            record, default=_default, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
+        )
+    except TypeError as exc:
+        if "64-bit" not in str(exc):
+            raise
+    text = json.dumps({**record, "bigint": True}, default=_default, ensure_ascii=False)
+    return text.encode() + b"\n"
 
 
 @dataclass
@@ -216,6 +227,9 @@ class CassetteReader:
                     )
                 )
                 continue
+            if rec.get("bigint") is True:
+                rec = json.loads(raw)
+                del rec["bigint"]
             base = rec.get("base")
             if base is not None:
                 try:

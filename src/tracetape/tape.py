@@ -19,6 +19,7 @@ recorded, naming the fields that changed.
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import os
 import subprocess
@@ -31,7 +32,7 @@ from contextlib import AbstractContextManager
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, ParamSpec, TypeVar, overload
 
 from .canonical import (
     canonical_json,
@@ -56,6 +57,8 @@ from .redact import Redactor, RedactRules
 __all__ = ["Decision", "Effect", "Mode", "Tape", "current_tape", "key"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class _LoudEnum(str, Enum):
@@ -127,9 +130,21 @@ def current_tape() -> Tape | None:
 
 
 def _git_sha() -> str | None:
+    """HEAD of the git work tree holding the working directory, or None outside one."""
+    return _git_sha_of(str(Path.cwd()))
+
+
+@functools.lru_cache(maxsize=32)
+def _git_sha_of(folder: str) -> str | None:
+    # Cached per folder: a subprocess costs milliseconds, and every replay checks the SHA.
     try:
         done = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+            cwd=folder,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -180,6 +195,8 @@ class Tape:
         self.strict = strict
         self.allow_irreversible = allow_irreversible
         self.store_inputs = store_inputs
+        # Model calls made so far: the SDK hooks count them, tools key their ``step`` on it.
+        self.model_calls = 0
         self._token: contextvars.Token[Tape | None] | None = None
         self._closed = False
         self._missed = False
@@ -473,13 +490,6 @@ class Tape:
 
         return async_http_transport(self, inner, flavor=flavor)
 
-    @property
-    def model_calls(self) -> int:
-        """How many model calls (``llm`` decisions) this run made so far: the current step."""
-        from .integrations._common import model_calls
-
-        return model_calls(self)
-
     # -- lifecycle -----------------------------------------------------------------------------
 
     def close(self, *, failed: bool = False) -> None:
@@ -535,6 +545,48 @@ class Tape:
         return f"Tape({str(self.path)!r}, mode={self.mode.value!r})"
 
     # -- integrations: tools and environment ------------------------------------------------
+
+    @overload
+    def tool(
+        self,
+        func: Callable[P, R],
+        *,
+        effect: str | Effect = ...,
+        name: str | None = ...,
+        stub: Callable[P, R] | None = ...,
+        ignore: Iterable[str] = ...,
+    ) -> Callable[P, R]: ...
+
+    @overload
+    def tool(
+        self,
+        func: None = ...,
+        *,
+        effect: str | Effect = ...,
+        name: str | None = ...,
+        stub: Callable[..., Any] | None = ...,
+        ignore: Iterable[str] = ...,
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+    def tool(
+        self,
+        func: Callable[P, R] | None = None,
+        *,
+        effect: str | Effect = Effect.READ,
+        name: str | None = None,
+        stub: Callable[..., Any] | None = None,
+        ignore: Iterable[str] = (),
+    ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+        """Decorate a function as a tool taped on this tape (see ``tracetape.tool``)."""
+        from .integrations.tools import tool
+
+        return tool(func, effect=effect, name=name, stub=stub, ignore=ignore, tape=self)
+
+    def env(self, name: str, default: str | None = None) -> str | None:
+        """Read an environment variable through this tape (see ``tracetape.env``)."""
+        from .integrations.tools import env
+
+        return env(name, default, tape=self)
 
 
 def _short(value: Any, width: int = 60) -> str:

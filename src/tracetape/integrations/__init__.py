@@ -1,7 +1,8 @@
-"""Hooks that tape agents without changing them: the ``openai``/``anthropic`` SDKs
-(``sdk``) and any ``httpx``/``httpx2`` client (``http``).
+"""Hooks that put a tape under code that does not know about it: SDKs, HTTP, tools, ``run``.
 
-Importing this package imports no SDK: each hook imports what it patches when installed.
+The ``openai``/``anthropic`` SDK hooks (``sdk``) and the ``httpx``/``httpx2`` transports (``http``)
+are re-exported here. Importing this package imports no SDK and no HTTP library: each hook
+imports what it patches when it is installed.
 """
 
 from __future__ import annotations

@@ -77,19 +77,17 @@ def set_default_tape(tape: Tape | None) -> Tape | None:
 
 
 def next_model_step(tape: Tape) -> int:
-    """Count one more model call on ``tape`` and return its 1-based step number."""
-    state = tape.__dict__
-    lock: threading.Lock = state.setdefault("_tt_step_lock", threading.Lock())
+    """Count one more model call on ``tape`` (``tape.model_calls``) and return its step number."""
+    lock: threading.Lock = tape.__dict__.setdefault("_tt_step_lock", threading.Lock())
     with lock:
-        n: int = state.get("_tt_model_calls", 0) + 1
-        state["_tt_model_calls"] = n
+        tape.model_calls += 1
+        n = tape.model_calls
     return n
 
 
 def model_calls(tape: Tape) -> int:
     """How many model calls ``tape`` has seen so far (the step of the latest one)."""
-    n: int = tape.__dict__.get("_tt_model_calls", 0)
-    return n
+    return tape.model_calls
 
 
 # -- the canonical llm payload ----------------------------------------------------------------
