@@ -20,13 +20,17 @@ from __future__ import annotations
 import base64
 import contextvars
 import json
+import re
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
+from enum import Enum
 from typing import Any
+
+import orjson
 
 from ..canonical import key_of
 from ..errors import CassetteError, ReplayMiss, TapeWarning
@@ -175,6 +179,8 @@ def _default(value: Any) -> Any:
         dump = _dumpers[cls] = _dumper(cls)
     if dump is not None:
         return dump(value)
+    if isinstance(value, Enum):
+        return value.value  # as orjson writes it, so both encoders agree
     if isinstance(value, Mapping):
         return dict(value)
     if isinstance(value, set | frozenset):
@@ -186,9 +192,38 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
-_encode = json.JSONEncoder(
+_stdlib_encode = json.JSONEncoder(
     ensure_ascii=True, sort_keys=True, separators=(",", ":"), default=_default
 ).encode
+
+_ORJSON_OPTIONS = (
+    orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | (orjson.OPT_PASSTHROUGH_DATACLASS)
+)
+# A number token (right after ``:``, ``,`` or ``[`` in compact JSON) that orjson may print
+# differently from Python's float repr: exponents, and small magnitudes Python writes as 1e-05.
+_FLOAT_RISK = re.compile(rb"[:,\[]-?(?:[0-9]+(?:\.[0-9]+)?[eE]|0\.0000)")
+
+
+def _encode(payload: Any) -> str:
+    """The seed's canonical JSON text (``canonical_json``), about 5x faster when it can be.
+
+    orjson's sorted compact output is byte-identical to ``json.dumps(sort_keys=True,
+    separators=(",", ":"))`` for ASCII text and ordinary floats; when the output holds anything
+    else (non-ASCII or DEL characters, which the stdlib escapes; a float orjson may format
+    differently; an int beyond 64 bits; a non-str key) the stdlib encoder is used instead. The
+    one input orjson cannot be told apart on is a NaN or infinite float (it writes ``null``):
+    no SDK can send one (their JSON encoders refuse NaN), so no such call is ever recorded.
+    """
+    try:
+        raw = orjson.dumps(payload, default=_default, option=_ORJSON_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError: big ints, non-str keys, invalid str...
+        return _stdlib_encode(payload)
+    if not raw.isascii() or b"\x7f" in raw:
+        return _stdlib_encode(payload)
+    # orjson writes every exponent with its sign: look for those (memchr-fast) before the regex
+    if (b"e+" in raw or b"e-" in raw or b"0.0000" in raw) and _FLOAT_RISK.search(raw):
+        return _stdlib_encode(payload)
+    return raw.decode()
 
 
 def llm_decision(tape: Tape, payload: Mapping[str, Any]) -> Decision:
@@ -202,10 +237,13 @@ def llm_decision(tape: Tape, payload: Mapping[str, Any]) -> Decision:
     return Decision("llm", key_of("llm", blob), blob, step if type(step) is int else None)
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None), list, tuple, dict})
+
+
 def materialize(kwargs: dict[str, Any]) -> None:
     """Turn one-shot iterables among call arguments into lists, for the key and the real call."""
     for name, value in kwargs.items():
-        if (
+        if type(value) not in _PLAIN and (
             isinstance(value, Iterable)
             and not isinstance(value, str | bytes | bytearray | Mapping | list | tuple)
             and not hasattr(value, "model_dump")
