@@ -10,6 +10,10 @@ arguments, the HTTP level from the request's JSON body, and both give::
 so a cassette recorded at one level replays at the other. Headers, the API key and the base
 URL never enter it.
 
+The key is hashed from the seed's canonical JSON text, produced here through orjson when the
+result is provably the same bytes (see ``_encode``; property-tested against ``canonical_json``):
+keying is most of an SDK-level replay's cost.
+
 The SSE parser is our own (about 60 lines) rather than ``httpx-sse`` because it must run
 incrementally over raw byte chunks inside a transport, keep ``event``/``id``/``retry`` exactly,
 and serialize back to the same events; the SDKs' own decoders are private.
