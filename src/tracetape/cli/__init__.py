@@ -13,6 +13,7 @@ from __future__ import annotations
 import click
 
 from .._version import __version__
+from .diff import check, diff, summarize
 from .show import show, verify
 
 
@@ -24,3 +25,6 @@ def main() -> None:
 
 main.add_command(show)
 main.add_command(verify)
+main.add_command(diff)
+main.add_command(check)
+main.add_command(summarize)

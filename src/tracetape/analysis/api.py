@@ -1,0 +1,171 @@
+"""The analysis entry points: ``diff_traces`` (two runs) and ``check_trace`` (one trace)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from itertools import islice
+from pathlib import Path
+
+from .config import AnalysisConfig
+from .events import Event, TraceError, TraceFormat
+from .findings import SIDE_A, SIDE_B, Analyzer, Report
+from .readers import TraceSource, read_events
+
+__all__ = ["check_trace", "diff_traces"]
+
+_CHUNK = 4096
+Progress = Callable[[Path, int], None]
+
+
+def _chunks(events: Iterator[Event]) -> Iterator[list[Event]]:
+    while chunk := list(islice(events, _CHUNK)):
+        yield chunk
+
+
+def _source_cb(progress: Progress | None, path: Path) -> Callable[[int], None] | None:
+    if progress is None:
+        return None
+    return lambda done: progress(path, done)
+
+
+def diff_traces(
+    a: str | os.PathLike[str],
+    b: str | os.PathLike[str] | None = None,
+    *,
+    runs: tuple[str, str] | None = None,
+    config: AnalysisConfig | None = None,
+    fmt: str | TraceFormat = TraceFormat.AUTO,
+    skip_bad_lines: bool = False,
+    progress: Progress | None = None,
+) -> Report:
+    """Compare two runs without executing anything and return the classified findings.
+
+    With two files, every run of ``a`` is the baseline side and every run of ``b`` the
+    candidate side; the runs aligned for the first divergence are ``runs`` (else the first
+    run of each file). With one file, ``runs=(RUN_A, RUN_B)`` picks the two runs compared
+    (else its first two runs) and other runs are ignored. The two files are read in step, so
+    memory holds only the lag between the aligned runs, not the files.
+
+    Raises ``TraceError`` (file, line, field) for bad input, and for a run that is not there.
+    """
+    config = config or AnalysisConfig()
+    pa = Path(a)
+    sources: list[TraceSource] = []
+    if b is None:
+        analyzer = Analyzer(config, compare=True, runs=runs, inputs=[str(pa)])
+        events = read_events(
+            pa,
+            fmt,
+            normalizer=config.normalizer,
+            skip_bad_lines=skip_bad_lines,
+            progress=_source_cb(progress, pa),
+            source=sources,
+        )
+        for chunk in _chunks(events):
+            analyzer.feed(chunk, None)
+    else:
+        pb = Path(b)
+        baseline, candidate = runs if runs else (None, None)
+        analyzer = Analyzer(
+            config, compare=True, baseline=baseline, candidate=candidate, inputs=[str(pa), str(pb)]
+        )
+        ea = _chunks(
+            read_events(
+                pa,
+                fmt,
+                normalizer=config.normalizer,
+                skip_bad_lines=skip_bad_lines,
+                progress=_source_cb(progress, pa),
+                source=sources,
+            )
+        )
+        eb = _chunks(
+            read_events(
+                pb,
+                fmt,
+                normalizer=config.normalizer,
+                skip_bad_lines=skip_bad_lines,
+                progress=_source_cb(progress, pb),
+                source=sources,
+            )
+        )
+        ca = cb = True
+        while ca or cb:
+            if ca:
+                chunk = next(ea, [])
+                if not chunk:
+                    ca = False
+                else:
+                    analyzer.feed(chunk, SIDE_A)
+            if cb:
+                chunk = next(eb, [])
+                if not chunk:
+                    cb = False
+                else:
+                    analyzer.feed(chunk, SIDE_B)
+    _missing_runs(analyzer, runs, [pa] if b is None else [pa, Path(b)])
+    return _finish(analyzer, sources)
+
+
+def _missing_runs(analyzer: Analyzer, runs: tuple[str, str] | None, paths: list[Path]) -> None:
+    seen = analyzer.seen_runs
+    listing = ", ".join(list(seen)[:10]) + (" ..." if len(seen) > 10 else "")
+    if runs:
+        for i, name in enumerate(runs):
+            side = SIDE_A if i == 0 else SIDE_B
+            if not seen.get(name, 0) & side:
+                path = paths[0] if len(paths) == 1 else paths[i]
+                raise TraceError(
+                    f"run {name!r} is not in this trace; runs found: {listing or 'none'}",
+                    path=path,
+                    field="run_id",
+                )
+    elif len(paths) == 1 and sum(1 for v in seen.values() if v) < 2:
+        raise TraceError(
+            f"a single file needs two runs to diff, found {len(seen)} ({listing or 'none'}); "
+            "pass a second file: tracetape diff A B",
+            path=paths[0],
+        )
+    for path in paths:
+        if not seen and path.exists():
+            raise TraceError("the trace holds no calls to compare", path=path)
+
+
+def check_trace(
+    path: str | os.PathLike[str],
+    *,
+    config: AnalysisConfig | None = None,
+    fmt: str | TraceFormat = TraceFormat.AUTO,
+    skip_bad_lines: bool = False,
+    progress: Progress | None = None,
+) -> Report:
+    """Analyze every run of one trace for repeats, drift, fanout and budget breaks.
+
+    ``report.broken_invariants`` lists the broken invariants (``fanout`` and the
+    ``*-budget`` patterns), which is what makes ``tracetape check`` exit 1.
+    """
+    config = config or AnalysisConfig()
+    p = Path(path)
+    sources: list[TraceSource] = []
+    analyzer = Analyzer(config, compare=False, inputs=[str(p)])
+    events = read_events(
+        p,
+        fmt,
+        normalizer=config.normalizer,
+        skip_bad_lines=skip_bad_lines,
+        progress=_source_cb(progress, p),
+        source=sources,
+    )
+    for chunk in _chunks(events):
+        analyzer.feed(chunk, SIDE_A)
+    if not analyzer.seen_runs:
+        raise TraceError("the trace holds no calls to check", path=p)
+    return _finish(analyzer, sources)
+
+
+def _finish(analyzer: Analyzer, sources: list[TraceSource]) -> Report:
+    for src in sources:
+        analyzer.skipped += src.skipped
+        analyzer.skipped_examples += src.first_skipped[: 5 - len(analyzer.skipped_examples)]
+    return analyzer.finish()
