@@ -35,9 +35,10 @@ from typing import Any
 
 import orjson
 
-from ..canonical import Change, canonical_json, changed_paths, digest
+from ..canonical import Change, canonical_json, changed_paths
 from .config import AnalysisConfig
 from .events import Event
+from .normalize import MemoNormalizer
 from .rules import INVARIANTS, Severity
 
 __all__ = ["SIDE_A", "SIDE_B", "Analyzer", "Divergence", "Finding", "Report"]
@@ -47,7 +48,7 @@ SIDE_B = 2
 _MAX_VARIANTS = 16
 _RAW_CACHE = 1 << 17
 _WRITES = frozenset({"write", "irreversible"})
-_SORT = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+_SORT = orjson.OPT_SORT_KEYS
 
 
 @dataclass
@@ -222,6 +223,7 @@ class _Run:
         "calls",
         "id",
         "max_step",
+        "repeats",
         "seen",
         "side",
         "step",
@@ -245,8 +247,8 @@ class _Run:
         self.step: int | None = None
         self.step_calls: list[int] = []
         self.step_first_line = 0
-        # sid -> [count, first step, first out, first line, steps (<=5), all same out, effect]
-        self.seen: dict[int, list[Any]] = {}
+        self.seen: dict[int, tuple[Any, ...]] = {}  # sid -> (step, out, line, effect)
+        self.repeats: dict[int, list[Any]] = {}
         self.writes: dict[str | None, int | None] = {}
         self.untagged = False
 
@@ -284,7 +286,8 @@ class Analyzer:
         self.baseline = runs[0] if runs else baseline
         self.candidate = runs[1] if runs else candidate
         self._raw: dict[bytes, int] = {}
-        self._ids: dict[str, int] = {}
+        self._ids: dict[bytes, int] = {}
+        self._normalize = MemoNormalizer(self.config.normalizer)
         self._sigs: list[_Sig] = []
         self._runs: dict[tuple[int | None, str], _Run] = {}
         self._closed: set[tuple[int | None, str]] = set()
@@ -298,6 +301,8 @@ class Analyzer:
         self._divergence: Divergence | None = None
         self._stats: dict[int, dict[str, Any]] = {}
         self._seen_runs: dict[str, int] = {}
+        limits = self.config.limits
+        self._step_min = min(limits.max_calls_per_step, limits.exploration)
         self.skipped = 0
         self.skipped_examples: list[str] = []
 
@@ -318,30 +323,44 @@ class Analyzer:
 
     def _sig(self, raw: bytes, kind: str, name: str, args: Any) -> int:
         """Intern a call's normalized signature (slow path: once per distinct raw call)."""
-        normalized = self.config.normalizer(args)
-        key = digest([kind, name, normalized])
+        normalized = self._normalize(args)
+        try:
+            key = orjson.dumps((kind, name, normalized), option=_SORT)
+        except TypeError:
+            key = canonical_json((kind, name, normalized)).encode()
         sid = self._ids.get(key)
         if sid is None:
-            sid = self._ids[key] = len(self._sigs)
+            sid = self._ids[bytes(bytearray(key))] = len(self._sigs)
             self._sigs.append(_Sig(kind, name, normalized, self._resource(normalized)))
         if len(self._raw) >= _RAW_CACHE:
             self._raw.clear()
-        self._raw[raw] = sid
+        # orjson's bytes keep their over-allocated buffer (KiBs): store a compact copy.
+        self._raw[bytes(bytearray(raw))] = sid
         return sid
 
     # -- the hot loop --------------------------------------------------------------------------
 
     def feed(self, events: Iterable[Event], side: int | None) -> None:
         """Consume events of one side (``None``: split by run as ``runs`` says)."""
+        # The hot loop: per-run fields live in locals and are written back on a run switch.
         raw_cache, sigs, dumps = self._raw, self._sigs, orjson.dumps
         runs = self._runs
+        writes_kinds = _WRITES
+        step_min = self._step_min
         last_id: str | None = None
         r: _Run | None = None
+        seen: dict[int, Any] = {}
+        step_calls: list[int] = []
+        rside = track = 0
+        cur_step: int | None = None
+        untagged = False
         n = 0
         for ev in events:
             run_id, _seq, step, kind, name, args, out, effect, tokens, _ms, _ts, _sp, _pa, line = ev
             n += 1
             if run_id is not last_id and run_id != last_id:
+                if r is not None:
+                    r.step = cur_step
                 # The same run id in both files names two runs: key runs by side too.
                 rkey = (side, run_id)
                 r = runs.get(rkey)
@@ -352,8 +371,9 @@ class Analyzer:
                     del runs[rkey]
                     runs[rkey] = r
                 last_id = run_id
-            assert r is not None
-            if r.side == 0:
+                seen, step_calls = r.seen, r.step_calls
+                rside, track, cur_step, untagged = r.side, r.track, r.step, r.untagged
+            if not rside:
                 continue
             try:
                 raw = dumps((kind, name, args), option=_SORT)
@@ -362,37 +382,45 @@ class Analyzer:
             sid = raw_cache.get(raw)
             if sid is None:
                 sid = self._sig(raw, kind, name, args)
-            if step != r.step:
-                if r.step_calls:
-                    self._end_step(r)
-                r.step = step
-                r.steps += 1
-                r.step_first_line = line
-                if step is not None and step > r.max_step:
-                    r.max_step = step
-            r.step_calls.append(sid)
-            r.calls += 1
+            if step != cur_step:
+                assert r is not None
+                self._new_step(r, step, line, step_min)
+                cur_step = step
+            step_calls.append(sid)
             if tokens:
-                r.tokens += tokens
-            if effect is None:
-                r.untagged = True
+                r.tokens += tokens  # type: ignore[union-attr]
+            if effect is None and not untagged:
+                untagged = r.untagged = True  # type: ignore[union-attr]
             sig = sigs[sid]
             v = sig.outs.get(out)
             if v is None:
-                v = self._variant(sig, r, ev)
+                v = self._variant(sig, r, ev)  # type: ignore[arg-type]
             elif not v.ok:
-                self._check_clean(v, sig, r)
-            v.sides |= r.side
-            prev = r.seen.get(sid)
+                self._check_clean(v, sig, r)  # type: ignore[arg-type]
+            v.sides |= rside
+            prev = seen.get(sid)
             if prev is None:
-                r.seen[sid] = [1, step, out, line, [step], True, effect]
+                seen[sid] = (step, out, line, effect)
             else:
-                self._repeat(prev, step, out)
-            if effect in _WRITES:
-                r.writes[sig.resource] = step
-            if r.track:
-                self._align(r.track, sid, ev)
+                self._repeat(r, sid, prev, step, out)  # type: ignore[arg-type]
+            if effect in writes_kinds:
+                r.writes[sig.resource] = step  # type: ignore[union-attr]
+            if track:
+                self._align(track, sid, ev)
+        if r is not None:
+            r.step = cur_step
         self._events += n
+
+    def _new_step(self, r: _Run, step: int | None, line: int, step_min: int) -> None:
+        if len(r.step_calls) > step_min:
+            self._end_step(r)
+        r.calls += len(r.step_calls)
+        r.step_calls.clear()
+        r.step = step
+        r.steps += 1
+        r.step_first_line = line
+        if step is not None and step > r.max_step:
+            r.max_step = step
 
     def _open(self, rkey: tuple[int | None, str], run_id: str, side: int | None) -> _Run:
         if rkey in self._closed:
@@ -441,12 +469,19 @@ class Analyzer:
             v.certain = v.certain or not r.untagged
         v.ok = v.certain
 
-    def _repeat(self, prev: list[Any], step: int | None, out: str | None) -> None:
-        prev[0] += 1
-        if len(prev[4]) < 5:
-            prev[4].append(step)
-        if out != prev[2]:
-            prev[5] = False
+    def _repeat(
+        self, r: _Run, sid: int, first: tuple[Any, ...], step: int | None, out: str | None
+    ) -> None:
+        rep = r.repeats.get(sid)
+        if rep is None:
+            # [count, first step, first out, first line, steps (<= 5), same output, effect]
+            fstep, fout, fline, feffect = first
+            rep = r.repeats[sid] = [1, fstep, fout, fline, [fstep], True, feffect]
+        rep[0] += 1
+        if len(rep[4]) < 5:
+            rep[4].append(step)
+        if out != rep[2]:
+            rep[5] = False
 
     def _end_step(self, r: _Run) -> None:
         calls = r.step_calls
@@ -484,7 +519,6 @@ class Analyzer:
                         bound=limits.exploration,
                         examples=[self._sigs[s].args for s in list(sids)[:3]],
                     )
-        r.step_calls = []
 
     # -- alignment -----------------------------------------------------------------------------
 
@@ -551,8 +585,10 @@ class Analyzer:
     # -- run end -------------------------------------------------------------------------------
 
     def _close(self, r: _Run) -> None:
-        if r.step_calls:
+        if len(r.step_calls) > self._step_min:
             self._end_step(r)
+        r.calls += len(r.step_calls)
+        r.step_calls.clear()
         if r.side == 0:
             return
         limits = self.config.limits
@@ -564,7 +600,7 @@ class Analyzer:
                 "max_step": r.max_step,
                 "tokens": r.tokens,
             }
-        for sid, (count, first, out, line, steps, same, effect) in r.seen.items():
+        for sid, (count, first, out, line, steps, same, effect) in r.repeats.items():
             if count < 2:
                 continue
             sig = self._sigs[sid]
