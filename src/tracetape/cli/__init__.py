@@ -14,6 +14,7 @@ import click
 
 from .._version import __version__
 from .diff import check, diff, summarize
+from .export import export
 from .show import show, verify
 
 
@@ -28,3 +29,4 @@ main.add_command(verify)
 main.add_command(diff)
 main.add_command(check)
 main.add_command(summarize)
+main.add_command(export)

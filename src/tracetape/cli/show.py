@@ -109,7 +109,9 @@ def verify(cassette: Path, fmt: str) -> None:
         echo_json(summary)
     elif summary["ok"]:
         counts = ", ".join(f"{n} {k}" for k, n in sorted(summary["kinds"].items())) or "empty"
-        click.echo(f"ok: {cassette}: format {summary['format']}, {summary['records']} records ({counts})")
+        click.echo(
+            f"ok: {cassette}: format {summary['format']}, {summary['records']} records ({counts})"
+        )
     else:
         click.echo(f"corrupt: {problems[0]}")
     if not summary["ok"]:
