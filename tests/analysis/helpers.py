@@ -39,4 +39,6 @@ SEED_A = [
     call("run_0042", 1, "search_issues", {"q": "broken:true", "page": 1}, "a1b2c3", tokens=812),
     call("run_0042", 2, "search_issues", {"q": "broken:true", "page": 1}, "a1b2c3", tokens=812),
 ]
-SEED_B = [call("run_0043", 1, "search_issues", {"q": "broken:true", "page": 1}, "d4e5f6", tokens=817)]
+SEED_B = [
+    call("run_0043", 1, "search_issues", {"q": "broken:true", "page": 1}, "d4e5f6", tokens=817)
+]

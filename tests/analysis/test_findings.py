@@ -28,7 +28,9 @@ UUID_2 = "4d3c2b1a-0f9e-4d8c-8b7a-6f5e4d3c2b1a"
 
 
 def diff(tmp_path: Path, a: list[dict[str, Any]], b: list[dict[str, Any]], **kw: Any) -> Report:
-    return diff_traces(write_jsonl(tmp_path / "a.jsonl", a), write_jsonl(tmp_path / "b.jsonl", b), **kw)
+    return diff_traces(
+        write_jsonl(tmp_path / "a.jsonl", a), write_jsonl(tmp_path / "b.jsonl", b), **kw
+    )
 
 
 def check(tmp_path: Path, records: list[dict[str, Any]], **limits: int) -> Report:
@@ -53,8 +55,14 @@ def test_the_seed_example_prints_the_seed_lines(tmp_path: Path) -> None:
 
 def test_first_divergence_names_the_changed_field_paths(tmp_path: Path) -> None:
     """The first position where the runs disagree is reported with both calls and field paths."""
-    a = [call("A", 1, "search", {"q": "x", "page": 1}, "o1"), call("A", 2, "read", {"path": "f", "opts": {"n": 1}}, "o2")]
-    b = [call("B", 1, "search", {"q": "x", "page": 1}, "o1"), call("B", 2, "read", {"path": "f", "opts": {"n": 2}}, "o2")]
+    a = [
+        call("A", 1, "search", {"q": "x", "page": 1}, "o1"),
+        call("A", 2, "read", {"path": "f", "opts": {"n": 1}}, "o2"),
+    ]
+    b = [
+        call("B", 1, "search", {"q": "x", "page": 1}, "o1"),
+        call("B", 2, "read", {"path": "f", "opts": {"n": 2}}, "o2"),
+    ]
     report = diff(tmp_path, a, b)
     div = report.divergence
     assert div is not None
@@ -146,14 +154,18 @@ def test_drift_across_runs_after_a_write_in_one_run_is_an_echo(tmp_path: Path) -
 
 def test_drift_without_effect_tags_has_an_undetermined_cause(tmp_path: Path) -> None:
     """Without effect tags a drift is reported with its cause undetermined."""
-    (finding,) = [f for f in diff(tmp_path, SEED_A, SEED_B).findings if f.message.startswith("drift")]
+    (finding,) = [
+        f for f in diff(tmp_path, SEED_A, SEED_B).findings if f.message.startswith("drift")
+    ]
     assert finding.pattern == "drift"
     assert "undetermined" in finding.evidence["cause"]
 
 
 def test_a_repeated_write_is_fatal(tmp_path: Path) -> None:
     """The same write twice in a run is a duplicated side effect: fatal."""
-    records = [call("A", s, "charge_card", {"amount": 5}, "ok", effect="irreversible") for s in (1, 2)]
+    records = [
+        call("A", s, "charge_card", {"amount": 5}, "ok", effect="irreversible") for s in (1, 2)
+    ]
     report = check(tmp_path, records)
     assert patterns(report) == ["duplicate-write"]
     assert report.worst is Severity.FATAL
@@ -197,7 +209,11 @@ def test_budgets_are_enforced(tmp_path: Path, limits: dict[str, int], pattern: s
 def test_mock_replay_counts_mismatches_and_misses(tmp_path: Path) -> None:
     """Replaying the candidate against the baseline counts changed outputs and unrecorded calls."""
     a = [call("A", 1, "s", {"q": 1}, "x"), call("A", 2, "s", {"q": 2}, "y")]
-    b = [call("B", 1, "s", {"q": 1}, "x"), call("B", 2, "s", {"q": 2}, "z"), call("B", 3, "s", {"q": 3}, "w")]
+    b = [
+        call("B", 1, "s", {"q": 1}, "x"),
+        call("B", 2, "s", {"q": 2}, "z"),
+        call("B", 3, "s", {"q": 3}, "w"),
+    ]
     report = diff(tmp_path, a, b)
     assert report.replay == {"unique": 3, "mismatches": 1, "unrecorded": 1}
     assert {"replay-mismatch", "replay-miss"} <= set(patterns(report))
@@ -205,7 +221,11 @@ def test_mock_replay_counts_mismatches_and_misses(tmp_path: Path) -> None:
 
 def test_one_file_with_many_runs_diffs_the_named_runs(tmp_path: Path) -> None:
     """diff FILE --runs A B compares those two runs and ignores the others."""
-    records = [call("r1", 1, "s", {"q": 1}, "x"), call("r2", 1, "s", {"q": 1}, "y"), call("r3", 1, "s", {"q": 9}, "z")]
+    records = [
+        call("r1", 1, "s", {"q": 1}, "x"),
+        call("r2", 1, "s", {"q": 1}, "y"),
+        call("r3", 1, "s", {"q": 9}, "z"),
+    ]
     path = write_jsonl(tmp_path / "t.jsonl", records)
     report = diff_traces(path, runs=("r1", "r3"))
     assert (report.baseline["run"], report.candidate["run"]) == ("r1", "r3")  # type: ignore[index]
@@ -226,14 +246,25 @@ def test_severity_overrides_apply(tmp_path: Path) -> None:
     """A per-pattern override in the config changes the finding's severity."""
     config = AnalysisConfig(rules=classify_table({"duplicate-call": "fatal"}))
     report = check_trace(write_jsonl(tmp_path / "t.jsonl", SEED_A), config=config)
-    assert [(f.pattern, f.severity) for f in report.findings] == [("duplicate-call", Severity.FATAL)]
+    assert [(f.pattern, f.severity) for f in report.findings] == [
+        ("duplicate-call", Severity.FATAL)
+    ]
 
 
 def test_state_is_bounded_by_signatures_and_open_runs() -> None:
     """Many short runs of the same calls keep one signature table and a bounded set of runs."""
     analyzer = Analyzer(AnalysisConfig(max_open_runs=8), compare=False)
     events = [
-        Event(f"run_{r}", i, i, "tool", "s", {"q": i % 3, "request_id": f"{r:08d}-0000-4000-8000-000000000000"}, "o", line=i)
+        Event(
+            f"run_{r}",
+            i,
+            i,
+            "tool",
+            "s",
+            {"q": i % 3, "request_id": f"{r:08d}-0000-4000-8000-000000000000"},
+            "o",
+            line=i,
+        )
         for r in range(500)
         for i in range(1, 7)
     ]
@@ -248,7 +279,10 @@ def test_state_is_bounded_by_signatures_and_open_runs() -> None:
 def test_examples_are_capped_but_counts_are_exact() -> None:
     """Past max_examples a pattern's findings are counted but not all kept."""
     analyzer = Analyzer(AnalysisConfig(max_examples=5), compare=False)
-    analyzer.feed([Event(f"r{r}", 1, s, "tool", "s", {}, "o", line=1) for r in range(20) for s in (1, 2)], SIDE_A)
+    analyzer.feed(
+        [Event(f"r{r}", 1, s, "tool", "s", {}, "o", line=1) for r in range(20) for s in (1, 2)],
+        SIDE_A,
+    )
     report = analyzer.finish()
     assert report.counts["duplicate-call"] == 20
     assert len(report.findings) == 5

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import orjson
@@ -35,7 +34,17 @@ def test_seed_jsonl_lines_become_tool_events(tmp_path: Path) -> None:
 
 def test_optional_seed_fields_are_honoured(tmp_path: Path) -> None:
     """effect, span_id, parent_id and ms are read when a line has them."""
-    rec = call("r", 1, "write_file", {"path": "a"}, "x", effect="write", span_id="s1", parent_id="p0", ms=3.5)
+    rec = call(
+        "r",
+        1,
+        "write_file",
+        {"path": "a"},
+        "x",
+        effect="write",
+        span_id="s1",
+        parent_id="p0",
+        ms=3.5,
+    )
     (event,) = _events(write_jsonl(tmp_path / "t.jsonl", [rec]))
     assert (event.effect, event.span_id, event.parent_id, event.ms) == ("write", "s1", "p0", 3.5)
 
@@ -44,9 +53,17 @@ def test_cassettes_of_both_formats_are_read(tmp_path: Path) -> None:
     """A tracetape cassette and a seed reference cassette (format 0) both yield events."""
     path = tmp_path / "run_1.jsonl"
     with Tape(path, mode="record", harness_sha="h") as tape:
-        tape.call("llm", {"messages": [{"role": "user", "content": "hi"}], "params": {"model": "m1"}, "step": 1}, lambda: {"text": "ok", "usage": {"total_tokens": 9}})
-        tape.call("tool", {"name": "ls", "args": {"path": "/"}, "step": 1}, lambda: ["a"], effect="read")
-        tape.call("tool", {"name": "rm", "args": {"path": "/a"}, "step": 2}, lambda: True, effect="write")
+        tape.call(
+            "llm",
+            {"messages": [{"role": "user", "content": "hi"}], "params": {"model": "m1"}, "step": 1},
+            lambda: {"text": "ok", "usage": {"total_tokens": 9}},
+        )
+        tape.call(
+            "tool", {"name": "ls", "args": {"path": "/"}, "step": 1}, lambda: ["a"], effect="read"
+        )
+        tape.call(
+            "tool", {"name": "rm", "args": {"path": "/a"}, "step": 2}, lambda: True, effect="write"
+        )
     events = _events(path)
     assert detect_format(path) is TraceFormat.CASSETTE
     assert [(e.run, e.step, e.kind, e.name, e.effect) for e in events] == [
@@ -74,14 +91,21 @@ def test_span_records_are_read(tmp_path: Path) -> None:
     """Span records become tool events named by the model decision, compared on tool_call."""
     span = {
         "span_id": "7f3c",
-        "tool_call": {"argv": ["git", "diff", "--stat"], "env_digest": "sha256:9a1e", "timeout_s": 30},
+        "tool_call": {
+            "argv": ["git", "diff", "--stat"],
+            "env_digest": "sha256:9a1e",
+            "timeout_s": 30,
+        },
         "tool_result": {"exit_code": 0, "stdout": " 3 files changed", "stderr": ""},
         "model_decision": {"tool_name": "git_diff_stat", "args": {}, "model_id": "<redacted>"},
     }
     path = write_jsonl(tmp_path / "spans.jsonl", [span, {**span, "span_id": "8a00"}])
     events = _events(path)
     assert detect_format(path) is TraceFormat.SPANS
-    assert [(e.name, e.step, e.span_id) for e in events] == [("git_diff_stat", 1, "7f3c"), ("git_diff_stat", 2, "8a00")]
+    assert [(e.name, e.step, e.span_id) for e in events] == [
+        ("git_diff_stat", 1, "7f3c"),
+        ("git_diff_stat", 2, "8a00"),
+    ]
     assert events[0].args["argv"] == ["git", "diff", "--stat"]
     assert events[0].out == events[1].out
 
@@ -96,28 +120,71 @@ def otlp_doc() -> dict[str, object]:
     """A small OTLP/JSON trace: an agent span, a chat span and a tool span (GenAI conventions)."""
     trace = "5b8efff798038103d269b633813fc60c"
     spans = [
-        {"traceId": trace, "spanId": "aaaaaaaaaaaaaaaa", "name": "invoke_agent", "startTimeUnixNano": "1000", "endTimeUnixNano": "9000",
-         "attributes": [_kv("gen_ai.operation.name", "invoke_agent")]},
-        {"traceId": trace, "spanId": "cccccccccccccccc", "parentSpanId": "aaaaaaaaaaaaaaaa", "name": "execute_tool search",
-         "startTimeUnixNano": "3000000", "endTimeUnixNano": "5000000",
-         "attributes": [_kv("gen_ai.operation.name", "execute_tool"), _kv("gen_ai.tool.name", "search"),
-                        _kv("gen_ai.tool.call.arguments", '{"q": "x"}'), _kv("gen_ai.tool.call.result", '{"hits": 2}')]},
-        {"traceId": trace, "spanId": "bbbbbbbbbbbbbbbb", "parentSpanId": "aaaaaaaaaaaaaaaa", "name": "chat gpt-x",
-         "startTimeUnixNano": "2000", "endTimeUnixNano": "2500000",
-         "attributes": [_kv("gen_ai.operation.name", "chat"), _kv("gen_ai.request.model", "gpt-x"),
-                        _kv("gen_ai.input.messages", '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]'),
-                        _kv("gen_ai.output.messages", '[{"role": "assistant", "parts": []}]'),
-                        _kv("gen_ai.usage.input_tokens", 10), _kv("gen_ai.usage.output_tokens", 5)]},
+        {
+            "traceId": trace,
+            "spanId": "aaaaaaaaaaaaaaaa",
+            "name": "invoke_agent",
+            "startTimeUnixNano": "1000",
+            "endTimeUnixNano": "9000",
+            "attributes": [_kv("gen_ai.operation.name", "invoke_agent")],
+        },
+        {
+            "traceId": trace,
+            "spanId": "cccccccccccccccc",
+            "parentSpanId": "aaaaaaaaaaaaaaaa",
+            "name": "execute_tool search",
+            "startTimeUnixNano": "3000000",
+            "endTimeUnixNano": "5000000",
+            "attributes": [
+                _kv("gen_ai.operation.name", "execute_tool"),
+                _kv("gen_ai.tool.name", "search"),
+                _kv("gen_ai.tool.call.arguments", '{"q": "x"}'),
+                _kv("gen_ai.tool.call.result", '{"hits": 2}'),
+            ],
+        },
+        {
+            "traceId": trace,
+            "spanId": "bbbbbbbbbbbbbbbb",
+            "parentSpanId": "aaaaaaaaaaaaaaaa",
+            "name": "chat gpt-x",
+            "startTimeUnixNano": "2000",
+            "endTimeUnixNano": "2500000",
+            "attributes": [
+                _kv("gen_ai.operation.name", "chat"),
+                _kv("gen_ai.request.model", "gpt-x"),
+                _kv(
+                    "gen_ai.input.messages",
+                    '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]',
+                ),
+                _kv("gen_ai.output.messages", '[{"role": "assistant", "parts": []}]'),
+                _kv("gen_ai.usage.input_tokens", 10),
+                _kv("gen_ai.usage.output_tokens", 5),
+            ],
+        },
     ]
-    return {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}]}]}
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": []},
+                "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}],
+            }
+        ]
+    }
 
 
-@pytest.mark.parametrize("layout", [pytest.param("document", id="pretty-document"), pytest.param("jsonl", id="one-per-line")])
+@pytest.mark.parametrize(
+    "layout",
+    [pytest.param("document", id="pretty-document"), pytest.param("jsonl", id="one-per-line")],
+)
 def test_otlp_json_is_read_with_genai_conventions(tmp_path: Path, layout: str) -> None:
-    """OTLP/JSON spans become chat and tool events ordered by start time, with tokens and parents."""
+    """OTLP/JSON spans become chat and tool events in start-time order, with tokens, parents."""
     path = tmp_path / "otlp.json"
     doc = otlp_doc()
-    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) if layout == "document" else orjson.dumps(doc) + b"\n")
+    path.write_bytes(
+        orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+        if layout == "document"
+        else orjson.dumps(doc) + b"\n"
+    )
     assert detect_format(path) is TraceFormat.OTLP
     events = _events(path)
     assert [(e.kind, e.name, e.step, e.tokens, e.parent_id) for e in events] == [
@@ -157,14 +224,37 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
     ("bad_line", "field", "match"),
     [
         pytest.param(b"{not json}\n", None, "not valid JSON", id="malformed-line"),
-        pytest.param(b'{"run_id": "r", "step": 3, "tool": "t", "args": {}}\n', "output_sha", "missing", id="missing-field"),
-        pytest.param(b'{"run_id": "r", "step": "3", "tool": "t", "args": {}, "output_sha": "x"}\n', "step", "integer", id="wrong-type"),
-        pytest.param(b'{"run_id": "r", "step": 3, "tool": "t", "args": {}, "output_sha": "x", "effect": "delete"}\n', "effect", "'read', 'write'", id="bad-effect"),
-        pytest.param(b'{"key": "tool:1", "kind": "tool", "out": 1}\n', "run_id", "mixed schemas", id="mixed-schemas"),
+        pytest.param(
+            b'{"run_id": "r", "step": 3, "tool": "t", "args": {}}\n',
+            "output_sha",
+            "missing",
+            id="missing-field",
+        ),
+        pytest.param(
+            b'{"run_id": "r", "step": "3", "tool": "t", "args": {}, "output_sha": "x"}\n',
+            "step",
+            "integer",
+            id="wrong-type",
+        ),
+        pytest.param(
+            b'{"run_id": "r", "step": 3, "tool": "t", "args": {}, "output_sha": "x", '
+            b'"effect": "delete"}\n',
+            "effect",
+            "'read', 'write'",
+            id="bad-effect",
+        ),
+        pytest.param(
+            b'{"key": "tool:1", "kind": "tool", "out": 1}\n',
+            "run_id",
+            "mixed schemas",
+            id="mixed-schemas",
+        ),
         pytest.param(b"[1, 2]\n", None, "list", id="array-line"),
     ],
 )
-def test_bad_lines_name_file_line_and_field(tmp_path: Path, bad_line: bytes, field: str | None, match: str) -> None:
+def test_bad_lines_name_file_line_and_field(
+    tmp_path: Path, bad_line: bytes, field: str | None, match: str
+) -> None:
     """A bad line raises a TraceError with the file, the line number and the field at fault."""
     good = orjson.dumps(SEED_A[0]) + b"\n"
     path = tmp_path / "t.jsonl"
@@ -192,9 +282,8 @@ def test_skip_bad_lines_counts_what_it_skipped(tmp_path: Path) -> None:
 def test_a_torn_last_cassette_line_is_skipped(tmp_path: Path) -> None:
     """A cassette whose last line was cut mid-write yields the records before it."""
     path = tmp_path / "c.jsonl"
-    with warnings.catch_warnings():
-        with Tape(path, mode="record", harness_sha="h") as tape:
-            tape.call("tool", {"name": "ls", "args": {}, "step": 1}, lambda: 1)
+    with Tape(path, mode="record", harness_sha="h") as tape:
+        tape.call("tool", {"name": "ls", "args": {}, "step": 1}, lambda: 1)
     path.write_bytes(path.read_bytes() + b'{"seq": 2, "key": "tool:')
     sources: list = []
     assert len(list(read_events(path, source=sources))) == 1
@@ -220,16 +309,30 @@ _json = st.recursive(
                 "args": _json,
                 "output_sha": _text,
             },
-            optional={"tokens": st.integers(0, 10**9), "effect": st.sampled_from(["read", "write", "irreversible"])},
+            optional={
+                "tokens": st.integers(0, 10**9),
+                "effect": st.sampled_from(["read", "write", "irreversible"]),
+            },
         ),
         min_size=1,
         max_size=8,
     )
 )
-def test_jsonl_reader_round_trips_any_valid_record(tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, object]]) -> None:
+def test_jsonl_reader_round_trips_any_valid_record(
+    tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, object]]
+) -> None:
     """Any valid seed-schema record is read back with the same run, step, tool, args and output."""
     path = write_jsonl(tmp_path_factory.mktemp("rt") / "t.jsonl", records)
     events = list(read_events(path, TraceFormat.JSONL))
     assert [(e.run, e.step, e.name, e.args, e.out, e.tokens, e.effect) for e in events] == [
-        (r["run_id"], r["step"], r["tool"], r["args"], r["output_sha"], r.get("tokens"), r.get("effect")) for r in records
+        (
+            r["run_id"],
+            r["step"],
+            r["tool"],
+            r["args"],
+            r["output_sha"],
+            r.get("tokens"),
+            r.get("effect"),
+        )
+        for r in records
     ]

@@ -536,12 +536,14 @@ class _Span:
 def read_otlp(src: TraceSource) -> Iterator[Event]:
     """Read OTLP/JSON traces with the OpenTelemetry GenAI semantic conventions.
 
-    A run is a ``gen_ai.conversation.id`` when spans carry one, else a trace id. Spans with
+    A run is a trace, named by the ``gen_ai.conversation.id`` one of its spans carries, else
+    by its trace id. Spans with
     ``gen_ai.operation.name`` ``execute_tool`` become tool events and ``chat`` (or
     ``text_completion``/``generate_content``) model events; other spans (agents, HTTP) only
     link parents. Each model call starts a step.
     """
     spans: list[_Span] = []
+    conversations: dict[str, str] = {}  # trace id -> gen_ai.conversation.id of any span
     for lineno, doc in _otlp_documents(src):
         if not isinstance(doc, dict) or not isinstance(doc.get("resourceSpans"), list):
             hint = f"; found {_schema_of(doc)} (mixed schemas)" if _fmt_of(doc) else ""
@@ -578,7 +580,10 @@ def read_otlp(src: TraceSource) -> Iterator[Event]:
                             f"{where}.attributes",
                         )
                         continue
-                    run = attrs.get("gen_ai.conversation.id") or span["traceId"]
+                    run = str(span["traceId"])
+                    conversation = attrs.get("gen_ai.conversation.id")
+                    if conversation and run not in conversations:
+                        conversations[run] = str(conversation)
                     spans.append(
                         _Span(
                             str(run),
@@ -591,6 +596,8 @@ def read_otlp(src: TraceSource) -> Iterator[Event]:
                         )
                     )
     order: dict[str, int] = {}
+    for sp in spans:
+        sp.run = conversations.get(sp.run, sp.run)
     for sp in spans:
         order.setdefault(sp.run, len(order))
     spans.sort(key=lambda sp: (order[sp.run], sp.start))
