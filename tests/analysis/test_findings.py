@@ -286,3 +286,14 @@ def test_examples_are_capped_but_counts_are_exact() -> None:
     report = analyzer.finish()
     assert report.counts["duplicate-call"] == 20
     assert len(report.findings) == 5
+
+
+def test_the_first_resource_key_names_the_resource(tmp_path: Path) -> None:
+    """With several resource keys in args, the one listed first in resource_keys wins."""
+    records = [
+        call("A", 1, "get", {"id": 1, "path": "p"}, "v1", effect="read"),
+        call("A", 2, "put", {"path": "p", "body": 2}, "ok", effect="write"),
+        call("A", 3, "get", {"id": 1, "path": "p"}, "v2", effect="read"),
+    ]
+    drift = [f for f in check(tmp_path, records).findings if f.message.startswith("drift")]
+    assert [(f.pattern, f.evidence["resource"]) for f in drift] == [("write-echo", "p")]

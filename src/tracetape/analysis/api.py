@@ -16,7 +16,7 @@ from .readers import TraceSource, read_events
 
 __all__ = ["check_trace", "diff_traces"]
 
-_CHUNK = 4096
+_SLICE = 1024
 Progress = Callable[[Path, int], None]
 
 
@@ -35,11 +35,6 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-def _chunks(events: Iterator[Event]) -> Iterator[list[Event]]:
-    while chunk := list(islice(events, _CHUNK)):
-        yield chunk
 
 
 def _source_cb(progress: Progress | None, path: Path) -> Callable[[int], None] | None:
@@ -82,33 +77,23 @@ def diff_traces(
             source=sources,
         )
         with _gc_paused():
-            for chunk in _chunks(events):
-                analyzer.feed(chunk, None)
+            analyzer.feed(events, None)
     else:
         pb = Path(b)
         baseline, candidate = runs if runs else (None, None)
         analyzer = Analyzer(
             config, compare=True, baseline=baseline, candidate=candidate, inputs=[str(pa), str(pb)]
         )
-        ea = _chunks(
+        ea, eb = (
             read_events(
-                pa,
+                path,
                 fmt,
                 normalizer=config.normalizer,
                 skip_bad_lines=skip_bad_lines,
-                progress=_source_cb(progress, pa),
+                progress=_source_cb(progress, path),
                 source=sources,
             )
-        )
-        eb = _chunks(
-            read_events(
-                pb,
-                fmt,
-                normalizer=config.normalizer,
-                skip_bad_lines=skip_bad_lines,
-                progress=_source_cb(progress, pb),
-                source=sources,
-            )
+            for path in (pa, pb)
         )
         with _gc_paused():
             _interleave(analyzer, ea, eb)
@@ -116,18 +101,18 @@ def diff_traces(
     return _finish(analyzer, sources)
 
 
-def _interleave(analyzer: Analyzer, ea: Iterator[list[Event]], eb: Iterator[list[Event]]) -> None:
-    """Feed the two files chunk by chunk in turn, so the aligned runs advance together."""
-    ca = cb = True
-    while ca or cb:
-        if ca:
-            chunk = next(ea, [])
-            ca = bool(chunk)
-            analyzer.feed(chunk, SIDE_A)
-        if cb:
-            chunk = next(eb, [])
-            cb = bool(chunk)
-            analyzer.feed(chunk, SIDE_B)
+def _interleave(analyzer: Analyzer, ea: Iterator[Event], eb: Iterator[Event]) -> None:
+    """Feed the two files slice by slice in turn, so the aligned runs advance together.
+
+    Slices are consumed straight from the readers (not collected in lists): a line's dict is
+    freed before the next is parsed, which keeps the working set in the CPU cache.
+    """
+    more_a = more_b = True
+    while more_a or more_b:
+        if more_a:
+            more_a = analyzer.feed(islice(ea, _SLICE), SIDE_A) == _SLICE
+        if more_b:
+            more_b = analyzer.feed(islice(eb, _SLICE), SIDE_B) == _SLICE
 
 
 def _missing_runs(analyzer: Analyzer, runs: tuple[str, str] | None, paths: list[Path]) -> None:
@@ -180,8 +165,7 @@ def check_trace(
         source=sources,
     )
     with _gc_paused():
-        for chunk in _chunks(events):
-            analyzer.feed(chunk, SIDE_A)
+        analyzer.feed(events, SIDE_A)
     if not analyzer.seen_runs:
         raise TraceError("the trace holds no calls to check", path=p)
     return _finish(analyzer, sources)

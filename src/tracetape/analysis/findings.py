@@ -288,6 +288,9 @@ class Analyzer:
         self._raw: dict[bytes, int] = {}
         self._ids: dict[bytes, int] = {}
         self._normalize = MemoNormalizer(self.config.normalizer)
+        self._resource_rank: dict[str, int] = {}
+        for i, name in enumerate(self.config.resource_keys):
+            self._resource_rank.setdefault(name, i)  # earlier resource keys win
         self._sigs: list[_Sig] = []
         self._runs: dict[tuple[int | None, str], _Run] = {}
         self._closed: set[tuple[int | None, str]] = set()
@@ -315,10 +318,14 @@ class Analyzer:
 
     def _resource(self, args: Any) -> str | None:
         if isinstance(args, dict):
-            for name in self.config.resource_keys:
-                value = args.get(name)
-                if isinstance(value, str | int) and not isinstance(value, bool):
-                    return str(value)
+            rank = self._resource_rank
+            best: tuple[int, str] | None = None
+            for name, value in args.items():
+                r = rank.get(name)
+                if r is not None and (best is None or r < best[0]):
+                    if isinstance(value, str | int) and not isinstance(value, bool):
+                        best = (r, str(value))
+            return best[1] if best else None
         return None
 
     def _sig(self, raw: bytes, kind: str, name: str, args: Any) -> int:
@@ -340,8 +347,8 @@ class Analyzer:
 
     # -- the hot loop --------------------------------------------------------------------------
 
-    def feed(self, events: Iterable[Event], side: int | None) -> None:
-        """Consume events of one side (``None``: split by run as ``runs`` says)."""
+    def feed(self, events: Iterable[Event], side: int | None) -> int:
+        """Consume events of one side (``None``: split by run as ``runs`` says); count them."""
         # The hot loop: per-run fields live in locals and are written back on a run switch.
         raw_cache, sigs, dumps = self._raw, self._sigs, orjson.dumps
         runs = self._runs
@@ -410,6 +417,7 @@ class Analyzer:
         if r is not None:
             r.step = cur_step
         self._events += n
+        return n
 
     def _new_step(self, r: _Run, step: int | None, line: int, step_min: int) -> None:
         if len(r.step_calls) > step_min:

@@ -3,7 +3,8 @@
 ``Normalizer`` checks every mapping key against its glob list with ``fnmatch`` and runs its
 regexes over every string. A trace repeats the same few keys and many of the same strings
 (paths, queries), so this wrapper remembers both answers; its output equals the wrapped
-normalizer's (a property test holds them equal). The string memo is bounded.
+normalizer's as a value (a property test holds them equal; only the order of mapping keys
+may differ, which canonical JSON ignores). The string memo is bounded.
 """
 
 from __future__ import annotations
@@ -50,9 +51,11 @@ class MemoNormalizer:
                 done = self._strings[obj] = self.normalizer(obj)
             return done
         if isinstance(obj, Mapping):
+            # Unlike Normalizer, keys keep their order: every consumer (canonical JSON,
+            # changed_paths, equality) is order-blind, and sorting costs on the hot path.
             volatile = self._volatile
             out = {}
-            for k, v in sorted(obj.items(), key=lambda kv: str(kv[0])):
+            for k, v in obj.items():
                 name = str(k)
                 skip = volatile.get(name)
                 if skip is None:
