@@ -16,7 +16,7 @@ from .readers import TraceSource, read_events
 
 __all__ = ["check_trace", "diff_traces"]
 
-_SLICE = 1024
+_SLICE = 8192
 Progress = Callable[[Path, int], None]
 
 

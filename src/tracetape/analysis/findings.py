@@ -22,7 +22,7 @@ tables for at most ``max_open_runs`` runs at a time (a run's table is dropped wh
 finished), and the part of the two compared runs not yet aligned (the lag between them).
 Findings kept as examples are capped per pattern; their counts stay exact.
 
-Signatures are computed on normalized args (``Normalizer``) and cached on the raw args'
+Signatures are computed on normalized args (``Normalizer``) and cached on the raw call's
 bytes, so the normalizer runs once per distinct raw call, not once per line.
 """
 
@@ -46,7 +46,7 @@ __all__ = ["SIDE_A", "SIDE_B", "Analyzer", "Divergence", "Finding", "Report"]
 SIDE_A = 1
 SIDE_B = 2
 _MAX_VARIANTS = 16
-_RAW_CACHE = 1 << 17
+_VOLATILE_CACHE = 1 << 14
 _WRITES = frozenset({"write", "irreversible"})
 _SORT = orjson.OPT_SORT_KEYS
 
@@ -125,6 +125,7 @@ class Report:
     skipped_examples: list[str] = field(default_factory=list)
     reopened_runs: int = 0
     limits: dict[str, int] = field(default_factory=dict)
+    signatures: int = 0
 
     @property
     def worst(self) -> Severity | None:
@@ -178,6 +179,7 @@ class Report:
             "skipped_lines": self.skipped,
             "skipped_examples": self.skipped_examples,
             "reopened_runs": self.reopened_runs,
+            "signatures": self.signatures,
             "limits": self.limits,
             "findings": [f.to_dict() for f in self.findings],
         }
@@ -286,6 +288,7 @@ class Analyzer:
         self.baseline = runs[0] if runs else baseline
         self.candidate = runs[1] if runs else candidate
         self._raw: dict[bytes, int] = {}
+        self._raw_volatile: dict[bytes, int] = {}
         self._ids: dict[bytes, int] = {}
         self._normalize = MemoNormalizer(self.config.normalizer)
         self._resource_rank: dict[str, int] = {}
@@ -322,9 +325,13 @@ class Analyzer:
             best: tuple[int, str] | None = None
             for name, value in args.items():
                 r = rank.get(name)
-                if r is not None and (best is None or r < best[0]):
-                    if isinstance(value, str | int) and not isinstance(value, bool):
-                        best = (r, str(value))
+                if (
+                    r is not None
+                    and (best is None or r < best[0])
+                    and isinstance(value, str | int)
+                    and not isinstance(value, bool)
+                ):
+                    best = (r, str(value))
             return best[1] if best else None
         return None
 
@@ -339,10 +346,17 @@ class Analyzer:
         if sid is None:
             sid = self._ids[bytes(bytearray(key))] = len(self._sigs)
             self._sigs.append(_Sig(kind, name, normalized, self._resource(normalized)))
-        if len(self._raw) >= _RAW_CACHE:
-            self._raw.clear()
+        # Raw calls that normalization left unchanged recur (they are the call itself); those
+        # it changed carry a fresh UUID or time and rarely do, so they share a small cache that
+        # is dropped when full. Memory stays proportional to the distinct signatures.
+        if normalized == args:
+            cache = self._raw
+        else:
+            cache = self._raw_volatile
+            if len(cache) >= _VOLATILE_CACHE:
+                cache.clear()
         # orjson's bytes keep their over-allocated buffer (KiBs): store a compact copy.
-        self._raw[bytes(bytearray(raw))] = sid
+        cache[bytes(bytearray(raw))] = sid
         return sid
 
     # -- the hot loop --------------------------------------------------------------------------
@@ -350,7 +364,8 @@ class Analyzer:
     def feed(self, events: Iterable[Event], side: int | None) -> int:
         """Consume events of one side (``None``: split by run as ``runs`` says); count them."""
         # The hot loop: per-run fields live in locals and are written back on a run switch.
-        raw_cache, sigs, dumps = self._raw, self._sigs, orjson.dumps
+        raw_cache, volatile_cache = self._raw, self._raw_volatile
+        sigs, dumps = self._sigs, orjson.dumps
         runs = self._runs
         writes_kinds = _WRITES
         step_min = self._step_min
@@ -388,7 +403,9 @@ class Analyzer:
                 raw = canonical_json((kind, name, args)).encode()
             sid = raw_cache.get(raw)
             if sid is None:
-                sid = self._sig(raw, kind, name, args)
+                sid = volatile_cache.get(raw)
+                if sid is None:
+                    sid = self._sig(raw, kind, name, args)
             if step != cur_step:
                 assert r is not None
                 self._new_step(r, step, line, step_min)
@@ -802,4 +819,5 @@ class Analyzer:
             skipped_examples=self.skipped_examples,
             reopened_runs=self._reopened,
             limits={k: getattr(limits, k) for k in limits.__dataclass_fields__},
+            signatures=len(self._sigs),
         )
