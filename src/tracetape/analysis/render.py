@@ -41,9 +41,13 @@ def _replay_line(replay: dict[str, int]) -> str:
     return line + (f", {u} never recorded" if u else "")
 
 
-def _call_line(side: str, call: dict[str, Any] | None) -> str:
+def _call_line(side: str, call: dict[str, Any] | None, run: dict[str, Any] | None = None) -> str:
     if call is None:
-        return f"  {side}: (run ended)"
+        name = (run or {}).get("run", "the run")
+        calls = (run or {}).get("calls")
+        if calls is None:
+            return f"  {side}: ({name} ended)"
+        return f"  {side}: ({name} ended after {calls} call{'s' if calls != 1 else ''})"
     where = f"{call['run']} step {call['step']} line {call['line']}"
     effect = f" [{call['effect']}]" if call.get("effect") else ""
     return f"  {side}: {call['name']}{effect} {_short(call['args'])}  ({where})"
@@ -72,7 +76,7 @@ def render_text(report: Report) -> str:
             f"({report.aligned} call{'s agree' if report.aligned != 1 else ' agrees'} before it)"
         )
         a, b = redacted(div.a), redacted(div.b)
-        out += [_call_line("A", a), _call_line("B", b)]
+        out += [_call_line("A", a, report.baseline), _call_line("B", b, report.candidate)]
         for change in redacted([list(c) for c in div.changes])[:10]:
             path, before, after = change
             out.append(f"  changed: {path}: {_short(before, 40)} -> {_short(after, 40)}")
@@ -132,7 +136,10 @@ def render_markdown(report: Report) -> str:
     div = report.divergence
     if div is not None:
         out += [f"**First divergence** at call #{div.position}:", "", "```text"]
-        out += [_call_line("A", redacted(div.a)), _call_line("B", redacted(div.b))]
+        out += [
+            _call_line("A", redacted(div.a), report.baseline),
+            _call_line("B", redacted(div.b), report.candidate),
+        ]
         for path, before, after in redacted([list(c) for c in div.changes])[:10]:
             out.append(f"  changed: {path}: {_short(before, 40)} -> {_short(after, 40)}")
         out += ["```", ""]

@@ -203,7 +203,7 @@ def check(  # noqa: PLR0917 - click passes every option
         if report.skipped:
             click.echo(skipped_line(report.skipped))
         limits = ", ".join(f"{k} {v}" for k, v in report.limits.items())
-        verdict = "ok" if not broken else f"failed: {report.broken_count} invariant(s) broken"
+        verdict = "ok" if not broken else f"failed, {report.broken_count} invariant(s) broken"
         click.echo(f"{verdict}: {report.runs} run(s), {report.events} call(s) checked ({limits})")
     sys.exit(EXIT_FAILED if broken else EXIT_OK)
 
