@@ -394,3 +394,11 @@ def test_summarize_rejects_a_file_that_is_not_a_diff(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["summarize", str(path)])
     assert result.exit_code == 2
     assert "field 'findings' missing" in result.output
+
+
+@pytest.mark.parametrize("command", ["diff", "check", "summarize", "export --otel"])
+def test_every_analysis_command_is_documented(command: str) -> None:
+    """Each analysis command has a README example and appears in tracetape --help."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    assert f"$ tracetape {command}" in readme
+    assert command.split()[0] in run("--help").output
