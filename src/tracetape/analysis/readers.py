@@ -374,6 +374,8 @@ def read_cassette_events(src: TraceSource) -> Iterator[Event]:
                 hint = f"; this line is {_schema_of(rec)} in a cassette (mixed schemas)"
             src.bad(f"missing or invalid (a record needs key, kind and out){hint}", lineno, missing)
             continue
+        if src.progress is not None and not lineno % PROGRESS_EVERY:
+            src.progress(src.fh.tell())
         data = rec.get("input")
         rec_step = rec.get("step")
         if type(rec_step) is int:
@@ -451,6 +453,8 @@ def read_spans(src: TraceSource) -> Iterator[Event]:
                 "effect",
             )
             continue
+        if src.progress is not None and not lineno % PROGRESS_EVERY:
+            src.progress(src.fh.tell())
         result = c.get("tool_result")
         yield Event(
             run,
@@ -639,7 +643,7 @@ def read_otlp(src: TraceSource) -> Iterator[Event]:
                 sp.line,
             )
         elif op == "execute_tool":
-            step = steps.setdefault(sp.run, 1) if sp.run not in steps else steps[sp.run]
+            step = steps.setdefault(sp.run, 1)
             result = a.get("gen_ai.tool.call.result")
             yield Event(
                 sp.run,

@@ -59,6 +59,7 @@ def _progress(paths: list[Path]) -> Iterator[Callable[[Path, int], None] | None]
     if not sys.stderr.isatty() or total < PROGRESS_MIN_BYTES:
         yield None
         return
+    from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
     done: dict[Path, int] = dict.fromkeys(sizes, 0)
@@ -68,7 +69,7 @@ def _progress(paths: list[Path]) -> Iterator[Callable[[Path, int], None] | None]
         DownloadColumn(),
         TimeRemainingColumn(),
         transient=True,
-        console=None,
+        console=Console(stderr=True),
     ) as bar:
         task = bar.add_task("reading traces", total=total)
 
