@@ -297,3 +297,15 @@ def test_the_first_resource_key_names_the_resource(tmp_path: Path) -> None:
     ]
     drift = [f for f in check(tmp_path, records).findings if f.message.startswith("drift")]
     assert [(f.pattern, f.evidence["resource"]) for f in drift] == [("write-echo", "p")]
+
+
+def test_runs_interleaved_past_the_open_bound_are_reported_split() -> None:
+    """A run that comes back after max_open_runs others is counted as reopened."""
+    analyzer = Analyzer(AnalysisConfig(max_open_runs=2), compare=False)
+    order = ["r1", "r2", "r3", "r1"]
+    analyzer.feed(
+        [Event(r, i, 1, "tool", "s", {}, "o", line=i) for i, r in enumerate(order)], SIDE_A
+    )
+    report = analyzer.finish()
+    assert report.reopened_runs == 1
+    assert report.runs == 3

@@ -267,6 +267,7 @@ class Analyzer:
     >>> from tracetape.analysis.events import Event
     >>> an = Analyzer(compare=False)
     >>> an.feed([Event("r", i, 1, "tool", "ls", {"d": "/"}, "x") for i in (1, 2)], SIDE_A)
+    2
     >>> [f.message for f in an.finish().findings]
     ['repeat: r step 1 == step 1 (same args, same output)']
     """
