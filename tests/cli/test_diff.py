@@ -401,4 +401,4 @@ def test_every_analysis_command_is_documented(command: str) -> None:
     """Each analysis command has a README example and appears in tracetape --help."""
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     assert f"$ tracetape {command}" in readme
-    assert command.split()[0] in run("--help").output
+    assert command.split(maxsplit=1)[0] in run("--help").output
