@@ -164,17 +164,18 @@ def cassette_to_otlp(
             }
         )
         clock += duration
+    run = cassette.path.name.split(".")[0] or cassette.path.name  # as the cassette reader names it
     root = {
         "traceId": trace_id,
         "spanId": root_id,
-        "name": f"invoke_agent {cassette.path.stem}",
+        "name": f"invoke_agent {run}",
         "kind": _SPAN_KIND_INTERNAL,
         "startTimeUnixNano": str(start),
         "endTimeUnixNano": str(clock),
         "attributes": _attrs(
             {
                 "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.conversation.id": cassette.path.stem,
+                "gen_ai.conversation.id": run,
                 "tracetape.cassette": str(cassette.path.name),
                 "tracetape.format": cassette.format,
             }

@@ -83,7 +83,7 @@ def render_text(report: Report) -> str:
     elif report.baseline is not None and report.candidate is not None:
         out.append(
             f"no divergence: {report.baseline.get('run')} and {report.candidate.get('run')} "
-            f"agree on all {report.aligned} calls"
+            f"agree on {report.aligned} call{'s' if report.aligned != 1 else ''}"
         )
     if report.skipped:
         out.append(skipped_line(report.skipped))
