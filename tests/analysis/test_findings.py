@@ -124,8 +124,8 @@ def test_drift_after_a_local_write_is_an_expected_echo(tmp_path: Path) -> None:
         call("A", 3, "read_file", {"path": "notes.md"}, "v2", effect="read"),
     ]
     report = check(tmp_path, records)
-    (finding,) = [f for f in report.findings if f.message.startswith("drift")]
-    assert finding.pattern == "write-echo"
+    assert patterns(report) == ["write-echo"]  # and no changed-output repeat: the write explains it
+    finding = report.findings[0]
     assert finding.severity is Severity.EXPECTED
     assert finding.evidence["within_run"] is True
 
@@ -171,12 +171,14 @@ def test_a_repeated_write_is_fatal(tmp_path: Path) -> None:
     assert report.worst is Severity.FATAL
 
 
-def test_repeats_with_different_outputs_are_drift_not_duplicates(tmp_path: Path) -> None:
-    """A call repeated with a different output is drift within the run, not a duplicate call."""
+def test_repeats_with_different_outputs_are_repeats_and_drift(tmp_path: Path) -> None:
+    """A call repeated with a different output is a changed-output repeat and drift in the run."""
     records = [call("A", s, "s", {"q": 1}, out) for s, out in ((1, "x"), (2, "y"))]
     report = check(tmp_path, records)
-    assert patterns(report) == ["drift"]
-    assert report.findings[0].evidence["within_run"] is True
+    assert patterns(report) == ["drift", "repeat-changed-output"]
+    assert summary_lines(report)[0] == "repeat: A step 1 == step 2 (same args, different output)"
+    drift = next(f for f in report.findings if f.pattern == "drift")
+    assert drift.evidence["within_run"] is True
 
 
 def test_exploration_and_fanout_are_found_per_step(tmp_path: Path) -> None:

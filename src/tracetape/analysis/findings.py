@@ -4,7 +4,9 @@ What is found (each finding carries the evidence that shows it):
 
 1. **first divergence**: the two compared runs aligned call by call (kind, name, normalized
    args); the first position where they disagree, both sides, and the field paths that differ;
-2. **repeats**: the same call (same tool, same normalized args) again in one run;
+2. **repeats**: the same call (same tool, same normalized args) again in one run, with the
+   same output (a retry loop or duplicate call) or a different one (unless a local write to
+   the resource came in between: that is the write's echo, reported as drift);
 3. **drift**: same tool and normalized args, different output fingerprint, within or across
    runs; classified with effect tags as ``write-echo`` (the read follows the run's own write to
    the same resource: the seed comment's cascade), ``external-drift``, or ``drift`` when the
@@ -500,14 +502,19 @@ class Analyzer:
     ) -> None:
         rep = r.repeats.get(sid)
         if rep is None:
-            # [count, first step, first out, first line, steps (<= 5), same output, effect]
+            # [count, first step, first out, first line, steps (<= 5), same output, effect,
+            #  an output change no local write explains]
             fstep, fout, fline, feffect = first
-            rep = r.repeats[sid] = [1, fstep, fout, fline, [fstep], True, feffect]
+            rep = r.repeats[sid] = [1, fstep, fout, fline, [fstep], True, feffect, False]
         rep[0] += 1
         if len(rep[4]) < 5:
             rep[4].append(step)
         if out != rep[2]:
             rep[5] = False
+            resource = self._sigs[sid].resource
+            writes = r.writes
+            if not (writes and (None in writes or (resource is not None and resource in writes))):
+                rep[7] = True
 
     def _end_step(self, r: _Run) -> None:
         calls = r.step_calls
@@ -626,7 +633,7 @@ class Analyzer:
                 "max_step": r.max_step,
                 "tokens": r.tokens,
             }
-        for sid, (count, first, out, line, steps, same, effect) in r.repeats.items():
+        for sid, (count, first, out, line, steps, same, effect, unexplained) in r.repeats.items():
             if count < 2:
                 continue
             sig = self._sigs[sid]
@@ -643,13 +650,20 @@ class Analyzer:
                     steps=steps,
                     bound=limits.max_repeats,
                 )
-            if not same:
-                continue
+            if same:
+                pattern, what = (
+                    ("duplicate-write" if effect in _WRITES else "duplicate-call"),
+                    "same",
+                )
+            elif unexplained:
+                pattern, what = "repeat-changed-output", "different"
+            else:
+                continue  # the output changed after a local write: drift reports the echo
             ev_steps = " == ".join(f"step {s}" for s in steps)
             times = f" ({count} calls)" if count > len(steps) or count > 2 else ""
             self._add(
-                "duplicate-write" if effect in _WRITES else "duplicate-call",
-                f"repeat: {r.id} {ev_steps}{times} (same args, same output)",
+                pattern,
+                f"repeat: {r.id} {ev_steps}{times} (same args, {what} output)",
                 r.id,
                 first,
                 tool=sig.name,

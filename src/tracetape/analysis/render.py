@@ -15,7 +15,14 @@ from .findings import Finding, Report
 
 __all__ = ["redacted", "render_markdown", "render_text", "skipped_line", "summary_lines"]
 
-_SEED_ORDER = ("duplicate-call", "duplicate-write", "write-echo", "external-drift", "drift")
+_SEED_ORDER = (
+    "duplicate-call",
+    "duplicate-write",
+    "repeat-changed-output",
+    "write-echo",
+    "external-drift",
+    "drift",
+)
 
 
 def redacted(data: Any) -> Any:

@@ -8,29 +8,31 @@ overrides them per pattern::
     duplicate-call = "fatal"
     write-echo = "suspicious"
 
-=================  ==========  =========================================================
-pattern            severity    when
-=================  ==========  =========================================================
-duplicate-call     suspicious  same args, same output, repeated in a run (seed table)
-drift              suspicious  same args, different output; no effect tags, so the cause
-                               is undetermined
-external-drift     suspicious  same args, different output, no local write came first
-                               (seed table: "external data changed")
-write-echo         expected    the output changed after the run's own write to the same
-                               resource (the cascade of a local write)
-exploration        suspicious  same tool, different args, many times in a step (seed)
-fanout             suspicious  tool-call count per step above the bound (seed table)
-duplicate-write    fatal       a write/irreversible call repeated with the same args
-repeat-budget      fatal       a call repeated more often than ``max_repeats``
-call-budget        fatal       more calls in a run than ``max_calls``
-token-budget       fatal       more tokens in a run than ``max_tokens``
-step-budget        fatal       more steps in a run than ``max_steps``
-step-budget-hit    suspicious  a run stopped exactly at ``max_steps``
-divergence         suspicious  the second run made a different call than the first
-divergent-write    fatal       the runs diverge at a write or irreversible call
-replay-mismatch    suspicious  a recorded call returns another output in the second run
-replay-miss        suspicious  the second run made calls the first never recorded
-=================  ==========  =========================================================
+=====================  ==========  =========================================================
+pattern                severity    when
+=====================  ==========  =========================================================
+duplicate-call         suspicious  same args, same output, repeated in a run (seed table)
+repeat-changed-output  suspicious  same args, different output, repeated in a run with no
+                                   local write between
+drift                  suspicious  same args, different output; no effect tags, so the cause
+                                   is undetermined
+external-drift         suspicious  same args, different output, no local write came first
+                                   (seed table: "external data changed")
+write-echo             expected    the output changed after the run's own write to the same
+                                   resource (the cascade of a local write)
+exploration            suspicious  same tool, different args, many times in a step (seed)
+fanout                 suspicious  tool-call count per step above the bound (seed table)
+duplicate-write        fatal       a write/irreversible call repeated with the same args
+repeat-budget          fatal       a call repeated more often than ``max_repeats``
+call-budget            fatal       more calls in a run than ``max_calls``
+token-budget           fatal       more tokens in a run than ``max_tokens``
+step-budget            fatal       more steps in a run than ``max_steps``
+step-budget-hit        suspicious  a run stopped exactly at ``max_steps``
+divergence             suspicious  the second run made a different call than the first
+divergent-write        fatal       the runs diverge at a write or irreversible call
+replay-mismatch        suspicious  a recorded call returns another output in the second run
+replay-miss            suspicious  the second run made calls the first never recorded
+=====================  ==========  =========================================================
 
 The suggested fix of each pattern is in ``RULES`` (the seed's fixes for its four rows).
 
@@ -94,6 +96,13 @@ RULES: dict[str, Rule] = {
             "suspicious",
             "same args, same output, repeated: retry loop or duplicate call",
             "Cap tool calls per step",
+        ),
+        _rule(
+            "repeat-changed-output",
+            "suspicious",
+            "same args, different output, repeated in one run with no local write between: "
+            "the data changed between two identical calls",
+            "Add freshness checks to context; cap tool calls per step",
         ),
         _rule(
             "drift",
