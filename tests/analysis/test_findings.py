@@ -311,3 +311,15 @@ def test_runs_interleaved_past_the_open_bound_are_reported_split() -> None:
     report = analyzer.finish()
     assert report.reopened_runs == 1
     assert report.runs == 3
+
+
+def test_drift_after_a_write_to_an_unnamed_resource_is_undetermined(tmp_path: Path) -> None:
+    """A read naming no resource, after some write, drifts with an undetermined cause."""
+    records = [
+        call("A", 1, "search", {"q": "x"}, "v1", effect="read"),
+        call("A", 2, "write_file", {"path": "notes.md"}, "ok", effect="write"),
+        call("A", 3, "search", {"q": "x"}, "v2", effect="read"),
+    ]
+    (finding,) = [f for f in check(tmp_path, records).findings if f.message.startswith("drift")]
+    assert finding.pattern == "drift"
+    assert "names no resource" in finding.evidence["cause"]

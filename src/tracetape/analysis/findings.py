@@ -208,7 +208,7 @@ class _Variant:
     resource (``clean``) in a run whose calls all carried effect tags (``certain``).
     """
 
-    __slots__ = ("certain", "clean", "line", "ok", "run", "sides", "step")
+    __slots__ = ("certain", "clean", "line", "ok", "run", "sides", "step", "untagged")
 
     def __init__(self, run: str, step: int | None, line: int, sides: int):
         self.run = run
@@ -217,6 +217,7 @@ class _Variant:
         self.sides = sides
         self.clean = False
         self.certain = False
+        self.untagged = False  # uncertain because the run's calls lack effect tags
         self.ok = False
 
 
@@ -495,6 +496,7 @@ class Analyzer:
         if not writes or (sig.resource is not None and None not in writes):
             # No write came first, or only writes to other named resources.
             v.certain = v.certain or not r.untagged
+            v.untagged = v.untagged or r.untagged
         v.ok = v.certain
 
     def _repeat(
@@ -734,7 +736,15 @@ class Analyzer:
                 pattern, cause = "external-drift", "no local write to the resource came first"
             else:
                 pattern = "drift"
-                cause = "undetermined: the trace has no effect tags (read/write) for these calls"
+                if any(sig.outs[o].untagged for o in clean):
+                    cause = (
+                        "undetermined: the trace has no effect tags (read/write) for these calls"
+                    )
+                else:
+                    cause = (
+                        "undetermined: a write came first in the run, and the call or the write "
+                        "names no resource (see resource_keys)"
+                    )
             runs = {v.run for _, v in variants}
             self._add(
                 pattern,

@@ -14,8 +14,8 @@ pattern                severity    when
 duplicate-call         suspicious  same args, same output, repeated in a run (seed table)
 repeat-changed-output  suspicious  same args, different output, repeated in a run with no
                                    local write between
-drift                  suspicious  same args, different output; no effect tags, so the cause
-                                   is undetermined
+drift                  suspicious  same args, different output; cause undetermined (no effect
+                                   tags, or a write to an unnamed resource came first)
 external-drift         suspicious  same args, different output, no local write came first
                                    (seed table: "external data changed")
 write-echo             expected    the output changed after the run's own write to the same
@@ -107,8 +107,8 @@ RULES: dict[str, Rule] = {
         _rule(
             "drift",
             "suspicious",
-            "same args, different output; the trace has no effect tags, so whether a local "
-            "write caused it is undetermined",
+            "same args, different output; whether a local write caused it is undetermined "
+            "(no effect tags, or a write to an unnamed resource came first)",
             "Tag tools read/write to tell external drift from local writes; add freshness "
             "checks to context",
         ),
