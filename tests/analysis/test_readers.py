@@ -336,3 +336,15 @@ def test_jsonl_reader_round_trips_any_valid_record(
         )
         for r in records
     ]
+
+
+def test_skip_bad_lines_also_passes_over_a_bad_first_line(tmp_path: Path) -> None:
+    """With skip_bad_lines, a malformed first line does not stop format detection."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"{torn\n" + orjson.dumps(SEED_A[0]) + b"\n")
+    assert detect_format(path, skip_bad_lines=True) is TraceFormat.JSONL
+    sources: list = []
+    assert len(list(read_events(path, skip_bad_lines=True, source=sources))) == 1
+    assert sources[0].skipped == 1
+    with pytest.raises(TraceError, match="not valid JSON"):
+        detect_format(path)

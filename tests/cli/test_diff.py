@@ -402,3 +402,14 @@ def test_every_analysis_command_is_documented(command: str) -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     assert f"$ tracetape {command}" in readme
     assert command.split(maxsplit=1)[0] in run("--help").output
+
+
+def test_a_side_left_empty_by_skipped_lines_is_bad_input(tmp_path: Path) -> None:
+    """When --skip-bad-lines leaves a file with no calls, diff says so and exits 2."""
+    bad = tmp_path / "b.jsonl"
+    bad.write_text('{"run_id": "r", "tool": "t"}\n')
+    result = CliRunner().invoke(
+        main, ["diff", write(tmp_path / "a.jsonl", SEED_A), str(bad), "--skip-bad-lines"]
+    )
+    assert result.exit_code == 2
+    assert "b.jsonl: the trace holds no calls to compare" in result.output

@@ -116,27 +116,34 @@ def _interleave(analyzer: Analyzer, ea: Iterator[Event], eb: Iterator[Event]) ->
 
 
 def _missing_runs(analyzer: Analyzer, runs: tuple[str, str] | None, paths: list[Path]) -> None:
+    """Raise ``TraceError`` for a named run that is not there, or a side with no calls."""
     seen = analyzer.seen_runs
-    listing = ", ".join(list(seen)[:10]) + (" ..." if len(seen) > 10 else "")
+
+    def listing(side: int | None) -> str:
+        names = [r for r, v in seen.items() if side is None or v & side]
+        return ", ".join(names[:10]) + (" ..." if len(names) > 10 else "") or "none"
+
+    one_file = len(paths) == 1
     if runs:
         for i, name in enumerate(runs):
             side = SIDE_A if i == 0 else SIDE_B
             if not seen.get(name, 0) & side:
-                path = paths[0] if len(paths) == 1 else paths[i]
                 raise TraceError(
-                    f"run {name!r} is not in this trace; runs found: {listing or 'none'}",
-                    path=path,
+                    f"run {name!r} is not in this trace; runs found: "
+                    f"{listing(None if one_file else side)}",
+                    path=paths[0] if one_file else paths[i],
                     field="run_id",
                 )
-    elif len(paths) == 1 and sum(1 for v in seen.values() if v) < 2:
+    elif one_file and sum(1 for v in seen.values() if v) < 2:
         raise TraceError(
-            f"a single file needs two runs to diff, found {len(seen)} ({listing or 'none'}); "
+            f"a single file needs two runs to diff, found {len(seen)} ({listing(None)}); "
             "pass a second file: tracetape diff A B",
             path=paths[0],
         )
-    for path in paths:
-        if not seen and path.exists():
-            raise TraceError("the trace holds no calls to compare", path=path)
+    if not one_file:
+        for path, side in zip(paths, (SIDE_A, SIDE_B), strict=True):
+            if not any(v & side for v in seen.values()):
+                raise TraceError("the trace holds no calls to compare", path=path)
 
 
 def check_trace(

@@ -32,6 +32,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
 from typing import IO, Any
 
@@ -116,13 +117,34 @@ def _fmt_of(obj: Any) -> TraceFormat | None:
     return None
 
 
-def detect_format(path: str | os.PathLike[str]) -> TraceFormat:
+_SCAN_LINES = 1000
+
+
+def detect_format(path: str | os.PathLike[str], *, skip_bad_lines: bool = False) -> TraceFormat:
     """Tell a trace file's format from its first record.
 
     Raises ``TraceError`` for a missing or empty file, or one whose first record matches no
-    known schema (the message lists the fields it found and the formats it knows).
+    known schema (the message lists the fields it found and the formats it knows). With
+    ``skip_bad_lines``, a bad first record is passed over for the first good one among the
+    next lines.
     """
-    path = Path(path)
+    try:
+        return _detect(Path(path))
+    except TraceError as exc:
+        if not skip_bad_lines or exc.line is None:
+            raise
+        with Path(path).open("rb") as fh:
+            for raw in islice(fh, _SCAN_LINES):
+                try:
+                    fmt = _fmt_of(orjson.loads(raw))
+                except orjson.JSONDecodeError:
+                    continue
+                if fmt is not None:
+                    return fmt
+        raise
+
+
+def _detect(path: Path) -> TraceFormat:
     try:
         with path.open("rb") as fh:
             lineno, first = 0, b""
@@ -693,7 +715,7 @@ def read_events(
     path = Path(path)
     kind = TraceFormat.parse(fmt)
     if kind is TraceFormat.AUTO:
-        kind = detect_format(path)
+        kind = detect_format(path, skip_bad_lines=skip_bad_lines)
     try:
         fh = path.open("rb", buffering=1 << 20)
     except FileNotFoundError:
