@@ -1,8 +1,8 @@
 """tracetape: record an agent run's decisions, replay them offline, diff runs.
 
-    >>> from tracetape import Tape, key
-    >>> key("tool", {"name": "search", "args": {"q": "x"}, "step": 1})
-    'tool:8b1c7b4c8d6f4a52'
+>>> from tracetape import Tape, key
+>>> key("tool", {"name": "search", "args": {"q": "x"}, "step": 1})
+'tool:7d66ff5c9b68eeda'
 """
 
 from __future__ import annotations
@@ -16,12 +16,14 @@ from .errors import (
     CassetteVersionError,
     EnvironmentDriftError,
     IrreversibleEffectError,
+    NetworkBlockedError,
     ReplayMiss,
     TapeError,
     TapeWarning,
     UnplayedDecisionsError,
 )
-from .redact import Detector, RedactRules, Redactor
+from .integrations.tools import env, tool
+from .redact import Detector, Redactor, RedactRules
 from .tape import Decision, Effect, Mode, Tape, current_tape, key
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "EnvironmentDriftError",
     "IrreversibleEffectError",
     "Mode",
+    "NetworkBlockedError",
     "Normalizer",
     "RedactRules",
     "Redactor",
@@ -46,8 +49,10 @@ __all__ = [
     "__version__",
     "canonical_json",
     "current_tape",
+    "env",
     "fingerprint",
     "key",
     "normalize",
     "read_cassette",
+    "tool",
 ]

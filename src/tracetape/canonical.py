@@ -32,6 +32,7 @@ __all__ = [
     "canonical_json",
     "changed_paths",
     "digest",
+    "digest_changes",
     "excerpt",
     "field_digests",
     "fingerprint",
@@ -69,23 +70,46 @@ def digest(value: Any) -> str:
     return hashlib.sha256(_dumps(value).encode()).hexdigest()[:16]
 
 
-def field_digests(payload: Mapping[str, Any]) -> dict[str, str]:
-    """Digest each top-level field of a payload, and each element of a top-level list.
+def field_digests(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """Digest each top-level field of a payload; a list field also gets ``name[]``, the list
+    of its elements' digests.
 
     A miss is explained by comparing these with the live payload's, so the changed field is
-    found even where the stored copy of the input is redacted.
+    found even where the stored copy of the input is redacted or absent.
 
-    >>> sorted(field_digests({"messages": [{"role": "user"}], "step": 1}))
-    ['messages', 'messages[0]', 'step']
+    >>> d = field_digests({"messages": [{"role": "user"}], "step": 1})
+    >>> sorted(d), len(d["messages[]"])
+    (['messages', 'messages[]', 'step'], 1)
     """
-    out: dict[str, str] = {}
+    out: dict[str, Any] = {}
     for name in sorted(payload, key=str):
         value = payload[name]
         out[str(name)] = digest(value)
         if isinstance(value, list | tuple):
-            for i, item in enumerate(value):
-                out[f"{name}[{i}]"] = digest(item)
+            out[f"{name}[]"] = [digest(item) for item in value]
     return out
+
+
+def digest_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """Name the fields (and list elements) whose digests differ between two digest maps.
+
+    >>> digest_changes({"m": "a", "m[]": ["x", "y"]}, {"m": "b", "m[]": ["x", "z", "w"]})
+    ['m[1]', 'm[2]']
+    """
+    changed: list[str] = []
+    for name in sorted(set(before) | set(after)):
+        if name.endswith("[]") or before.get(name) == after.get(name):
+            continue
+        old, new = before.get(name + "[]"), after.get(name + "[]")
+        if isinstance(old, list) and isinstance(new, list):
+            changed += [
+                f"{name}[{i}]"
+                for i in range(max(len(old), len(new)))
+                if i >= len(old) or i >= len(new) or old[i] != new[i]
+            ]
+        else:
+            changed.append(name)
+    return changed
 
 
 class Change(NamedTuple):
@@ -156,8 +180,8 @@ def _diff(a: Any, b: Any, path: str, out: list[Change], limit: int) -> None:
 def excerpt(before: str, after: str, context: int = 24) -> tuple[str, str]:
     """Cut two texts down to the region where they differ, with ``context`` characters around.
 
-    >>> excerpt("please fix the bug in main.py now", "please fix the issue in main.py now")
-    ('…fix the bug in main.py now', '…fix the issue in main.py now')
+    >>> excerpt("please fix the bug in main.py now", "please fix the issue in main.py now", 8)
+    ('…fix the bug in main…', '…fix the issue in main…')
     """
     limit = min(len(before), len(after))
     start = 0
@@ -166,10 +190,14 @@ def excerpt(before: str, after: str, context: int = 24) -> tuple[str, str]:
     end = 0
     while end < limit - start and before[-1 - end] == after[-1 - end]:
         end += 1
-    # Widen to word boundaries so the excerpt shows whole words.
+    # Widen to word boundaries so the excerpt shows whole words, and never cut into a
+    # bracketed token such as a redaction placeholder.
     while start > 0 and before[start - 1].isalnum():
         start -= 1
     lo = max(0, start - context)
+    opening = before.rfind("[", 0, lo)
+    if opening >= 0 and before.rfind("]", 0, lo) < opening and lo - opening <= 64:
+        lo = opening
 
     def cut(text: str) -> str:
         stop = len(text) - end

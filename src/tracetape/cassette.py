@@ -5,7 +5,8 @@ Format 1::
     {"tracetape": 1, "version": "0.1.0", "created": "2026-...Z", "harness_sha": "3f2a...",
      "env": {"MODEL": "hmac:1a2b..."}, "redact_key_id": "9c1e..."}
     {"seq": 1, "key": "llm:9f2c41d0a7b3e815", "kind": "llm", "step": 1, "ms": 812.4,
-     "effect": "read", "out": {...}, "input": {...redacted copy...}, "digests": {"messages[0]": ...}}
+     "effect": "read", "out": {...}, "input": {...redacted copy...},
+     "digests": {"messages[0]": ...}}
 
 Cassettes written by the seed's reference ``Tape`` (records ``{"key","kind","ms","out"}`` and no
 header) are format 0 and read unchanged. Records are appended one line at a time and flushed,
@@ -17,10 +18,12 @@ This module imports nothing of tracetape's but its errors.
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import threading
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,11 +37,13 @@ from .errors import CassetteError, CassetteNotFoundError, CassetteVersionError, 
 __all__ = [
     "FORMAT_VERSION",
     "Cassette",
+    "CassetteReader",
     "CassetteWriter",
     "read_cassette",
 ]
 
 FORMAT_VERSION = 1
+MAX_RECORD_BYTES = 64 * 1024 * 1024
 _RECORD_FIELDS = ("key", "kind", "out")
 
 
@@ -53,10 +58,20 @@ def _default(value: Any) -> Any:
 
 
 def dumps_record(record: Mapping[str, Any]) -> bytes:
-    """Serialize one record or header as a JSONL line (with its newline)."""
-    return orjson.dumps(
-        record, default=_default, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
-    )
+    """Serialize one record or header as a JSONL line (with its newline).
+
+    orjson handles integers of up to 64 bits; a record holding a larger one is written by the
+    standard library instead and marked ``"bigint": true`` so readers parse it exactly too.
+    """
+    try:
+        return orjson.dumps(
+            record, default=_default, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
+        )
+    except TypeError as exc:
+        if "64-bit" not in str(exc):
+            raise
+    text = json.dumps({**record, "bigint": True}, default=_default, ensure_ascii=False)
+    return text.encode() + b"\n"
 
 
 @dataclass
@@ -123,56 +138,135 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
         ) from None
     except OSError as exc:
         raise CassetteError(f"cannot read cassette: {exc.strerror}", path=path) from exc
-    lines = data.split(b"\n")
-    torn = bool(data) and not data.endswith(b"\n")
-    last = len(lines)
-    header: dict[str, Any] | None = None
-    records: list[dict[str, Any]] = []
-    append = records.append
-    loads = orjson.loads
-    skipped = 0
-    for lineno, raw in enumerate(lines, 1):
-        try:
-            rec = loads(raw)
-        except orjson.JSONDecodeError as exc:
-            if not raw.strip():
-                continue
-            if torn and lineno == last:
-                skipped += 1
-                warnings.warn(
-                    f"{path}:{lineno}: skipped a torn last line (the recording process was "
-                    "killed mid-write); the records before it replay",
-                    TapeWarning,
-                    stacklevel=2,
+    reader = CassetteReader(io.BytesIO(data), path)
+    records = list(reader)
+    return Cassette(path, reader.header, records, reader.skipped)
+
+
+class CassetteReader:
+    """Stream a cassette's records one line at a time, validated, with deltas expanded.
+
+    ``lines`` yields raw lines (a binary file object will do). ``header`` is set once the
+    first line is read. A torn last line is skipped with a ``TapeWarning``. A bad line raises
+    ``CassetteError``, or, when ``on_error`` is given, is passed to it and skipped.
+
+        >>> import io
+        >>> reader = CassetteReader(io.BytesIO(b'{"key":"tool:1","kind":"tool","out":1}\\n'))
+        >>> [r["out"] for r in reader], reader.header
+        ([1], None)
+    """
+
+    def __init__(
+        self,
+        lines: Iterable[bytes],
+        path: str | os.PathLike[str] = "<cassette>",
+        on_error: Callable[[CassetteError], None] | None = None,
+    ):
+        self.lines = lines
+        self.path = Path(path)
+        self.on_error = on_error
+        self.header: dict[str, Any] | None = None
+        self.skipped = 0
+
+    def _bad(self, error: CassetteError) -> None:
+        if self.on_error is None:
+            raise error
+        self.on_error(error)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        path = self.path
+        loads = orjson.loads
+        previous: dict[str, dict[str, Any]] = {}
+        for lineno, raw in enumerate(self.lines, 1):
+            try:
+                rec = loads(raw)
+            except orjson.JSONDecodeError as exc:
+                if not raw.strip():
+                    continue
+                if not raw.endswith(b"\n"):
+                    self.skipped += 1
+                    warnings.warn(
+                        f"{path}:{lineno}: skipped a torn last line (the recording process was "
+                        "killed mid-write); the records before it replay",
+                        TapeWarning,
+                        stacklevel=2,
+                    )
+                    return
+                self._bad(
+                    CassetteError(
+                        f"line is not valid JSON ({exc}); the cassette is corrupt: re-record "
+                        "it, or restore it from version control",
+                        path=path,
+                        line=lineno,
+                    )
                 )
-                break
-            raise CassetteError(
-                f"line is not valid JSON ({exc}); the cassette is corrupt: re-record it, "
-                "or restore it from version control",
-                path=path,
-                line=lineno,
-            ) from None
-        if type(rec) is not dict:
-            raise CassetteError(
-                f"line holds a JSON {type(rec).__name__}, not a record object; the cassette "
-                "is corrupt: re-record it",
-                path=path,
-                line=lineno,
-            )
-        if type(rec.get("key")) is not str or type(rec.get("kind")) is not str or "out" not in rec:
-            if lineno == 1 and "tracetape" in rec:
-                _check_header(rec, path)
-                header = rec
                 continue
-            missing = next(f for f in _RECORD_FIELDS if f not in rec or rec[f] is None)
-            raise CassetteError(
-                f"record has no valid {missing!r} field (a record needs key, kind and out); "
-                "the cassette is corrupt or not a tracetape cassette: re-record it",
-                path=path,
-                line=lineno,
-            )
-        append(rec)
-    return Cassette(path, header, records, skipped)
+            if type(rec) is not dict:
+                self._bad(
+                    CassetteError(
+                        f"line holds a JSON {type(rec).__name__}, not a record object; the "
+                        "cassette is corrupt: re-record it",
+                        path=path,
+                        line=lineno,
+                    )
+                )
+                continue
+            kind = rec.get("kind")
+            if type(rec.get("key")) is not str or type(kind) is not str or "out" not in rec:
+                if lineno == 1 and "tracetape" in rec:
+                    _check_header(rec, path)
+                    self.header = rec
+                    continue
+                missing = next(f for f in _RECORD_FIELDS if f not in rec or rec[f] is None)
+                self._bad(
+                    CassetteError(
+                        f"record has no valid {missing!r} field (a record needs key, kind and "
+                        "out); the cassette is corrupt or not a tracetape cassette: re-record it",
+                        path=path,
+                        line=lineno,
+                    )
+                )
+                continue
+            if rec.get("bigint") is True:
+                rec = json.loads(raw)
+                del rec["bigint"]
+            base = rec.get("base")
+            if base is not None:
+                try:
+                    _expand(rec, base, previous.get(kind), path, lineno)
+                except CassetteError as error:
+                    self._bad(error)
+                    continue
+            previous[kind] = rec
+            yield rec
+
+
+def _expand(
+    rec: dict[str, Any], base: Any, previous: dict[str, Any] | None, path: Path, lineno: int
+) -> None:
+    """Rebuild the list fields a record shares with the previous record of its kind."""
+    for name, shared in base.items() if isinstance(base, dict) else [("base", None)]:
+        for field_name, suffix in (("input", ""), ("digests", "[]")):
+            section = rec.get(field_name)
+            if section is None:
+                continue
+            prior = (previous or {}).get(field_name, {}).get(name + suffix)
+            tail = section.get(name + suffix)
+            if (
+                not isinstance(shared, int)
+                or not isinstance(prior, list)
+                or not isinstance(tail, list)
+                or len(prior) < shared
+            ):
+                raise CassetteError(
+                    f"field 'base' says this record shares {shared!r} elements of {name!r} with "
+                    f"the previous {rec['kind']!r} record, which does not have them; the "
+                    "cassette was edited, reordered or truncated: re-record it",
+                    path=path,
+                    line=lineno,
+                )
+            section[name + suffix] = prior[:shared] + tail
+    del rec["base"]
 
 
 def new_header(**fields: Any) -> dict[str, Any]:
@@ -190,8 +284,14 @@ class CassetteWriter:
     several threads or asyncio tasks never interleave.
     """
 
-    def __init__(self, path: str | os.PathLike[str], header: Mapping[str, Any]):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        header: Mapping[str, Any],
+        max_record_bytes: int = MAX_RECORD_BYTES,
+    ):
         self.path = Path(path)
+        self.max_record_bytes = max_record_bytes
         self.partial = self.path.with_name(self.path.name + ".partial")
         self._lock = threading.Lock()
         self._seq = 0
@@ -199,7 +299,9 @@ class CassetteWriter:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh: IO[bytes] | None = self.partial.open("wb")
         except OSError as exc:
-            raise CassetteError(f"cannot write cassette: {exc.strerror}", path=self.partial) from exc
+            raise CassetteError(
+                f"cannot write cassette: {exc.strerror}", path=self.partial
+            ) from exc
         self._write(dumps_record(header))
 
     def _write(self, line: bytes) -> None:
@@ -211,7 +313,9 @@ class CassetteWriter:
         """Append one record, assigning and returning its sequence number."""
         with self._lock:
             if self._fh is None:
-                raise CassetteError("cassette is closed; no more records can be written", path=self.path)
+                raise CassetteError(
+                    "cassette is closed; no more records can be written", path=self.path
+                )
             self._seq += 1
             record = {"seq": self._seq, **record}
             try:
@@ -223,6 +327,14 @@ class CassetteWriter:
                     "JSON data (dict, list, str, number) from the call",
                     path=self.path,
                 ) from None
+            if len(line) > self.max_record_bytes:
+                self._seq -= 1
+                raise CassetteError(
+                    f"decision {record.get('key')} is {len(line):,} bytes, over the "
+                    f"{self.max_record_bytes:,}-byte record limit; return less data from the "
+                    "call, or raise the limit with Tape(..., max_record_bytes=N)",
+                    path=self.path,
+                )
             self._write(line)
             return self._seq
 
@@ -238,4 +350,4 @@ class CassetteWriter:
                 return
             self._fh.close()
             self._fh = None
-            os.replace(self.partial, self.path)
+            self.partial.replace(self.path)

@@ -4,12 +4,13 @@ The tree::
 
     TapeError                      base of everything tracetape raises on purpose
     ├── CassetteError              a cassette file cannot be read or written as asked
-    │   ├── CassetteNotFoundError  replay asked for a cassette that does not exist (FileNotFoundError)
+    │   ├── CassetteNotFoundError  replay asked for a missing cassette (a FileNotFoundError)
     │   └── CassetteVersionError   the cassette was written in a format this version cannot read
     ├── ReplayMiss                 the run asked for a decision that was never recorded
     ├── UnplayedDecisionsError     strict replay closed with recorded decisions never played
     ├── EnvironmentDriftError      strict replay under a different environment or harness SHA
-    └── IrreversibleEffectError    an irreversible tool would run for real while recording
+    ├── IrreversibleEffectError    an irreversible tool would run for real while recording
+    └── NetworkBlockedError        a replayed test tried to open a network connection
 
     TapeWarning(UserWarning)       the same drift and unplayed reports when not strict
 
@@ -29,6 +30,7 @@ __all__ = [
     "CassetteVersionError",
     "EnvironmentDriftError",
     "IrreversibleEffectError",
+    "NetworkBlockedError",
     "ReplayMiss",
     "TapeError",
     "TapeWarning",
@@ -117,3 +119,15 @@ class EnvironmentDriftError(TapeError):
 
 class IrreversibleEffectError(TapeError):
     """Raised when recording would run an irreversible tool for real without consent or stub."""
+
+
+class NetworkBlockedError(TapeError):
+    """Raised when code under a replay-mode network guard opens a connection or resolves a host.
+
+    ``.address`` is what was asked for (``(host, port)`` or a host name). Not an ``OSError`` on
+    purpose: HTTP clients retry those and wrap them into their own connection errors.
+    """
+
+    def __init__(self, message: str, address: object):
+        self.address = address
+        super().__init__(message)

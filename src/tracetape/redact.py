@@ -51,33 +51,52 @@ PLACEHOLDER_PREFIX = "[REDACTED:"
 # The left boundary a token must have: not inside a word, but a JSON escape such as ``\n``
 # right before it still counts as a boundary.
 _B = r"(?:(?<![A-Za-z0-9_\-])|(?<=\\[nrt]))"
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
 @dataclass(frozen=True)
 class Detector:
     """A named secret shape. Only the group named ``s`` is replaced when the regex has one.
 
-    >>> Detector("ticket", r"TCK-[0-9]{8}").name
+    ``anchors`` are lowercase literals every match contains at its start; with them the
+    detector is tried only where an anchor occurs (found by ``str.find``, far faster than
+    running a regex over the whole text). A detector without anchors is searched everywhere.
+
+    >>> Detector("ticket", r"TCK-[0-9]{8}", anchors=("tck-",)).name
     'ticket'
     """
 
     name: str
     pattern: str
+    anchors: tuple[str, ...] = ()
 
 
 DETECTORS: tuple[Detector, ...] = (
     Detector(
         "private_key",
         r"-----BEGIN[A-Z ]*PRIVATE KEY-----.*?-----END[A-Z ]*PRIVATE KEY-----",
+        ("-----begin",),
     ),
-    Detector("anthropic_key", _B + r"sk-ant-[A-Za-z0-9_\-]{20,}"),
-    Detector("openai_key", _B + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
-    Detector("aws_access_key", _B + r"(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])"),
-    Detector("github_token", _B + r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
-    Detector("slack_token", _B + r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
-    Detector("google_api_key", _B + r"AIza[0-9A-Za-z_\-]{35}"),
-    Detector("jwt", _B + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-    Detector("bearer", r"(?i:bearer)\s+(?P<s>(?!\[REDACTED:)[A-Za-z0-9\-._~+/]{12,}=*)"),
+    Detector("anthropic_key", _B + r"sk-ant-[A-Za-z0-9_\-]{20,}", ("sk-",)),
+    Detector("openai_key", _B + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}", ("sk-",)),
+    Detector("aws_access_key", _B + r"(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])", ("akia", "asia")),
+    Detector(
+        "github_token",
+        _B + r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    Detector("slack_token", _B + r"xox[abposr]-[A-Za-z0-9\-]{10,}", ("xox",)),
+    Detector("google_api_key", _B + r"AIza[0-9A-Za-z_\-]{35}", ("aiza",)),
+    Detector(
+        "jwt",
+        _B + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+        ("eyj",),
+    ),
+    Detector(
+        "bearer",
+        r"(?i:bearer)\s+(?P<s>(?!\[REDACTED:)[A-Za-z0-9\-._~+/]{12,}=*)",
+        ("bearer",),
+    ),
 )
 
 DEFAULT_FIELD_NAMES: tuple[str, ...] = (
@@ -95,17 +114,30 @@ DEFAULT_FIELD_NAMES: tuple[str, ...] = (
     "private_key",
     "authorization",
     "credentials",
-    "x-api-key",
+)
+# What a field-name match must contain, as few and as short as possible: each is a str.find.
+_FIELD_ANCHORS = (
+    "passw",
+    "secret",
+    "apikey",
+    "api_key",
+    "api-key",
+    "token",
+    "private_key",
+    "authorization",
+    "credentials",
 )
 
+FIELD = "field"
 
-def _field_detector(names: Iterable[str]) -> Detector:
+
+def _field_pattern(names: Iterable[str]) -> str:
     alternatives = "|".join(re.escape(n) for n in sorted(set(names), key=len, reverse=True))
     # ``q`` captures the escaping depth (no backslash at depth 0, ``\`` at depth 1, ...), so a
     # field inside a JSON string inside a JSON string is found with its own quotes.
     key = rf'(?P<q>\\*)"[A-Za-z0-9_\-]*(?i:{alternatives})[A-Za-z0-9_\-]*(?P=q)"'
     value = r'(?P<s>(?!\[REDACTED:)(?:[^"\\]|\\+[^"\\]|\\+"(?!\s*[,}\]:]))+)'
-    return Detector("field", key + r"\s*:\s*(?P=q)\"" + value)
+    return key + r"\s*:\s*(?P=q)\"" + value
 
 
 @dataclass(frozen=True)
@@ -136,7 +168,9 @@ class RedactRules:
             patterns = value.get("patterns", {})
             if not isinstance(patterns, Mapping):
                 patterns = {f"pattern{i}": p for i, p in enumerate(patterns)}
-            return cls(tuple(value.get("fields", ())), dict(patterns), bool(value.get("builtins", True)))
+            return cls(
+                tuple(value.get("fields", ())), dict(patterns), bool(value.get("builtins", True))
+            )
         if isinstance(value, str):
             raise TypeError("redact= takes a list of regexes, a mapping or RedactRules, not a str")
         return cls(patterns={f"pattern{i}": p for i, p in enumerate(value)})
@@ -163,11 +197,27 @@ def _unescape_fully(text: str) -> str:
     return text
 
 
+Match = tuple[int, int, str]
+
+
+class _Compiled:
+    __slots__ = ("anchors", "group", "name", "regex", "token")
+
+    def __init__(self, name: str, pattern: str, anchors: tuple[str, ...], token: bool):
+        try:
+            self.regex = re.compile(pattern, re.DOTALL)
+        except re.error as exc:
+            raise ValueError(f"redact pattern {name!r} is not a valid regex: {exc}") from exc
+        self.name = name
+        self.anchors = tuple(a.lower() for a in anchors)
+        self.group = "s" if "s" in self.regex.groupindex else 0
+        self.token = token
+
+
 class Redactor:
     """Find secrets in canonical JSON text and replace them with stable placeholders.
 
-    >>> r = Redactor()
-    >>> r.redact_text('{"api_key":"hunter2hunter2"}')
+    >>> Redactor().redact_text('{"api_key":"hunter2hunter2"}')
     '{"api_key":"[REDACTED:field:...]"}'
     """
 
@@ -180,30 +230,19 @@ class Redactor:
         self.key_id = hashlib.sha256(self._key).hexdigest()[:12]
         detectors = list(DETECTORS) if rules.builtins else []
         detectors += [Detector(n, p) for n, p in rules.patterns.items()]
+        compiled = [_Compiled(d.name, d.pattern, d.anchors, True) for d in detectors]
         names = (DEFAULT_FIELD_NAMES if rules.builtins else ()) + tuple(rules.fields)
         if names:
-            detectors.append(_field_detector(names))
-        self.detectors = tuple(detectors)
-        self._groups: list[tuple[str, str | None]] = []
-        parts = []
-        for i, det in enumerate(self.detectors):
-            try:
-                compiled = re.compile(det.pattern)
-            except re.error as exc:
-                raise ValueError(f"redact pattern {det.name!r} is not a valid regex: {exc}") from exc
-            # Rename groups so detectors can share one alternation.
-            pattern = det.pattern
-            inner = None
-            for name in compiled.groupindex:
-                new = f"d{i}_{name}"
-                pattern = pattern.replace(f"(?P<{name}>", f"(?P<{new}>")
-                pattern = pattern.replace(f"(?P={name})", f"(?P={new})")
-                if name == "s":
-                    inner = new
-            parts.append(f"(?P<d{i}>{pattern})")
-            self._groups.append((det.name, inner))
-        self._regex = re.compile("|".join(parts), re.DOTALL) if parts else None
-        self._memo: dict[str, tuple[str, list[tuple[int, int, str]]]] = {}
+            anchors = (_FIELD_ANCHORS if rules.builtins else ()) + tuple(rules.fields)
+            compiled.append(_Compiled(FIELD, _field_pattern(names), anchors, False))
+        by_anchor: dict[str, list[_Compiled]] = {}
+        for det in compiled:
+            for anchor in dict.fromkeys(det.anchors):
+                by_anchor.setdefault(anchor, []).append(det)
+        self._anchored = list(by_anchor.items())
+        self._free = [c for c in compiled if not c.anchors]
+        self._order = {c.name: i for i, c in enumerate(compiled)}
+        self._memo: dict[str, tuple[str, list[Match], str, str]] = {}
 
     def mac(self, value: str, length: int = 12) -> str:
         """Return the keyed digest (HMAC-SHA256, hex) of a value, cut to ``length``."""
@@ -213,24 +252,39 @@ class Redactor:
         """Return the placeholder of a secret value (HMAC of its fully unescaped form)."""
         return f"{PLACEHOLDER_PREFIX}{detector}:{self.mac(_unescape_fully(value))}]"
 
-    def _scan(self, text: str, start: int) -> list[tuple[int, int, str]]:
-        if self._regex is None:
+    def _scan(self, text: str, start: int, end: int) -> list[Match]:
+        """Find the secrets in ``text[start:end]``, without overlaps, in text order."""
+        found: list[tuple[int, int, int, bool, str]] = []
+        low = text[start:end].lower()
+        for anchor, dets in self._anchored:
+            i = low.find(anchor)
+            while i >= 0:
+                for det in dets:
+                    pos = start + i if det.token else _key_start(text, start + i)
+                    m = det.regex.match(text, pos, end) if pos >= 0 else None
+                    if m is not None:
+                        s, e = m.span(det.group)
+                        found.append((s, e, self._order[det.name], det.token, det.name))
+                i = low.find(anchor, i + 1)
+        for det in self._free:
+            for m in det.regex.finditer(text, start, end):
+                s, e = m.span(det.group)
+                if e > s:
+                    found.append((s, e, self._order[det.name], True, det.name))
+        if not found:
             return []
-        found = []
-        for m in self._regex.finditer(text, start):
-            index = m.lastindex
-            assert index is not None
-            name = m.lastgroup or ""
-            det, inner = self._groups[int(name[1:].split("_")[0])]
-            if inner is not None:
-                s, e = m.span(inner)
-            else:
-                s, e = m.span(index)
-            found.append((s, e, self.placeholder(det, text[s:e])))
-        return found
+        # Token shapes win over field names, then the earlier detector: the same secret gets
+        # the same placeholder whether or not it sits under a secret-looking field name.
+        found.sort(key=lambda f: (not f[3], f[0], f[2]))
+        chosen: list[tuple[int, int, str]] = []
+        for s, e, _, _, name in found:
+            if all(e <= cs or s >= ce for cs, ce, _ in chosen):
+                chosen.append((s, e, name))
+        chosen.sort()
+        return [(s, e, self.placeholder(name, text[s:e])) for s, e, name in chosen]
 
     @staticmethod
-    def _apply(text: str, matches: list[tuple[int, int, str]]) -> str:
+    def _apply(text: str, matches: list[Match]) -> str:
         if not matches:
             return text
         pieces = []
@@ -244,39 +298,62 @@ class Redactor:
 
     def redact_text(self, text: str) -> str:
         """Redact one JSON text from scratch (no memory of earlier texts)."""
-        return self._apply(text, self._scan(text, 0))
+        return self._apply(text, self._scan(text, 0, len(text)))
 
     def redact(self, text: str, stream: str) -> str:
         """Redact a canonical JSON text, rescanning only what changed since the last text of
         the same ``stream`` (a decision kind: each kind's payloads grow on their own).
         """
         memo = self._memo.get(stream)
-        if memo is None or len(text) < 2048:
-            matches = self._scan(text, 0)
+        if memo is None or len(text) < _INCREMENTAL_MIN:
+            start, end = 0, len(text)
+            matches = self._scan(text, start, end)
         else:
-            previous, old = memo
-            start = _token_start(text, _common_prefix(previous, text))
+            previous, old, head, tail = memo
+            # ``head``/``tail`` are the previous text's unchanged ends: a startswith/endswith
+            # (memcmp, no copy) usually confirms most of the prefix and suffix at once.
+            lo = len(head) if text.startswith(head) else 0
+            prefix = _common_prefix(previous, text, lo)
+            limit = min(len(previous), len(text)) - prefix
+            slo = len(tail) if len(tail) <= limit and text.endswith(tail) else 0
+            suffix = _common_suffix(previous, text, limit, slo)
+            start = _token_start(text, prefix)
+            end = _token_end(text, len(text) - suffix)
+            shift = len(text) - len(previous)
             matches = [m for m in old if m[1] <= start]
-            matches += self._scan(text, start)
-        self._memo[stream] = (text, matches)
+            matches += self._scan(text, start, end)
+            matches += [(s + shift, e + shift, p) for s, e, p in old if s + shift >= end]
+        self._memo[stream] = (text, matches, text[:start], text[end:])
         return self._apply(text, matches)
 
     def redact_value(self, value: Any) -> tuple[Any, bool]:
         """Redact a JSON-able value (a decision's output). Returns ``(value, changed)``."""
         text = json.dumps(value, separators=(",", ":"), default=str)
-        matches = self._scan(text, 0)
+        matches = self._scan(text, 0, len(text))
         if not matches:
             return value, False
         return json.loads(self._apply(text, matches)), True
 
 
 _CHUNK = 4096
+_INCREMENTAL_MIN = 2048
 
 
-def _common_prefix(a: str, b: str) -> int:
-    """Length of the common prefix of two texts, compared a chunk at a time at memcmp speed."""
+def _key_start(text: str, pos: int) -> int:
+    """Start of the quoted key (with its escaping backslashes) around ``pos``, or -1."""
+    while pos > 0 and text[pos - 1] in _KEY_CHARS:
+        pos -= 1
+    if pos == 0 or text[pos - 1] != '"':
+        return -1
+    pos -= 1
+    while pos > 0 and text[pos - 1] == "\\":
+        pos -= 1
+    return pos
+
+
+def _common_prefix(a: str, b: str, lo: int = 0) -> int:
+    """Length of the common prefix of two texts known to agree on ``lo`` characters."""
     n = min(len(a), len(b))
-    lo = 0
     while lo < n:
         hi = min(lo + _CHUNK, n)
         if a[lo:hi] != b[lo:hi]:
@@ -291,10 +368,45 @@ def _common_prefix(a: str, b: str) -> int:
     return n
 
 
+def _common_suffix(a: str, b: str, limit: int, n: int = 0) -> int:
+    """Length of the common suffix of two texts (at most ``limit``) known to be ``n`` or more."""
+    la, lb = len(a), len(b)
+    while n < limit:
+        m = min(n + _CHUNK, limit)
+        if a[la - m : la - n] != b[lb - m : lb - n]:
+            while m - n > 1:
+                mid = (n + m) // 2
+                if a[la - mid : la - n] == b[lb - mid : lb - n]:
+                    n = mid
+                else:
+                    m = mid
+            return n
+        n = m
+    return limit
+
+
 def _token_start(text: str, pos: int) -> int:
     """Back up from ``pos`` to the start of the depth-0 JSON token (or key) holding it.
 
     Inside a JSON string every quote is escaped, so ``{"``, ``,"`` and ``["`` occur only where
-    a key or a string element begins: no secret match can straddle such a point.
+    a key or a string element begins: no secret match can straddle such a point. The search
+    window grows from a few hundred characters so a rare ``["`` costs no scan of the text.
     """
-    return max(text.rfind('{"', 0, pos), text.rfind(',"', 0, pos), text.rfind('["', 0, pos), 0)
+    width = 256
+    while True:
+        lo = max(0, pos - width)
+        found = max(text.rfind('{"', lo, pos), text.rfind(',"', lo, pos), text.rfind('["', lo, pos))
+        if found >= 0 or lo == 0:
+            return max(found, 0)
+        width *= 8
+
+
+def _token_end(text: str, pos: int) -> int:
+    """Advance from ``pos`` to the next point no secret match can straddle (see above)."""
+    width = 256
+    while True:
+        hi = min(len(text), pos + width)
+        ends = [i for i in (text.find(m, pos, hi) for m in ('{"', ',"', '["')) if i >= 0]
+        if ends or hi == len(text):
+            return min(ends) if ends else len(text)
+        width *= 8

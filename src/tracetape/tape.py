@@ -19,21 +19,29 @@ recorded, naming the fields that changed.
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import os
 import subprocess
+import threading
 import time
 import warnings
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, ParamSpec, TypeVar, overload
 
-from .canonical import canonical_json, changed_paths, excerpt, field_digests, key_of
-from .cassette import CassetteWriter, new_header, read_cassette
+from .canonical import (
+    canonical_json,
+    changed_paths,
+    digest_changes,
+    excerpt,
+    field_digests,
+    key_of,
+)
+from .cassette import MAX_RECORD_BYTES, CassetteWriter, new_header, read_cassette
 from .config import load_config
 from .errors import (
     CassetteNotFoundError,
@@ -43,11 +51,13 @@ from .errors import (
     TapeWarning,
     UnplayedDecisionsError,
 )
-from .redact import RedactRules, Redactor
+from .redact import Redactor, RedactRules
 
 __all__ = ["Decision", "Effect", "Mode", "Tape", "current_tape", "key"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class _LoudEnum(str, Enum):
@@ -89,7 +99,7 @@ def key(kind: str, payload: Any) -> str:
     """Return the decision key of a payload: the seed's ``_key`` computed after redaction.
 
     >>> key("llm", {"messages": [{"role": "user", "content": "hi"}], "step": 1})
-    'llm:2a1ef8d59b2dc00f'
+    'llm:3abd769722df7134'
     """
     global _default_redactor  # noqa: PLW0603 - one lazily built redactor for the helper
     if _default_redactor is None:
@@ -97,8 +107,7 @@ def key(kind: str, payload: Any) -> str:
     return key_of(kind, _default_redactor.redact_text(canonical_json(payload)))
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """One boundary input, keyed: what ``Tape.prepare`` returns and ``play``/``record`` take."""
 
     kind: str
@@ -120,9 +129,21 @@ def current_tape() -> Tape | None:
 
 
 def _git_sha() -> str | None:
+    """HEAD of the git work tree holding the working directory, or None outside one."""
+    return _git_sha_of(str(Path.cwd()))
+
+
+@functools.lru_cache(maxsize=32)
+def _git_sha_of(folder: str) -> str | None:
+    # Cached per folder: a subprocess costs milliseconds, and every replay checks the SHA.
     try:
         done = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+            cwd=folder,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -157,6 +178,7 @@ class Tape:
         strict: bool = False,
         allow_irreversible: bool = False,
         store_inputs: bool = True,
+        max_record_bytes: int = MAX_RECORD_BYTES,
     ):
         self.path = Path(path)
         self.requested_mode: Mode = Mode.parse(mode)
@@ -172,8 +194,13 @@ class Tape:
         self.strict = strict
         self.allow_irreversible = allow_irreversible
         self.store_inputs = store_inputs
+        # Model calls made so far: the SDK hooks count them, tools key their ``step`` on it.
+        self.model_calls = 0
         self._token: contextvars.Token[Tape | None] | None = None
         self._closed = False
+        self._missed = False
+        self._record_lock = threading.Lock()
+        self._last_digests: dict[str, dict[str, Any]] = {}
         self._writer: CassetteWriter | None = None
         self.records: list[dict[str, Any]] = []
         self.header: dict[str, Any] | None = None
@@ -185,6 +212,7 @@ class Tape:
                     env={name: self._env_digest(name) for name in self.env_allow} or None,
                     redact_key_id=self.redactor.key_id,
                 ),
+                max_record_bytes,
             )
         else:
             self._load(harness_sha)
@@ -235,7 +263,9 @@ class Tape:
             if name not in recorded_env:
                 drift.append(f"environment variable {name} was not recorded in this cassette")
             elif self._env_digest(name) != recorded_env[name]:
-                drift.append(f"environment variable {name} has a different value than when recorded")
+                drift.append(
+                    f"environment variable {name} has a different value than when recorded"
+                )
         recorded_sha = header.get("harness_sha")
         live_sha = harness_sha or (_git_sha() if recorded_sha else None)
         if recorded_sha and live_sha and recorded_sha != live_sha:
@@ -271,6 +301,7 @@ class Tape:
         """Return the next recorded record for ``decision`` or raise ``ReplayMiss``."""
         queue = self._queues.get(decision.key)
         if not queue:
+            self._missed = True
             raise self._miss(decision)
         index = queue.popleft()
         self._played[index] = 1
@@ -290,11 +321,38 @@ class Tape:
         rec["effect"] = Effect.parse(effect).value
         rec["out"] = stored
         data = decision.input()
-        if self.store_inputs:
-            rec["input"] = data
-        if isinstance(data, dict):
-            rec["digests"] = field_digests(data)
-        self._writer.write(rec)
+        if not isinstance(data, dict):
+            if self.store_inputs:
+                rec["input"] = data
+            self._writer.write(rec)
+            return stored
+        digests = field_digests(data)
+        with self._record_lock:
+            # A conversation grows by appending: store only the list elements that are new
+            # since the previous record of this kind, and how many it shares (``base``).
+            previous = self._last_digests.get(decision.kind, {})
+            base: dict[str, int] = {}
+            for name, elements in digests.items():
+                old = previous.get(name)
+                if not name.endswith("[]") or not old:
+                    continue
+                shared = 0
+                for a, b in zip(old, elements, strict=False):
+                    if a != b:
+                        break
+                    shared += 1
+                if shared:
+                    base[name[:-2]] = shared
+            if self.store_inputs:
+                rec["input"] = {k: v[base[k] :] if k in base else v for k, v in data.items()}
+            rec["digests"] = {
+                k: v[base[k[:-2]] :] if k[:-2] in base and k.endswith("[]") else v
+                for k, v in digests.items()
+            }
+            if base:
+                rec["base"] = base
+            self._writer.write(rec)
+            self._last_digests[decision.kind] = digests
         return stored
 
     def _guard(self, decision: Decision, effect: Effect, stub: Callable[[], Any] | None) -> None:
@@ -323,11 +381,11 @@ class Tape:
         if self.mode is Mode.REPLAY:
             out: T = self.play(decision)["out"]
             return out
-        effect = Effect.parse(effect)
-        self._guard(decision, effect, stub)
+        tag: Effect = Effect.parse(effect)
+        self._guard(decision, tag, stub)
         start = time.perf_counter()
         result = (stub or do)()
-        self.record(decision, result, ms=(time.perf_counter() - start) * 1000, effect=effect)
+        self.record(decision, result, ms=(time.perf_counter() - start) * 1000, effect=tag)
         return result
 
     async def acall(
@@ -344,11 +402,11 @@ class Tape:
         if self.mode is Mode.REPLAY:
             out: T = self.play(decision)["out"]
             return out
-        effect = Effect.parse(effect)
-        self._guard(decision, effect, stub)
+        tag: Effect = Effect.parse(effect)
+        self._guard(decision, tag, stub)
         start = time.perf_counter()
         result = await (stub or do)()
-        self.record(decision, result, ms=(time.perf_counter() - start) * 1000, effect=effect)
+        self.record(decision, result, ms=(time.perf_counter() - start) * 1000, effect=tag)
         return result
 
     # -- the miss diagnosis --------------------------------------------------------------------
@@ -415,7 +473,8 @@ class Tape:
             self._writer.close()
             return
         unplayed = self.unplayed
-        if not unplayed or failed:
+        # After a miss the rest of the recording is unplayed by definition: no second report.
+        if not unplayed or failed or self._missed:
             return
         shown = ", ".join(f"#{r.get('seq', '?')} {r['key']}" for r in unplayed[:5])
         more = f" and {len(unplayed) - 5} more" if len(unplayed) > 5 else ""
@@ -423,7 +482,9 @@ class Tape:
             f"{self.path}: {len(unplayed)} recorded decision(s) were never played: {shown}{more}"
         )
         if self.strict:
-            raise UnplayedDecisionsError(message + "; the run stopped early or skipped them", unplayed)
+            raise UnplayedDecisionsError(
+                message + "; the run stopped early or skipped them", unplayed
+            )
         warnings.warn(message, TapeWarning, stacklevel=3)
 
     def __enter__(self) -> Tape:
@@ -457,6 +518,48 @@ class Tape:
 
     # -- integrations: tools and environment ------------------------------------------------
 
+    @overload
+    def tool(
+        self,
+        func: Callable[P, R],
+        *,
+        effect: str | Effect = ...,
+        name: str | None = ...,
+        stub: Callable[P, R] | None = ...,
+        ignore: Iterable[str] = ...,
+    ) -> Callable[P, R]: ...
+
+    @overload
+    def tool(
+        self,
+        func: None = ...,
+        *,
+        effect: str | Effect = ...,
+        name: str | None = ...,
+        stub: Callable[..., Any] | None = ...,
+        ignore: Iterable[str] = ...,
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+    def tool(
+        self,
+        func: Callable[P, R] | None = None,
+        *,
+        effect: str | Effect = Effect.READ,
+        name: str | None = None,
+        stub: Callable[..., Any] | None = None,
+        ignore: Iterable[str] = (),
+    ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+        """Decorate a function as a tool taped on this tape (see ``tracetape.tool``)."""
+        from .integrations.tools import tool
+
+        return tool(func, effect=effect, name=name, stub=stub, ignore=ignore, tape=self)
+
+    def env(self, name: str, default: str | None = None) -> str | None:
+        """Read an environment variable through this tape (see ``tracetape.env``)."""
+        from .integrations.tools import env
+
+        return env(name, default, tape=self)
+
 
 def _short(value: Any, width: int = 60) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
@@ -468,12 +571,10 @@ def _explain(expected: Mapping[str, Any], live: Any) -> tuple[list[str], list[st
     if "input" in expected:
         changes = changed_paths(expected["input"], live)
     elif "digests" in expected and isinstance(live, dict):
-        ours = field_digests(live)
-        theirs = expected["digests"]
-        names = sorted(n for n in set(ours) | set(theirs) if ours.get(n) != theirs.get(n))
-        # Report a list element rather than the whole list when the element is known.
-        names = [n for n in names if not any(o.startswith(n + "[") for o in names)]
-        return names, [f"  changed: {n} (digest differs; the input copy was not stored)" for n in names]
+        names = digest_changes(expected["digests"], field_digests(live))
+        return names, [
+            f"  changed: {n} (digest differs; the input copy was not stored)" for n in names
+        ]
     else:
         return [], [
             "  the recorded decision has no input copy (a cassette of the seed's format): "

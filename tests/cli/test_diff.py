@@ -413,3 +413,13 @@ def test_a_side_left_empty_by_skipped_lines_is_bad_input(tmp_path: Path) -> None
     )
     assert result.exit_code == 2
     assert "b.jsonl: the trace holds no calls to compare" in result.output
+
+
+def test_diff_output_file_keeps_the_exit_code(tmp_path: Path) -> None:
+    """-o writes the report to a file; the exit code still follows --fail-on."""
+    out = tmp_path / "diff.md"
+    a, b = write(tmp_path / "a.jsonl", WRITE_A), write(tmp_path / "b.jsonl", WRITE_B)
+    result = run("diff", a, b, "--format", "markdown", "-o", str(out))
+    assert result.exit_code == 1
+    assert result.output == ""
+    assert out.read_text().startswith("### tracetape diff: worst severity **fatal**")

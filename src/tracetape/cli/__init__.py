@@ -6,6 +6,9 @@ Exit codes (every command):
 * 1: the command's check failed (a corrupt cassette for ``verify``, a finding at or above
   ``--fail-on`` for ``diff``, a broken invariant for ``check``);
 * 2: bad input or usage: a missing or unreadable file, an unknown format, a bad option.
+
+``tracetape run`` passes the program's own exit code through and adds 3 (replay miss), 4
+(strict replay left decisions unplayed) and 5 (replay tried the network); see ``cli/run.py``.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import click
 from .._version import __version__
 from .diff import check, diff, summarize
 from .export import export
+from .run import run
 from .show import show, verify
 
 
@@ -26,6 +30,7 @@ def main() -> None:
 
 main.add_command(show)
 main.add_command(verify)
+main.add_command(run)
 main.add_command(diff)
 main.add_command(check)
 main.add_command(summarize)

@@ -11,6 +11,7 @@ Exit codes:
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -80,13 +81,17 @@ def _progress(paths: list[Path]) -> Iterator[Callable[[Path, int], None] | None]
         yield update
 
 
-def _emit(report: Report, fmt: str) -> None:
+def _emit(report: Report, fmt: str, output: Path | None) -> None:
     if fmt == "json":
-        echo_json(redacted(report.to_dict()))
+        text = json.dumps(redacted(report.to_dict()), indent=2, ensure_ascii=False, default=str)
     elif fmt == "markdown":
-        click.echo(render_markdown(report), nl=False)
+        text = render_markdown(report).rstrip("\n")
     else:
-        click.echo(render_text(report))
+        text = render_text(report)
+    if output is None:
+        click.echo(text)
+    else:
+        output.write_text(text + "\n", encoding="utf-8")
 
 
 @click.command()
@@ -108,6 +113,9 @@ def _emit(report: Report, fmt: str) -> None:
     show_default=True,
     help="Exit 1 when a finding at or above this severity exists.",
 )
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), help="Write the report here, not to stdout."
+)
 @_input_format
 @_skip
 @handle_errors
@@ -117,6 +125,7 @@ def diff(  # noqa: PLR0917 - click passes every option
     runs: tuple[str, str] | None,
     fmt: str,
     fail_on: str,
+    output: Path | None,
     input_format: str,
     skip_bad_lines: bool,
 ) -> None:
@@ -136,7 +145,7 @@ def diff(  # noqa: PLR0917 - click passes every option
             skip_bad_lines=skip_bad_lines,
             progress=progress,
         )
-    _emit(report, fmt)
+    _emit(report, fmt, output)
     if fail_on != "never" and report.at_least(Severity(fail_on)):
         sys.exit(EXIT_FAILED)
     sys.exit(EXIT_OK)

@@ -1,0 +1,297 @@
+"""SDK-level and HTTP-level replay of a 50-step OpenAI-SDK agent, against vcrpy and backspin.
+
+The agent loop (the issue's): 50 ``chat.completions.create`` calls with two tool schemas and
+fixed decoding params; each step appends the reply and a ~300-byte observation, so the message
+list grows. A fake OpenAI server on 127.0.0.1 answers while recording and is stopped before
+any replay. Every replay figure is per call *including* loading the cassette and building the
+client, the median of several repetitions, and printed as a ratio against a baseline measured
+in the same run (the machine is shared and noisy):
+
+* tracetape SDK-level replay vs vcrpy replay with body matching (target <= 1/100);
+* tracetape SDK-level replay vs backspin replay (target <= 1.0x; backspin keys on model and
+  messages only and falls back to call order, tracetape keys strictly);
+* tracetape HTTP-level replay vs the SDK on an in-memory transport (target <= 1.2x);
+* tracetape SDK-level record vs a live call to the local server (overhead, reported).
+
+The tracetape hooks come from ``tracetape.integrations.sdk`` (``patch_sdks``) and
+``Tape.http_transport``; a figure whose hook is missing from this install is printed as
+skipped with the reason. Needs the ``bench`` extra: ``pip install -e '.[bench]'``.
+
+Run: ``python benchmarks/bench_sdk_replay.py [--steps 50] [--repeat 7]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+MODEL = "gpt-4o-mini"
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"{name} tool",
+            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+        },
+    }
+    for name in ("search", "read_file")
+]
+PARAMS = {"temperature": 0, "top_p": 1, "max_tokens": 256, "seed": 7}
+
+
+def reply_for(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The fake server's answer: it depends on the request, so a wrong replay shows."""
+    return {
+        "id": f"chatcmpl-{len(messages)}",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": f"thought at {len(messages)}"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        data = json.dumps(reply_for(body["messages"])).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def fake_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def agent(client: Any, steps: int) -> str:
+    """The agent loop: returns its final answer."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful agent. Use tools when needed."},
+        {"role": "user", "content": "Fix the failing CI job in repo acme/api."},
+    ]
+    content = ""
+    for i in range(steps):
+        response = client.chat.completions.create(
+            model=MODEL, messages=messages, tools=TOOLS, **PARAMS
+        )
+        content = response.choices[0].message.content
+        messages.append({"role": "assistant", "content": content})
+        messages.append({"role": "user", "content": f"observation {i}: " + "log line " * 30})
+    return content
+
+
+def client(base_url: str, http_client: Any = None) -> Any:
+    import openai
+
+    return openai.OpenAI(
+        base_url=base_url, api_key="sk-bench-not-a-key", max_retries=0, http_client=http_client
+    )
+
+
+def median_per_call(run: Callable[[], str], expected: str, steps: int, repeat: int) -> float:
+    """Median seconds per call of ``run`` (a whole replay), checking its answer each time."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        answer = run()
+        times.append((time.perf_counter() - start) / steps)
+        if answer != expected:
+            raise AssertionError(f"replay returned {answer!r}, expected {expected!r}")
+    return statistics.median(times)
+
+
+def sdk_hooks() -> tuple[Callable[..., AbstractContextManager[Any]] | None, str]:
+    try:
+        from tracetape.integrations.sdk import patch_sdks  # type: ignore[import-not-found]
+    except ImportError as exc:
+        return None, f"tracetape.integrations.sdk is not available ({exc})"
+    return patch_sdks, ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    steps, repeat = args.steps, args.repeat
+
+    try:
+        import httpx2
+        import vcr
+        from backspin import Cassette as BackspinCassette
+        from backspin import Recorder, load_run
+        from backspin import patch_openai as backspin_patch
+    except ImportError as exc:
+        print(f"bench_sdk_replay: skipped: {exc.name} is missing; pip install -e '.[bench]'")
+        return
+
+    from tracetape import Tape
+
+    patch_sdks, why_no_sdk = sdk_hooks()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-sdk-"))
+    figures: dict[str, float] = {}
+    skipped: dict[str, str] = {}
+    vcr_config = vcr.VCR(
+        match_on=["method", "scheme", "host", "port", "path", "query", "body"],
+        filter_headers=["authorization"],
+    )
+
+    # -- record everything against the live fake server ----------------------------------------
+    with fake_server() as base_url:
+        url = base_url
+        expected = agent(client(url), steps)
+        live = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            agent(client(url), steps)
+            live.append((time.perf_counter() - start) / steps)
+        figures["live"] = statistics.median(live)
+
+        with vcr_config.use_cassette(str(tmp / "vcr.yaml"), record_mode="all"):
+            agent(client(url), steps)
+
+        recorder = Recorder(str(tmp / "backspin"), agent="bench")
+        with recorder:
+            agent(recorder.capture_openai(client(url)), steps)
+        backspin_path = recorder.path
+
+        if patch_sdks is not None:
+            records = []
+            for i in range(repeat):
+                path = tmp / f"tt-{i}.jsonl"
+                start = time.perf_counter()
+                with Tape(path, mode="record") as tape, patch_sdks(tape):
+                    agent(client(url), steps)
+                records.append((time.perf_counter() - start) / steps)
+            figures["tracetape_record"] = statistics.median(records)
+            (tmp / "tt-0.jsonl").rename(tmp / "tt.jsonl")
+        else:
+            skipped["tracetape_record"] = why_no_sdk
+
+    # -- replay with the server stopped --------------------------------------------------------
+    def vcr_replay() -> str:
+        with vcr_config.use_cassette(str(tmp / "vcr.yaml"), record_mode="none"):
+            return agent(client(url), steps)
+
+    def backspin_replay() -> str:
+        with (
+            warnings.catch_warnings(),
+            backspin_patch(BackspinCassette.from_run(load_run(backspin_path))),
+        ):
+            warnings.simplefilter("error")  # a call-order fallback is a wrong replay here
+            import openai
+
+            return agent(openai.OpenAI(base_url=url, api_key="sk-bench-not-a-key"), steps)
+
+    figures["vcrpy"] = median_per_call(vcr_replay, expected, steps, max(2, repeat // 3))
+    figures["backspin"] = median_per_call(backspin_replay, expected, steps, repeat)
+
+    def memory_floor() -> str:
+        def handle(request: Any) -> Any:
+            body = json.loads(request.content)
+            return httpx2.Response(200, json=reply_for(body["messages"]))
+
+        transport = httpx2.MockTransport(handle)
+        return agent(client(url, http_client=httpx2.Client(transport=transport)), steps)
+
+    figures["sdk_memory"] = median_per_call(memory_floor, expected, steps, repeat)
+
+    if patch_sdks is not None:
+
+        def sdk_replay() -> str:
+            with Tape(tmp / "tt.jsonl", mode="replay") as tape, patch_sdks(tape):
+                return agent(client(url), steps)
+
+        figures["tracetape_sdk"] = median_per_call(sdk_replay, expected, steps, repeat)
+    else:
+        skipped["tracetape_sdk"] = why_no_sdk
+
+    if not hasattr(Tape, "http_transport"):
+        skipped["tracetape_http"] = "Tape.http_transport is not available in this install"
+    else:
+
+        def http_replay() -> str:
+            with Tape(tmp / "tt.jsonl", mode="replay") as tape:
+                transport = tape.http_transport()
+                return agent(client(url, http_client=httpx2.Client(transport=transport)), steps)
+
+        with Tape(tmp / "probe.jsonl", mode="record") as probe:
+            kind = type(probe.http_transport())
+        if not issubclass(kind, httpx2.BaseTransport):
+            skipped["tracetape_http"] = (
+                f"Tape.http_transport() returned {kind.__name__}, not an httpx2 transport "
+                "(the openai SDK runs on httpx2): adapt http_replay() to its signature"
+            )
+        elif "tracetape_record" in figures:
+            figures["tracetape_http"] = median_per_call(http_replay, expected, steps, repeat)
+        else:
+            skipped["tracetape_http"] = "needs the SDK-level recording (one cassette serves both)"
+
+    report(figures, skipped, steps)
+
+
+def report(figures: dict[str, float], skipped: dict[str, str], steps: int) -> None:
+    def us(name: str) -> str:
+        return f"{figures[name] * 1e6:9.1f} µs/call" if name in figures else "      skipped"
+
+    print(f"SDK replay benchmark: {steps}-step OpenAI-SDK agent, growing message list")
+    for name in (
+        "live",
+        "tracetape_record",
+        "vcrpy",
+        "backspin",
+        "sdk_memory",
+        "tracetape_sdk",
+        "tracetape_http",
+    ):
+        print(f"  {name:22} {us(name)}")
+    print("ratios (lower is better; target in brackets):")
+    for label, num, den, target in (
+        ("tracetape SDK replay / vcrpy body-matching replay", "tracetape_sdk", "vcrpy", 0.01),
+        ("tracetape SDK replay / backspin replay", "tracetape_sdk", "backspin", 1.0),
+        ("tracetape HTTP replay / SDK on in-memory transport", "tracetape_http", "sdk_memory", 1.2),
+        ("tracetape record / live call (overhead)", "tracetape_record", "live", None),
+    ):
+        if num in figures and den in figures:
+            ratio = figures[num] / figures[den]
+            verdict = "" if target is None else (" ok" if ratio <= target else " MISSED")
+            goal = "" if target is None else f" [<= {target}]"
+            print(f"  {label:52} {ratio:8.4f}{goal}{verdict}")
+        else:
+            reason = skipped.get(num) or skipped.get(den) or "missing figure"
+            print(f"  {label:52}  skipped: {reason}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,2 @@
+def load(runs):
+    return [r for r in runs]

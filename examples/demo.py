@@ -1,0 +1,66 @@
+"""The end-to-end demo behind ``make demo``: record, replay for free, edit, read the miss.
+
+Everything runs offline on bundled data: the example agent's model is a deterministic script.
+Each step prints the command a user would type, then what it printed.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TAPE = Path("runs/demo/412.jsonl")
+TASK = "Find why the parser drops the last row of CSV exports"
+EDITED = "Find why the parser loses the last row of CSV exports"
+
+
+def sh(*args: str, expect: int = 0) -> str:
+    """Run one command from the repository root, echoing it and its output."""
+    shown = ["tracetape", *args[2:]] if args[:2] == ("-m", "tracetape") else ["python", *args]
+    print(f"\n$ {shlex.join(shown)}", flush=True)
+    done = subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "110"},
+        check=False,
+    )
+    out = (done.stdout + done.stderr).rstrip()
+    print(out)
+    if done.returncode != expect:
+        sys.exit(f"demo: expected exit code {expect}, got {done.returncode}")
+    return out
+
+
+def main() -> None:
+    start = time.perf_counter()
+    (ROOT / TAPE).parent.mkdir(parents=True, exist_ok=True)
+    print("1. Record one real run of the agent (4 model calls, 3 tool calls).")
+    sh("-m", "examples.agent", "--task", TASK, "--tape", str(TAPE), "--mode", "record")
+    sh("-m", "tracetape", "show", str(TAPE))
+    sh("-m", "tracetape", "verify", str(TAPE))
+    leaked = "sk-proj-DemoLeakedKey0123456789abcdefXYZ"
+    stored = (ROOT / TAPE).read_text()
+    print(
+        f"\nThe repository file the agent read holds a leaked key; in the cassette it is "
+        f"{'PRESENT (bug!)' if leaked in stored else 'redacted'}: "
+        f"{stored.count('[REDACTED:openai_key:')} placeholder(s)."
+    )
+
+    print("\n2. Replay it: same answer, zero model calls, nothing executed, no network.")
+    sh("-m", "examples.agent", "--task", TASK, "--tape", str(TAPE), "--mode", "replay")
+
+    print("\n3. Edit one word of the prompt and replay: the first decision that changed fails.")
+    sh("-m", "examples.agent", "--task", EDITED, "--tape", str(TAPE), "--mode", "replay", expect=3)
+
+    print(f"\nDemo finished in {time.perf_counter() - start:.1f} s.")
+
+
+if __name__ == "__main__":
+    main()

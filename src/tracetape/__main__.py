@@ -1,0 +1,5 @@
+"""``python -m tracetape``: the same command line as the ``tracetape`` script."""
+
+from tracetape.cli import main
+
+main()

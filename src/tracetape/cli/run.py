@@ -1,0 +1,108 @@
+"""``tracetape run``: run a program with a tape active from its first import.
+
+Exit codes:
+
+* the program's own exit code when the tape ran clean (a signal N gives 128 + N);
+* 2: the tape could not start: a bad option, a missing or corrupt cassette in replay, a Python
+  that cannot import tracetape, ``--strict`` replay under environment drift, or (in replay) a
+  command that started no Python at all;
+* 3: replay met a decision that was never recorded (``ReplayMiss``); the diagnosis is on
+  stderr, even when the program caught the exception and carried on;
+* 4: ``--strict`` replay ended with recorded decisions never played;
+* 5: replay tried to open a network connection (blocked unless ``--network loopback|allow``),
+  even when the program caught the error;
+* 126 / 127: the command is not executable / not found.
+
+The program owns stdout; tracetape's own lines (and the ``--format json`` report) go to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..integrations.runner import EXIT_SETUP, HOOKS, NETWORK, run_program
+from ._common import output_options
+
+__all__ = ["run"]
+
+EXIT_NOT_EXECUTABLE = 126
+EXIT_NOT_FOUND = 127
+
+
+@click.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option(
+    "--tape",
+    "tape_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The cassette to record into or replay from.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["record", "replay", "auto"]),
+    default="replay",
+    show_default=True,
+    help="record: run live and write the cassette; replay: run offline from it; "
+    "auto: replay if the cassette exists, else record.",
+)
+@click.option(
+    "--hook",
+    type=click.Choice(HOOKS),
+    default="sdk",
+    show_default=True,
+    help="What to patch: the openai/anthropic SDKs, httpx clients, or nothing "
+    "(only @tracetape.tool and tracetape.env are taped).",
+)
+@click.option(
+    "--strict", is_flag=True, help="Fail (exit 4) when replay leaves recorded decisions unplayed."
+)
+@click.option(
+    "--network",
+    type=click.Choice(NETWORK),
+    default="block",
+    show_default=True,
+    help="In replay: block every connection, allow loopback only, or allow all.",
+)
+@output_options
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run(
+    *,
+    tape_path: Path,
+    mode: str,
+    hook: str,
+    strict: bool,
+    network: str,
+    fmt: str,
+    command: tuple[str, ...],
+) -> None:
+    """Run COMMAND with the tape active from its first import; no change to the program.
+
+    \b
+        tracetape run --tape runs/412.jsonl --mode record -- python -m agent --task fix-ci
+        tracetape run --tape runs/412.jsonl -- python -m agent --task fix-ci
+
+    Exit code: the program's own, or 2 (the tape could not start), 3 (replay miss, diagnosis on
+    stderr), 4 (--strict: decisions left unplayed), 5 (replay tried the network).
+    """
+    try:
+        result = run_program(
+            command, tape_path, mode=mode, hook=hook, strict=strict, network=network
+        )
+    except (OSError, ValueError) as exc:
+        click.echo(f"tracetape run: error: {exc}", err=True)
+        if isinstance(exc, FileNotFoundError):
+            sys.exit(EXIT_NOT_FOUND)
+        sys.exit(EXIT_NOT_EXECUTABLE if isinstance(exc, PermissionError) else EXIT_SETUP)
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps(result.as_json(command), indent=2), err=True)
+    else:
+        for message in result.messages:
+            click.echo(f"tracetape run: {message}", err=True)
+    sys.exit(result.exit_code)

@@ -1,0 +1,462 @@
+"""``tracetape run``: run any Python program with a tape active from its first import.
+
+Like ``opentelemetry-instrument``, the program is not changed. ``run_program`` starts the
+command with the ``bootstrap/`` folder first on ``PYTHONPATH``; the ``sitecustomize`` there runs
+in the first Python process before its main module, calls ``start_from_environment`` (opens a
+``WatchedTape``, enters it, patches the SDKs, makes threads inherit it) and chains to any other
+``sitecustomize`` on the path. When the program ends, an ``atexit`` hook closes the tape and
+writes a small JSON report to a file named by the parent, which turns it into an exit code:
+
+* the program's own exit code, when the tape ran clean;
+* ``EXIT_SETUP`` (2): the tape could not start (a missing or corrupt cassette, a bad option);
+* ``EXIT_REPLAY_MISS`` (3): replay met a decision never recorded; the diagnosis is printed on
+  stderr, and this holds even when the program caught the ``ReplayMiss`` and went on;
+* ``EXIT_UNPLAYED`` (4): ``strict`` replay ended with recorded decisions never played;
+* ``EXIT_NETWORK`` (5): replay tried to reach the network (blocked, see ``network``).
+
+In replay the network is blocked (``tracetape.testing.block_network``, loopback included) unless
+``network`` is ``"loopback"`` (loopback allowed) or ``"allow"``: what the hooks do not tape
+must not silently go live.
+
+Only the first Python process claims the tape (an exclusive file next to the report): it removes
+the variables from its environment, so Python subprocesses it starts run untaped, and a sibling
+started by a shell wrapper finds the claim taken and runs untaped too, instead of clobbering the
+cassette.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import contextvars
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+from ..errors import ReplayMiss, TapeError
+from ..tape import Mode
+
+__all__ = [
+    "BOOTSTRAP_DIR",
+    "EXIT_NETWORK",
+    "EXIT_REPLAY_MISS",
+    "EXIT_SETUP",
+    "EXIT_UNPLAYED",
+    "HOOKS",
+    "RunResult",
+    "run_program",
+    "start_from_environment",
+]
+
+BOOTSTRAP_DIR = Path(__file__).with_name("bootstrap")
+EXIT_SETUP = 2
+EXIT_REPLAY_MISS = 3
+EXIT_UNPLAYED = 4
+EXIT_NETWORK = 5
+HOOKS = ("sdk", "http", "none")
+NETWORK = ("block", "loopback", "allow")
+
+ENV_TAPE = "TRACETAPE_RUN_TAPE"
+ENV_MODE = "TRACETAPE_RUN_MODE"
+ENV_HOOK = "TRACETAPE_RUN_HOOK"
+ENV_STRICT = "TRACETAPE_RUN_STRICT"
+ENV_REPORT = "TRACETAPE_RUN_REPORT"
+ENV_NETWORK = "TRACETAPE_RUN_NETWORK"
+_ENV_NAMES = (ENV_TAPE, ENV_MODE, ENV_HOOK, ENV_STRICT, ENV_REPORT, ENV_NETWORK)
+
+
+# -- the child: started by bootstrap/sitecustomize.py -------------------------------------------
+
+
+def _write_report(path: str, report: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:  # noqa: PTH123 - hot start-up path, no pathlib
+        json.dump(report, fh)
+    os.replace(tmp, path)  # noqa: PTH105
+
+
+def _miss_report(miss: ReplayMiss, caught: bool) -> dict[str, Any]:
+    return {
+        "key": miss.key,
+        "kind": miss.kind,
+        "step": miss.step,
+        "changes": miss.changes,
+        "message": str(miss),
+        "caught": caught,
+    }
+
+
+def _inherit_context_in_threads() -> None:
+    """Make threads started from now on run in a copy of their starter's context (the tape)."""
+    start = threading.Thread.start
+
+    def start_in_context(self: threading.Thread) -> None:
+        context = contextvars.copy_context()
+        run = self.run
+        self.run = lambda: context.run(run)  # type: ignore[method-assign]
+        start(self)
+
+    threading.Thread.start = start_in_context  # type: ignore[method-assign]
+
+
+def _scrub_environment() -> None:
+    """Drop our variables and PYTHONPATH entry so Python subprocesses run untaped."""
+    for name in _ENV_NAMES:
+        os.environ.pop(name, None)
+    parts = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    kept = [p for p in parts if p and Path(p) != BOOTSTRAP_DIR]
+    if kept:
+        os.environ["PYTHONPATH"] = os.pathsep.join(kept)
+    else:
+        os.environ.pop("PYTHONPATH", None)
+
+
+def _enter_hooks(tape: Any, hook: str, stack: contextlib.ExitStack) -> None:
+    if hook == "sdk":
+        try:
+            from .sdk import patch_sdks  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            print(
+                "tracetape run: SDK hooks are not available in this install "
+                "(tracetape.integrations.sdk is missing); only tools and env are taped",
+                file=sys.stderr,
+            )
+            return
+        stack.enter_context(patch_sdks(tape))
+    elif hook == "http":
+        patch_http = getattr(tape, "patch_http", None)
+        if patch_http is None:
+            raise ValueError(
+                "--hook http needs Tape.patch_http, which this install lacks; use --hook sdk"
+            )
+        stack.enter_context(patch_http())
+
+
+def start_from_environment() -> None:
+    """Open the tape named by ``TRACETAPE_RUN_*`` for the rest of this process (child side).
+
+    Called by the bootstrap ``sitecustomize``; does nothing when the variables are unset.
+    """
+    path = os.environ.get(ENV_TAPE)
+    report_path = os.environ.get(ENV_REPORT)
+    if not path or not report_path:
+        return
+    mode = os.environ.get(ENV_MODE, "replay")
+    hook = os.environ.get(ENV_HOOK, "sdk")
+    strict = os.environ.get(ENV_STRICT) == "1"
+    network = os.environ.get(ENV_NETWORK, "block")
+    _scrub_environment()
+    try:
+        os.close(os.open(f"{report_path}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        # A sibling Python process (``sh -c "python a.py && python b.py"``) claimed it first.
+        print(
+            f"tracetape run: the tape is taken by an earlier Python process of this command; "
+            f"this one (pid {os.getpid()}) runs untaped",
+            file=sys.stderr,
+        )
+        return
+    from .watch import WatchedTape
+
+    report: dict[str, Any] = {"state": "started", "pid": os.getpid()}
+    hooks = contextlib.ExitStack()
+    try:
+        tape = WatchedTape(path, mode=mode, strict=strict)
+        report["mode"] = tape.mode.value
+        tape.__enter__()
+        _enter_hooks(tape, hook, hooks)
+        guard = None
+        if tape.replaying and network != "allow":
+            from ..testing import block_network
+
+            guard = hooks.enter_context(
+                block_network(
+                    allow_loopback=network == "loopback",
+                    hint="pass --network loopback or --network allow to tracetape run to let it",
+                )
+            )
+    except (TapeError, ValueError, OSError) as exc:
+        hooks.close()
+        _write_report(report_path, {"state": "error", "error": str(exc)})
+        os._exit(EXIT_SETUP)
+    _write_report(report_path, report)
+    _inherit_context_in_threads()
+    failed: list[BaseException] = []
+    previous_hook = sys.excepthook
+
+    def excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+        failed.append(exc)
+        if isinstance(exc, ReplayMiss):
+            # The parent prints the diagnosis once; here only where the program was.
+            ours = str(Path(__file__).resolve().parent.parent)
+            frames = [f for f in traceback.extract_tb(tb) if not f.filename.startswith(ours)]
+            sys.stderr.write("Traceback (most recent call last):\n")
+            sys.stderr.write("".join(traceback.format_list(frames)))
+            sys.stderr.write(f"tracetape.ReplayMiss: {exc.key} (diagnosis below)\n")
+            return
+        previous_hook(kind, exc, tb)
+
+    sys.excepthook = excepthook
+
+    def finish() -> None:
+        sys.excepthook = previous_hook
+        final: dict[str, Any] = {**report, "state": "closed"}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                hooks.close()
+            except Exception as exc:  # a hook failing to unpatch must not lose the report
+                final["warnings_extra"] = [f"unpatching the hooks failed: {exc!r}"]
+            try:
+                tape.close(failed=bool(failed) or bool(tape.misses))
+            except TapeError as exc:
+                final["error"] = str(exc)
+                final["error_type"] = type(exc).__name__
+        final["warnings"] = [str(w.message) for w in caught] + final.pop("warnings_extra", [])
+        if not tape.replaying and tape._writer is not None:
+            final["written"] = tape._writer.count
+        if tape.replaying:
+            final["recorded"] = len(tape.records)
+            final["unplayed"] = [
+                {"seq": r.get("seq"), "key": r["key"], "kind": r["kind"]} for r in tape.unplayed
+            ]
+        if guard is not None and guard.attempts:
+            final["network"] = [str(error) for error in guard.attempts]
+        if tape.misses:
+            first = tape.misses[0]
+            final["miss"] = _miss_report(first, caught=first not in failed)
+        _write_report(report_path, final)
+
+    atexit.register(finish)
+
+
+# -- the parent: ``tracetape run`` ---------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    """What ``run_program`` saw: the exit code to use, the program's own, and the tape's report."""
+
+    exit_code: int
+    program_exit_code: int | None
+    tape: Path
+    mode: str | None
+    report: dict[str, Any] = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+
+    def as_json(self, command: Sequence[str]) -> dict[str, Any]:
+        """The JSON form printed by ``tracetape run --format json``."""
+        miss = self.report.get("miss")
+        return {
+            "command": _shown(command),
+            "tape": str(self.tape),
+            "mode": self.mode,
+            "exit_code": self.exit_code,
+            "program_exit_code": self.program_exit_code,
+            "state": self.report.get("state", "not-started"),
+            "recorded": self.report.get("recorded"),
+            "written": self.report.get("written"),
+            "unplayed": self.report.get("unplayed", []),
+            "miss": miss,
+            "error": self.report.get("error"),
+            "network": self.report.get("network", []),
+            "warnings": self.report.get("warnings", []),
+            "messages": self.messages,
+        }
+
+
+def _shown(command: Sequence[str]) -> str:
+    """The command line as printed: secrets on it (an ``--api-key sk-...``) are redacted."""
+    import shlex
+
+    from ..redact import Redactor
+
+    return Redactor().redact_text(shlex.join(command))
+
+
+def _rerun_hint(tape: Path, command: Sequence[str], hook: str) -> str:
+    import shlex
+
+    hook_option = f" --hook {hook}" if hook != "sdk" else ""
+    return (
+        f"tracetape run --tape {shlex.quote(str(tape))} --mode record{hook_option} -- "
+        f"{_shown(command)}"
+    )
+
+
+def _check_cassette(tape: Path, mode: Mode, command: Sequence[str], hook: str) -> str | None:
+    """Refuse to start a replay whose cassette is missing or corrupt; return the message."""
+    if mode is Mode.RECORD or (mode is Mode.AUTO and not tape.exists()):
+        return None
+    from ..cassette import read_cassette
+
+    if not tape.exists():
+        hint = _rerun_hint(tape, command, hook)
+        return f"{tape}: no such cassette to replay; record it first:\n  {hint}"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            read_cassette(tape)
+    except TapeError as exc:
+        return str(exc)
+    return None
+
+
+def run_program(
+    command: Sequence[str],
+    tape: str | os.PathLike[str],
+    *,
+    mode: str | Mode = Mode.REPLAY,
+    hook: str = "sdk",
+    strict: bool = False,
+    network: str = "block",
+    env: dict[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> RunResult:
+    """Run ``command`` with ``tape`` active in its (first) Python process; see the module doc.
+
+    ``network`` is the replay network policy: ``"block"``, ``"loopback"`` or ``"allow"``.
+    ``env`` replaces ``os.environ`` for the program (our variables are added to it). Signals
+    SIGTERM and SIGHUP are passed on to the program; Ctrl-C reaches it from the terminal.
+    """
+    parsed = Mode.parse(mode)
+    if hook not in HOOKS:
+        raise ValueError(f"{hook!r} is not a valid hook; use one of {', '.join(HOOKS)}")
+    if network not in NETWORK:
+        raise ValueError(
+            f"{network!r} is not a valid network policy; use one of {', '.join(NETWORK)}"
+        )
+    if not command:
+        raise ValueError("no command to run; put it after --, e.g. -- python -m agent")
+    path = Path(tape)
+    problem = _check_cassette(path, parsed, command, hook)
+    if problem is not None:
+        return RunResult(EXIT_SETUP, None, path, parsed.value, {"state": "error"}, [problem])
+    fd, report_name = tempfile.mkstemp(prefix="tracetape-run-", suffix=".json")
+    os.close(fd)
+    report_file = Path(report_name)
+    child_env = dict(os.environ if env is None else env)
+    python_path = child_env.get("PYTHONPATH")
+    child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOTSTRAP_DIR), python_path]))
+    child_env.update(
+        {
+            ENV_TAPE: str(path.resolve()),
+            ENV_MODE: parsed.value,
+            ENV_HOOK: hook,
+            ENV_STRICT: "1" if strict else "0",
+            ENV_NETWORK: network,
+            ENV_REPORT: report_name,
+        }
+    )
+    try:
+        code = _spawn(command, child_env, cwd)
+        try:
+            text = report_file.read_text(encoding="utf-8")
+            report: dict[str, Any] = json.loads(text) if text else {}
+        except (OSError, ValueError):
+            report = {}
+    finally:
+        report_file.unlink(missing_ok=True)
+        Path(f"{report_name}.claim").unlink(missing_ok=True)
+    return _judge(command, path, parsed, hook, code=code, report=report)
+
+
+def _spawn(command: Sequence[str], env: dict[str, str], cwd: str | os.PathLike[str] | None) -> int:
+    try:
+        proc = subprocess.Popen(list(command), env=env, cwd=cwd)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"command not found: {command[0]}") from None
+    except PermissionError:
+        raise PermissionError(f"command is not executable: {command[0]}") from None
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        proc.send_signal(signum)
+
+    handlers: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            handlers[signum] = signal.signal(signum, forward)
+        # The terminal sends Ctrl-C to the program too; we wait for it to finish its exit.
+        handlers[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code = proc.wait()
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    return 128 - code if code < 0 else code
+
+
+def _judge(
+    command: Sequence[str],
+    path: Path,
+    mode: Mode,
+    hook: str,
+    *,
+    code: int,
+    report: dict[str, Any],
+) -> RunResult:
+    state = report.get("state")
+    result = RunResult(code, code, path, report.get("mode", mode.value), report)
+    say = result.messages.append
+    if state is None:
+        say(
+            "the tape never started: the command ran no Python, or its Python ignored "
+            "PYTHONPATH (-E, -I) or cannot import tracetape (install it in that environment)"
+        )
+        if mode is Mode.REPLAY:
+            say("nothing was replayed; the program may have made live calls")
+            result.exit_code = EXIT_SETUP
+        return result
+    if state == "error":
+        say(f"the tape could not start: {report.get('error')}")
+        result.exit_code = EXIT_SETUP
+        return result
+    if state == "started":
+        where = f": the recording stays in {path}.partial" if result.mode == "record" else ""
+        say(f"the program ended without closing the tape (os._exit or a signal){where}")
+        return result
+    miss = report.get("miss")
+    if miss is not None:
+        if miss.get("caught"):
+            say(
+                f"the program caught the ReplayMiss and went on (it exited {code}); the run "
+                "still diverged from the recording:"
+            )
+        # The core's last line suggests Tape(..., mode='record'); the command line fits here.
+        lines = str(miss["message"]).splitlines()
+        if lines and "re-record: Tape(" in lines[-1]:
+            lines.pop()
+        say("\n".join(lines))
+        say(f"if the change is intended, re-record:\n  {_rerun_hint(path, command, hook)}")
+        result.exit_code = EXIT_REPLAY_MISS
+        return result
+    if report.get("network"):
+        attempts = report["network"]
+        say(f"replay tried to reach the network {len(attempts)} time(s); the first:")
+        say(attempts[0])
+        result.exit_code = EXIT_NETWORK
+        return result
+    if report.get("error"):
+        say(str(report["error"]))
+        result.exit_code = EXIT_UNPLAYED
+        return result
+    for warning in report.get("warnings", []):
+        say(f"warning: {warning}")
+    if "written" in report:
+        say(f"recorded {report['written']} decision(s) to {path}")
+    elif "recorded" in report:
+        played = report["recorded"] - len(report.get("unplayed", []))
+        say(f"replayed {played} of {report['recorded']} recorded decision(s) from {path}")
+    return result

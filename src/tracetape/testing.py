@@ -1,0 +1,393 @@
+"""Test helpers that work with or without pytest; the pytest plugin is a thin layer over them.
+
+* ``TapeCase``: one test's tape. It picks the cassette mode from a *test mode* (``replay``,
+  ``record``, ``auto``, ``rewrite``), patches the SDKs for the test's duration, guards the
+  network in replay, and on a clean exit still fails if the code under test swallowed a
+  ``ReplayMiss`` or a blocked connection.
+* ``block_network``: a context manager under which any connection to the network (loopback
+  included unless allowed) raises ``NetworkBlockedError``.
+* ``default_cassette_path``: ``cassettes/<test module>/<test name>.jsonl`` beside the test.
+* ``TapeUsage``: which cassettes a session opened and which recorded decisions it never
+  played, for ``--tape-report``.
+
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "case.jsonl"
+    >>> with TapeCase(path, "auto", sdk=False) as tape:
+    ...     tape.call("tool", {"name": "now"}, lambda: "noon")
+    'noon'
+    >>> with TapeCase(path, "replay", sdk=False) as tape:
+    ...     tape.call("tool", {"name": "now"}, lambda: "late")
+    'noon'
+
+The network guard is an audit hook (``sys.addaudithook``, events ``socket.connect`` and
+``socket.getaddrinfo``) rather than a patched ``socket.socket.connect``: it sees every
+connection, ``connect_ex`` and asyncio's included, and it cannot be undone by another plugin
+(pytest-recording) restoring *its* saved ``connect``. The hook is installed on first use, is
+never removed (Python cannot), and returns at once while no guard is active.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import re
+import socket
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from .errors import CassetteError, CassetteNotFoundError, NetworkBlockedError, ReplayMiss
+from .integrations.watch import WatchedTape
+from .tape import Mode, _LoudEnum
+
+__all__ = [
+    "NetworkGuard",
+    "TapeCase",
+    "TapeUsage",
+    "TestMode",
+    "block_network",
+    "default_cassette_path",
+]
+
+
+class TestMode(_LoudEnum):
+    """How a test suite treats its cassettes (``--tape-mode``).
+
+    ``replay``: replay only, a missing cassette fails; ``record``: run live and write cassettes
+    that do not exist yet (an existing one fails rather than being overwritten); ``auto``:
+    replay cassettes that exist, record the others; ``rewrite``: run live and overwrite.
+    """
+
+    __test__ = False  # not a pytest test class, whatever its name says
+
+    REPLAY = "replay"
+    RECORD = "record"
+    AUTO = "auto"
+    REWRITE = "rewrite"
+
+    @classmethod
+    def parse(cls, value: str | _LoudEnum) -> Any:
+        """Return the member for ``value`` or raise ``ValueError`` listing the valid modes."""
+        try:
+            return cls(value)
+        except ValueError:
+            valid = ", ".join(repr(m.value) for m in cls)
+            raise ValueError(f"{value!r} is not a valid tape mode; use one of {valid}") from None
+
+
+# -- the network guard ----------------------------------------------------------------------------
+
+
+@dataclass
+class NetworkGuard:
+    """An active guard: what it allows and the connection attempts it blocked."""
+
+    allow_loopback: bool = False
+    allow_hosts: frozenset[str] = frozenset()
+    hint: str = ""
+    attempts: list[NetworkBlockedError] = field(default_factory=list)
+
+    def allows(self, host: str) -> bool:
+        """True when a connection to ``host`` may go through this guard."""
+        if host in self.allow_hosts:
+            return True
+        return self.allow_loopback and _is_loopback(host)
+
+    def block(self, what: str, address: object) -> None:
+        """Note the attempt and raise ``NetworkBlockedError``."""
+        __tracebackhide__ = True
+        message = (
+            f"tracetape: network access blocked in replay: {what}; a replayed test must not "
+            "reach the network"
+        )
+        if self.hint:
+            message += f" ({self.hint})"
+        error = NetworkBlockedError(message, address)
+        self.attempts.append(error)
+        raise error
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() in ("localhost", "localhost.localdomain", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+_guards: list[NetworkGuard] = []
+_guards_lock = threading.Lock()
+_hook_installed = False
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if not _guards:
+        return
+    __tracebackhide__ = True
+    if event == "socket.connect":
+        sock, address = args[0], args[1]
+        if sock.family not in (socket.AF_INET, socket.AF_INET6):
+            return  # AF_UNIX and friends are local IPC, not the network
+        host, port = str(address[0]), address[1]
+        guard = _guards[-1]
+        if not guard.allows(host):
+            guard.block(f"connect to {host}:{port}", (host, port))
+    elif event == "socket.getaddrinfo":
+        raw = args[0]
+        if raw is None:
+            return
+        host = raw.decode() if isinstance(raw, bytes | bytearray) else str(raw)
+        if _is_ip(host):
+            return  # no lookup happens; the connect that follows is checked
+        guard = _guards[-1]
+        if not (guard.allows(host) or _is_loopback(host)):
+            guard.block(f"resolve host {host!r}", host)
+
+
+@contextlib.contextmanager
+def block_network(
+    *, allow_loopback: bool = False, allow_hosts: Iterable[str] = (), hint: str = ""
+) -> Iterator[NetworkGuard]:
+    """Make every network connection in this process raise ``NetworkBlockedError``.
+
+    Loopback (``127.0.0.0/8``, ``::1``, ``localhost``) is blocked too unless
+    ``allow_loopback``; ``allow_hosts`` lets named hosts through. Unix sockets always pass.
+    The guard covers every thread; ``guard.attempts`` lists what it blocked, so a caller can
+    fail even when the code under test caught the error. ``hint`` ends each error message.
+
+        >>> import socket
+        >>> with block_network() as guard:
+        ...     socket.create_connection(("192.0.2.1", 80))
+        Traceback (most recent call last):
+        ...
+        tracetape.errors.NetworkBlockedError: tracetape: network access blocked in replay: \
+connect to 192.0.2.1:80; a replayed test must not reach the network
+    """
+    global _hook_installed  # noqa: PLW0603 - one process-wide audit hook, installed lazily
+    guard = NetworkGuard(allow_loopback, frozenset(allow_hosts), hint)
+    with _guards_lock:
+        if not _hook_installed:
+            sys.addaudithook(_audit)
+            _hook_installed = True
+        _guards.append(guard)
+    try:
+        yield guard
+    finally:
+        with _guards_lock:
+            _guards.remove(guard)
+
+
+# -- one test's tape ----------------------------------------------------------------------------
+
+_UNSAFE = re.compile(r"[^\w.\-\[\]=,+@]")
+
+
+def default_cassette_path(
+    test_file: str | Path, test_name: str, class_name: str | None = None
+) -> Path:
+    """``cassettes/<test module>/<[Class.]test name>.jsonl`` in the test file's folder.
+
+    >>> default_cassette_path("tests/test_agent.py", "test_plan[gpt/4o]").as_posix()
+    'tests/cassettes/test_agent/test_plan[gpt_4o].jsonl'
+    """
+    test_file = Path(test_file)
+    name = f"{class_name}.{test_name}" if class_name else test_name
+    return test_file.parent / "cassettes" / test_file.stem / f"{_UNSAFE.sub('_', name)}.jsonl"
+
+
+def _patch_sdks(tape: WatchedTape) -> contextlib.AbstractContextManager[Any] | None:
+    try:
+        from .integrations.sdk import patch_sdks  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return patch_sdks(tape)  # type: ignore[no-any-return,unused-ignore]
+
+
+class TapeCase:
+    """One test's tape: mode, SDK patches and network guard, opened and closed together.
+
+    ``mode`` is a ``TestMode``; ``record_hint`` and ``rewrite_hint`` say how to record or
+    re-record the cassette, ``network_hint`` ends a blocked connection's message;
+    ``sdk=False`` leaves the SDKs alone;
+    other keyword arguments go to ``Tape`` (``strict``, ``redact``, ``env_allow``...).
+    ``on_close(case)`` runs after the tape is closed (``TapeUsage.note`` fits).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        mode: str | TestMode = TestMode.REPLAY,
+        *,
+        allow_loopback: bool = False,
+        allow_hosts: Iterable[str] = (),
+        sdk: bool = True,
+        record_hint: str = "",
+        rewrite_hint: str = "",
+        network_hint: str = "",
+        on_close: Callable[[TapeCase], None] | None = None,
+        **tape_options: Any,
+    ):
+        self.path = Path(path)
+        self.mode: TestMode = TestMode.parse(mode)
+        self.allow_loopback = allow_loopback
+        self.allow_hosts = tuple(allow_hosts)
+        self.sdk = sdk
+        self.record_hint = record_hint
+        self.rewrite_hint = rewrite_hint
+        self.network_hint = network_hint
+        self.on_close = on_close
+        self.tape_options = tape_options
+        self.tape: WatchedTape | None = None
+        self.guard: NetworkGuard | None = None
+        self._stack = contextlib.ExitStack()
+
+    def _tape_mode(self) -> Mode:
+        exists = self.path.exists()
+        if self.mode is TestMode.REPLAY:
+            if not exists:
+                how = f": {self.record_hint}" if self.record_hint else " (mode 'record')"
+                raise CassetteNotFoundError(
+                    f"no cassette to replay; record it first{how}", path=self.path
+                )
+            return Mode.REPLAY
+        if self.mode is TestMode.RECORD:
+            if exists:
+                how = f": {self.rewrite_hint}" if self.rewrite_hint else " (mode 'rewrite')"
+                raise CassetteError(
+                    "cassette exists and mode 'record' never overwrites one; replay it, or "
+                    f"re-record it on purpose{how}",
+                    path=self.path,
+                )
+            return Mode.RECORD
+        if self.mode is TestMode.AUTO:
+            return Mode.REPLAY if exists else Mode.RECORD
+        return Mode.RECORD
+
+    def open(self) -> WatchedTape:
+        """Open the tape, patch the SDKs, guard the network in replay; return the tape."""
+        tape = WatchedTape(self.path, mode=self._tape_mode(), **self.tape_options)
+        self.tape = tape
+        try:
+            self._stack.enter_context(tape)
+            if self.sdk:
+                patch = _patch_sdks(tape)
+                if patch is not None:
+                    self._stack.enter_context(patch)
+            if tape.replaying:
+                self.guard = self._stack.enter_context(
+                    block_network(
+                        allow_loopback=self.allow_loopback,
+                        allow_hosts=self.allow_hosts,
+                        hint=self.network_hint,
+                    )
+                )
+        except BaseException:
+            self._stack.close()
+            raise
+        return tape
+
+    def close(self, *, failed: bool = False) -> None:
+        """Close everything; unless ``failed``, raise what the code under test swallowed."""
+        tape = self.tape
+        if tape is None:
+            return
+        swallowed: BaseException | None = None
+        if not failed and tape.misses:
+            swallowed = tape.misses[0]
+            swallowed.add_note("tracetape: the code under test caught this ReplayMiss and went on")
+        elif not failed and self.guard is not None and self.guard.attempts:
+            swallowed = self.guard.attempts[0]
+            swallowed.add_note(
+                "tracetape: the code under test caught this blocked connection and went on"
+            )
+        failed = failed or swallowed is not None
+        try:
+            # Unwinding the stack exits the tape without an exception, so it would not know the
+            # test failed: close it first with the right flag, then unwind patches and guard.
+            tape.close(failed=failed)
+        finally:
+            self._stack.close()
+            if self.on_close is not None:
+                self.on_close(self)
+        if swallowed is not None:
+            raise swallowed
+
+    def __enter__(self) -> WatchedTape:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close(failed=exc is not None)
+
+
+# -- session usage, for --tape-report ------------------------------------------------------------
+
+
+@dataclass
+class TapeUsage:
+    """What a test session did with its cassettes."""
+
+    opened: set[Path] = field(default_factory=set)
+    unplayed: dict[Path, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def note(self, case: TapeCase) -> None:
+        """Record one closed ``TapeCase`` (use as its ``on_close``)."""
+        path = case.path.resolve()
+        self.opened.add(path)
+        if case.tape is not None and case.tape.replaying:
+            left = case.tape.unplayed
+            if left:
+                self.unplayed[path] = left
+            else:
+                self.unplayed.pop(path, None)
+
+    def unused(self, folders: Iterable[Path], claimed: Iterable[Path] = ()) -> list[Path]:
+        """Cassettes in ``folders`` that no case opened, less ``claimed`` ones (tests not run)."""
+        skip = self.opened | {p.resolve() for p in claimed}
+        found = {
+            p.resolve() for folder in folders if folder.is_dir() for p in folder.glob("*.jsonl")
+        }
+        return sorted(found - skip)
+
+    def report(self, folders: Iterable[Path], claimed: Iterable[Path] = ()) -> dict[str, Any]:
+        """The ``--tape-report`` data: unused cassettes and unplayed decisions, as JSON data."""
+        return {
+            "unused_cassettes": [str(p) for p in self.unused(folders, claimed)],
+            "unplayed_decisions": [
+                {
+                    "cassette": str(path),
+                    "seq": rec.get("seq"),
+                    "key": rec["key"],
+                    "kind": rec["kind"],
+                    "step": rec.get("step"),
+                }
+                for path, recs in sorted(self.unplayed.items())
+                for rec in recs
+            ],
+        }
+
+
+def is_replay_miss(exc: BaseException | None) -> bool:
+    """True when ``exc`` is a ``ReplayMiss`` or was caused by one (an SDK wrapping it)."""
+    while exc is not None:
+        if isinstance(exc, ReplayMiss):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False

@@ -1,0 +1,533 @@
+"""``tracetape run``: real subprocesses running unmodified programs under a tape."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tracetape import read_cassette
+
+TRACETAPE = str(Path(sys.executable).with_name("tracetape"))
+PYTHON = sys.executable
+
+# An agent that knows nothing of ``tracetape run``: its tools are decorated once at import and
+# taped only when a tape is active. argv: <b> [<exit code>] [catch].
+AGENT = """
+import sys
+from tracetape.integrations.tools import env, tool
+
+@tool
+def add(a, b):
+    print("add ran", file=sys.stderr)
+    return a + b
+
+b = int(sys.argv[1])
+if len(sys.argv) > 3 and sys.argv[3] == "catch":
+    try:
+        add(1, b)
+    except Exception as exc:
+        print("caught", type(exc).__name__)
+else:
+    print("sum", add(1, b), "region", env("AGENT_REGION"))
+sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+"""
+
+
+def run(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "AGENT_REGION": "eu", **(env or {})}
+    full_env.pop("PYTHONPATH", None)
+    return subprocess.run(
+        [TRACETAPE, "run", *args],
+        cwd=tmp_path,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Path:
+    path = tmp_path / "agent.py"
+    path.write_text(AGENT)
+    return path
+
+
+def record(tmp_path: Path, agent: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    done = run(
+        tmp_path,
+        "--tape",
+        "t.jsonl",
+        "--mode",
+        "record",
+        "--hook",
+        "none",
+        "--",
+        PYTHON,
+        str(agent),
+        *argv,
+    )
+    assert (tmp_path / "t.jsonl").exists(), done.stderr
+    return done
+
+
+@pytest.mark.parametrize("code", [pytest.param("0", id="exit-0"), pytest.param("5", id="exit-5")])
+def test_record_then_replay_passes_the_exit_code_through(
+    tmp_path: Path, agent: Path, code: str
+) -> None:
+    """The program's exit code passes through in both modes and replay runs no tool."""
+    recorded = record(tmp_path, agent, "2", code)
+    assert recorded.returncode == int(code)
+    assert "add ran" in recorded.stderr
+    replayed = run(
+        tmp_path,
+        "--tape",
+        "t.jsonl",
+        "--hook",
+        "none",
+        "--",
+        PYTHON,
+        str(agent),
+        "2",
+        code,
+        env={"AGENT_REGION": "us"},
+    )
+    assert replayed.returncode == int(code), replayed.stderr
+    assert replayed.stdout == recorded.stdout == "sum 3 region eu\n"
+    assert "add ran" not in replayed.stderr
+    kinds = [r["kind"] for r in read_cassette(tmp_path / "t.jsonl").records]
+    assert kinds == ["tool", "env"]
+    assert "tracetape run: recorded 2 decision(s) to t.jsonl" in recorded.stderr
+    assert "tracetape run: replayed 2 of 2 recorded decision(s) from t.jsonl" in replayed.stderr
+
+
+def test_replay_miss_exits_3_with_the_diagnosis(tmp_path: Path, agent: Path) -> None:
+    """A run that diverges exits 3 and prints the changed field and the command that re-records."""
+    record(tmp_path, agent, "2")
+    done = run(tmp_path, "--tape", "t.jsonl", "--hook", "none", "--", PYTHON, str(agent), "3")
+    assert done.returncode == 3
+    assert "was never recorded — the run diverged here" in done.stderr
+    assert "changed: args.b: 2 -> 3" in done.stderr
+    assert f"--mode record --hook none -- {PYTHON} {agent} 3" in done.stderr
+    assert "Tape(" not in done.stderr
+    assert f'File "{agent}", line' in done.stderr
+    assert "tracetape/tape.py" not in done.stderr
+
+
+def test_a_caught_replay_miss_still_exits_3(tmp_path: Path, agent: Path) -> None:
+    """A program that swallows the ReplayMiss and exits 0 still ends with exit 3."""
+    record(tmp_path, agent, "2")
+    done = run(
+        tmp_path, "--tape", "t.jsonl", "--hook", "none", "--", PYTHON, str(agent), "3", "0", "catch"
+    )
+    assert done.stdout == "caught ReplayMiss\n"
+    assert done.returncode == 3
+    assert "caught the ReplayMiss and went on (it exited 0)" in done.stderr
+    assert "changed: args.b" in done.stderr
+
+
+def test_missing_cassette_exits_2_without_running(tmp_path: Path, agent: Path) -> None:
+    """Replay of a missing cassette exits 2 before the program runs, naming the record command."""
+    done = run(tmp_path, "--tape", "none.jsonl", "--", PYTHON, str(agent), "2")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "no such cassette to replay; record it first" in done.stderr
+    assert "tracetape run --tape none.jsonl --mode record -- " in done.stderr
+
+
+def test_corrupt_cassette_exits_2_naming_the_line(tmp_path: Path, agent: Path) -> None:
+    """A corrupt cassette is refused with its file and line."""
+    record(tmp_path, agent, "2")
+    cassette = tmp_path / "t.jsonl"
+    lines = cassette.read_text().splitlines()
+    cassette.write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
+    done = run(tmp_path, "--tape", "t.jsonl", "--", PYTHON, str(agent), "2")
+    assert done.returncode == 2
+    assert "t.jsonl:2:" in done.stderr
+
+
+def test_json_report(tmp_path: Path, agent: Path) -> None:
+    """``--format json`` prints the run's report on stderr, stdout staying the program's."""
+    record(tmp_path, agent, "2")
+    done = run(
+        tmp_path,
+        "--tape",
+        "t.jsonl",
+        "--format",
+        "json",
+        "--hook",
+        "none",
+        "--",
+        PYTHON,
+        str(agent),
+        "3",
+    )
+    assert done.returncode == 3
+    report = json.loads(done.stderr[done.stderr.index("{\n") :])
+    assert report["exit_code"] == 3
+    assert report["command"] == f"{PYTHON} {agent} 3"
+    assert report["program_exit_code"] == 1
+    assert report["mode"] == "replay"
+    assert report["miss"]["changes"] == ["args.b"]
+    assert report["miss"]["caught"] is False
+
+
+def test_secrets_on_the_command_line_are_not_echoed(tmp_path: Path, agent: Path) -> None:
+    """The re-record hint and the JSON report redact an API key passed on the command line."""
+    secret = "sk-proj-cmdlinesecret0123456789abcd"
+    done = run(tmp_path, "--tape", "none.jsonl", "--", PYTHON, str(agent), "--key", secret)
+    assert done.returncode == 2
+    assert secret not in done.stderr
+    assert "--key [REDACTED:openai_key:" in done.stderr
+
+
+def test_strict_replay_with_unplayed_decisions_exits_4(tmp_path: Path) -> None:
+    """``--strict`` turns recorded decisions the replay never played into exit 4."""
+    script = tmp_path / "agent.py"
+    script.write_text(
+        textwrap.dedent("""
+        import sys
+        from tracetape.integrations.tools import tool
+        @tool
+        def step(n):
+            return n
+        for n in range(int(sys.argv[1])):
+            step(n)
+    """)
+    )
+    run(
+        tmp_path,
+        "--tape",
+        "t.jsonl",
+        "--mode",
+        "record",
+        "--hook",
+        "none",
+        "--",
+        PYTHON,
+        str(script),
+        "3",
+    )
+    lenient = run(tmp_path, "--tape", "t.jsonl", "--hook", "none", "--", PYTHON, str(script), "2")
+    assert lenient.returncode == 0
+    assert "1 recorded decision(s) were never played" in lenient.stderr
+    strict = run(
+        tmp_path, "--tape", "t.jsonl", "--strict", "--hook", "none", "--", PYTHON, str(script), "2"
+    )
+    assert strict.returncode == 4
+    assert "were never played" in strict.stderr
+
+
+def test_tape_is_active_in_threads_and_not_in_python_subprocesses(tmp_path: Path) -> None:
+    """Threads the program starts share its tape; a Python subprocess it starts runs untaped."""
+    script = tmp_path / "agent.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import subprocess, sys
+        from concurrent.futures import ThreadPoolExecutor
+        from tracetape.integrations.tools import tool
+        @tool
+        def square(n):
+            return n * n
+        with ThreadPoolExecutor(2) as pool:
+            print(sorted(pool.map(square, range(4))))
+        child = "import tracetape; print(tracetape.current_tape())"
+        print(subprocess.run([{PYTHON!r}, "-c", child], capture_output=True, text=True).stdout)
+    """)
+    )
+    done = run(
+        tmp_path,
+        "--tape",
+        "t.jsonl",
+        "--mode",
+        "record",
+        "--hook",
+        "none",
+        "--",
+        PYTHON,
+        str(script),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["[0, 1, 4, 9]", "None"]
+    assert len(read_cassette(tmp_path / "t.jsonl").records) == 4
+
+
+def test_async_program_with_async_tools(tmp_path: Path) -> None:
+    """An asyncio program's concurrent async tools record and replay under ``tracetape run``."""
+    script = tmp_path / "agent.py"
+    script.write_text(
+        textwrap.dedent("""
+        import asyncio, sys
+        import tracetape
+
+        @tracetape.tool
+        async def fetch(n):
+            print("fetch ran", file=sys.stderr)
+            await asyncio.sleep(0.01 * (3 - n))
+            return n * 10
+
+        async def main():
+            print(await asyncio.gather(*(fetch(n) for n in range(3))))
+
+        asyncio.run(main())
+    """)
+    )
+    args = ["--hook", "none", "--", PYTHON, str(script)]
+    recorded = run(tmp_path, "--tape", "t.jsonl", "--mode", "record", *args)
+    replayed = run(tmp_path, "--tape", "t.jsonl", "--strict", *args)
+    assert recorded.stdout == replayed.stdout == "[0, 10, 20]\n"
+    assert replayed.returncode == 0, replayed.stderr
+    assert "fetch ran" not in replayed.stderr
+
+
+def test_only_the_first_python_of_a_shell_command_is_taped(tmp_path: Path, agent: Path) -> None:
+    """Two Pythons started by one shell line: the first records, the second runs untaped."""
+    line = f"{PYTHON} {agent} 2 && {PYTHON} {agent} 5"
+    done = run(
+        tmp_path, "--tape", "t.jsonl", "--mode", "record", "--hook", "none", "--", "sh", "-c", line
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "sum 3 region eu\nsum 6 region eu\n"
+    assert "runs untaped" in done.stderr
+    outs = [r["out"] for r in read_cassette(tmp_path / "t.jsonl").records]
+    assert outs == [3, {"AGENT_REGION": "eu"}]
+
+
+def test_python_m_module_and_existing_sitecustomize(tmp_path: Path) -> None:
+    """``python -m pkg`` works and a sitecustomize already on the path still runs."""
+    (tmp_path / "agentpkg").mkdir()
+    (tmp_path / "agentpkg" / "__init__.py").write_text("")
+    (tmp_path / "agentpkg" / "__main__.py").write_text(
+        textwrap.dedent("""
+        import os, tracetape
+        print(os.environ.get("SITE_RAN"), tracetape.current_tape().mode)
+    """)
+    )
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import os\nos.environ['SITE_RAN'] = 'yes'\n")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    done = subprocess.run(
+        [
+            TRACETAPE,
+            "run",
+            "--tape",
+            "t.jsonl",
+            "--mode",
+            "auto",
+            "--hook",
+            "none",
+            "--",
+            PYTHON,
+            "-m",
+            "agentpkg",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "yes record\n"
+
+
+@pytest.mark.parametrize(
+    ("mode", "code"),
+    [pytest.param("replay", 2, id="replay-fails"), pytest.param("record", 7, id="record-passes")],
+)
+def test_command_without_python_is_reported(tmp_path: Path, mode: str, code: int) -> None:
+    """A command that starts no Python is flagged; in replay it exits 2 as nothing was replayed."""
+    if mode == "replay":
+        (tmp_path / "t.jsonl").write_text('{"tracetape": 1}\n')
+    done = run(tmp_path, "--tape", "t.jsonl", "--mode", mode, "--", "sh", "-c", "exit 7")
+    assert done.returncode == code
+    assert "the tape never started" in done.stderr
+
+
+NETWORK_AGENT = """
+import socket, sys
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen()
+try:
+    socket.create_connection(srv.getsockname(), timeout=2).close()
+    print("connected")
+except Exception as exc:
+    print("caught", type(exc).__name__)
+"""
+
+
+@pytest.mark.parametrize(
+    ("network", "code", "out"),
+    [
+        pytest.param("block", 5, "caught NetworkBlockedError\n", id="blocked"),
+        pytest.param("loopback", 0, "connected\n", id="loopback-allowed"),
+    ],
+)
+def test_replay_blocks_the_network(tmp_path: Path, network: str, code: int, out: str) -> None:
+    """Replay blocks connections (exit 5 even if caught) unless ``--network`` lets them through."""
+    script = tmp_path / "agent.py"
+    script.write_text(NETWORK_AGENT)
+    run(tmp_path, "--tape", "t.jsonl", "--mode", "record", "--", PYTHON, str(script))
+    done = run(tmp_path, "--tape", "t.jsonl", "--network", network, "--", PYTHON, str(script))
+    assert done.stdout == out
+    assert done.returncode == code, done.stderr
+    if code == 5:
+        assert "replay tried to reach the network 1 time(s)" in done.stderr
+        assert "connect to 127.0.0.1:" in done.stderr
+
+
+def test_sigterm_reaches_the_program(tmp_path: Path) -> None:
+    """SIGTERM to ``tracetape run`` is passed on; a killed recording stays in PATH.partial."""
+    import signal
+
+    script = tmp_path / "agent.py"
+    script.write_text("import sys, time\nprint('ready', flush=True)\ntime.sleep(30)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.Popen(
+        [
+            TRACETAPE,
+            "run",
+            "--tape",
+            "t.jsonl",
+            "--mode",
+            "record",
+            "--hook",
+            "none",
+            "--",
+            PYTHON,
+            str(script),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "ended without closing the tape" in err
+    assert (tmp_path / "t.jsonl.partial").exists()
+
+
+def test_command_not_found_exits_127(tmp_path: Path) -> None:
+    """An unknown command exits 127 like a shell does."""
+    done = run(tmp_path, "--tape", "t.jsonl", "--mode", "record", "--", "no-such-program-xyz")
+    assert done.returncode == 127
+    assert "command not found: no-such-program-xyz" in done.stderr
+
+
+def test_bad_mode_is_a_usage_error(tmp_path: Path) -> None:
+    """An unknown ``--mode`` exits 2 listing the valid modes."""
+    done = run(tmp_path, "--tape", "t.jsonl", "--mode", "rec", "--", PYTHON, "-c", "pass")
+    assert done.returncode == 2
+    assert "'record', 'replay', 'auto'" in done.stderr
+
+
+class FakeOpenAI(BaseHTTPRequestHandler):
+    """A chat-completions endpoint that echoes the last message."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        reply = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {
+                        "role": "assistant",
+                        "content": "echo: " + body["messages"][-1]["content"],
+                    },
+                }
+            ],
+        }
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def fake_openai() -> Iterator[str]:
+    """Serve ``FakeOpenAI`` on 127.0.0.1 and yield its base URL; stopped on exit."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+OPENAI_AGENT = """
+import os, sys
+import openai
+
+client = openai.OpenAI(base_url=sys.argv[1], max_retries=0)
+messages = [{"role": "user", "content": sys.argv[2]}]
+for _ in range(3):
+    reply = client.chat.completions.create(model="gpt-4o-mini", messages=messages)
+    messages += [reply.choices[0].message.model_dump(exclude_none=True),
+                 {"role": "user", "content": "go on"}]
+print(messages[-2]["content"])
+"""
+
+
+def test_unmodified_openai_agent_replays_with_the_server_stopped(tmp_path: Path) -> None:
+    """An OpenAI-SDK program records live, replays offline to the same output, names an edit."""
+    pytest.importorskip("openai")
+    pytest.importorskip(
+        "tracetape.integrations.sdk", reason="needs the SDK hooks (branch sdk, merged by the lead)"
+    )
+    script = tmp_path / "agent.py"
+    script.write_text(OPENAI_AGENT)
+    secret = "sk-proj-runsecret0123456789abcdefgh"
+    env = {"OPENAI_API_KEY": secret}
+    with fake_openai() as url:
+        recorded = run(
+            tmp_path,
+            "--tape",
+            "t.jsonl",
+            "--mode",
+            "record",
+            "--",
+            PYTHON,
+            str(script),
+            url,
+            "hi",
+            env=env,
+        )
+    assert recorded.returncode == 0, recorded.stderr
+    assert recorded.stdout == "echo: go on\n"
+    assert secret not in (tmp_path / "t.jsonl").read_text()
+    replayed = run(tmp_path, "--tape", "t.jsonl", "--", PYTHON, str(script), url, "hi", env=env)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == recorded.stdout
+    edited = run(tmp_path, "--tape", "t.jsonl", "--", PYTHON, str(script), url, "hey", env=env)
+    assert edited.returncode == 3
+    assert "changed: messages[0].content" in edited.stderr

@@ -1,0 +1,143 @@
+"""Canonical JSON, keys, digests, path diffs and normalization."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests import _seed
+from tracetape import key
+from tracetape.canonical import (
+    Normalizer,
+    canonical_json,
+    changed_paths,
+    digest_changes,
+    excerpt,
+    field_digests,
+    fingerprint,
+    normalize,
+)
+
+# Secret-free JSON values: text from an alphabet that can spell neither a secret shape nor a
+# secret-looking field name, so the keys must equal the seed's exactly.
+safe_text = st.text(alphabet="xyzXYZ019 .,:/\\\"'\n\té東🙂\u2028", max_size=12)
+scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | safe_text
+json_values = st.recursive(
+    scalars,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(safe_text, children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(st.dictionaries(safe_text, json_values, max_size=6))
+def test_key_equals_the_seeds_key_for_secret_free_payloads(payload: dict[str, Any]) -> None:
+    """tracetape.key is byte-for-byte the seed's _key wherever no secret is detected."""
+    assert key("llm", payload) == _seed._key("llm", payload)
+
+
+@given(st.dictionaries(safe_text, json_values, min_size=1, max_size=6))
+def test_key_ignores_dict_order(payload: dict[str, Any]) -> None:
+    """Reordering a payload's keys does not change its key."""
+    reordered = dict(reversed(list(payload.items())))
+    assert key("tool", reordered) == key("tool", payload)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param({"messages": [{"content": "naïve café — 東京"}], "step": 1}, id="unicode"),
+        pytest.param({"t": 0.1, "big": 1e16, "small": 1e-7, "neg": -0.0}, id="floats"),
+        pytest.param({"n": float("inf"), "m": -math.inf}, id="infinities"),
+        pytest.param({"s": {1, 2}, "o": object.__name__, "b": b"x"}, id="non-json-values"),
+        pytest.param({"a": {"b": {"c": [1, [2, [3, {"d": None}]]]}}}, id="deep-nesting"),
+    ],
+)
+def test_key_matches_the_seed_on_edge_values(payload: dict[str, Any]) -> None:
+    """Unicode, float spellings and non-JSON values (via str) key exactly as the seed keys them."""
+    assert key("llm", payload) == _seed._key("llm", payload)
+
+
+def test_canonical_json_is_the_seeds_text() -> None:
+    """The canonical text is json.dumps with sorted keys, compact separators, ASCII escapes."""
+    payload = {"b": [1.5, "é"], "a": None}
+    assert canonical_json(payload) == json.dumps(
+        payload, sort_keys=True, separators=(",", ":"), default=str
+    )
+
+
+def test_field_digests_cover_each_field_and_list_element() -> None:
+    """Each top-level field and each element of a top-level list gets its own digest."""
+    digests = field_digests({"messages": [{"a": 1}, {"a": 2}], "tools": [], "step": 3})
+    assert set(digests) == {"messages", "messages[]", "tools", "tools[]", "step"}
+    assert len(set(digests["messages[]"])) == 2 and digests["tools[]"] == []
+
+
+def test_digest_changes_name_changed_elements() -> None:
+    """Comparing digests names the changed list elements, or the whole field otherwise."""
+    a = field_digests({"messages": [{"a": 1}, {"a": 2}], "step": 3})
+    b = field_digests({"messages": [{"a": 1}, {"a": 9}], "step": 4})
+    assert digest_changes(a, b) == ["messages[1]", "step"]
+
+
+def test_changed_paths_names_nested_fields() -> None:
+    """Differences are reported as paths with list indexes and dotted keys."""
+    before = {"messages": [{"content": "a"}, {"content": "b"}], "params": {"temperature": 0}}
+    after = {"messages": [{"content": "a"}, {"content": "c"}], "params": {"temperature": 1}}
+    assert [c.path for c in changed_paths(before, after)] == [
+        "messages[1].content",
+        "params.temperature",
+    ]
+
+
+def test_changed_paths_reports_added_and_removed_elements() -> None:
+    """A longer list shows the added element's path with no before value."""
+    changes = changed_paths({"m": [1]}, {"m": [1, 2], "x": True})
+    assert [(c.path, c.before, c.after) for c in changes] == [("m[1]", None, 2), ("x", None, True)]
+
+
+def test_excerpt_shows_the_changed_words_with_context() -> None:
+    """An excerpt is cut around the first and last differing characters."""
+    before = "word " * 40 + "the bug is in main.py" + " tail" * 40
+    after = "word " * 40 + "the issue is in main.py" + " tail" * 40
+    b, a = excerpt(before, after)
+    assert "bug" in b and "issue" in a
+    assert len(b) < 80 and b.startswith("…") and b.endswith("…")
+
+
+def test_normalize_masks_volatile_values() -> None:
+    """Volatile keys are dropped; UUIDs, temp paths and ISO timestamps are masked."""
+    obj = {
+        "request_id": "x",
+        "created_at": "y",
+        "out": "run 123e4567-e89b-12d3-a456-426614174000 wrote /tmp/tmpab12_x/f "
+        "at 2026-08-31T09:12:04Z",
+    }
+    assert normalize(obj) == {"out": "run <uuid> wrote <tmp>/f at <ts>"}
+
+
+def test_normalizer_is_configurable() -> None:
+    """Configured volatile keys replace the defaults and extra masks apply."""
+    norm = Normalizer.from_config(["nonce"], {r"v\d+": "<v>"})
+    assert norm({"nonce": 1, "ts": 2, "s": "v12"}) == {"ts": 2, "s": "<v>"}
+
+
+uuids = st.uuids().map(str)
+
+
+@given(st.dictionaries(safe_text, safe_text, max_size=4), uuids, uuids)
+def test_fingerprint_ignores_fresh_request_uuids(args: dict[str, str], u1: str, u2: str) -> None:
+    """A fresh UUID in args does not make an identical call look different (seed comment 2)."""
+    assert fingerprint({**args, "rid": u1}) == fingerprint({**args, "rid": u2})
+
+
+@given(json_values)
+def test_normalize_is_idempotent(value: Any) -> None:
+    """Normalizing twice gives the same result as normalizing once."""
+    assert normalize(normalize(value)) == normalize(value)

@@ -1,0 +1,235 @@
+"""The cassette file format: header, records, torn lines, corruption, versions, concurrency."""
+
+from __future__ import annotations
+
+import json
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracetape import CassetteError, CassetteNotFoundError, CassetteVersionError, TapeWarning
+from tracetape.cassette import FORMAT_VERSION, CassetteWriter, new_header, read_cassette
+
+RECORD = {"key": "tool:0123456789abcdef", "kind": "tool", "ms": 1.0, "effect": "read", "out": 1}
+
+
+def write_lines(path: Path, *lines: str, end: str = "\n") -> Path:
+    path.write_text("\n".join(lines) + end, encoding="utf-8")
+    return path
+
+
+def header_line(**extra: object) -> str:
+    return json.dumps({"tracetape": FORMAT_VERSION, "version": "0.1.0", **extra})
+
+
+def test_writer_writes_a_header_then_numbered_records(tmp_path: Path) -> None:
+    """Records get increasing sequence numbers after a format-1 header."""
+    writer = CassetteWriter(tmp_path / "c.jsonl", new_header(harness_sha="abc"))
+    writer.write(dict(RECORD))
+    writer.write(dict(RECORD))
+    writer.close()
+    cassette = read_cassette(tmp_path / "c.jsonl")
+    assert cassette.format == 1 and cassette.header is not None
+    assert cassette.header["harness_sha"] == "abc"
+    assert [r["seq"] for r in cassette] == [1, 2]
+
+
+def test_writer_leaves_only_the_partial_file_until_closed(tmp_path: Path) -> None:
+    """PATH appears only on close; until then records are flushed to PATH.partial."""
+    path = tmp_path / "c.jsonl"
+    writer = CassetteWriter(path, new_header())
+    writer.write(dict(RECORD))
+    assert not path.exists()
+    assert len(read_cassette(writer.partial)) == 1
+    writer.close()
+    assert path.exists() and not writer.partial.exists()
+
+
+def test_seed_cassettes_read_as_format_zero(tmp_path: Path) -> None:
+    """Lines of {key, kind, ms, out} with no header are the seed's format."""
+    path = write_lines(
+        tmp_path / "seed.jsonl", json.dumps({"key": "llm:1", "kind": "llm", "ms": 3, "out": {}})
+    )
+    cassette = read_cassette(path)
+    assert cassette.format == 0 and cassette.header is None and len(cassette) == 1
+
+
+def test_torn_last_line_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    """A killed writer's half line at the end is dropped, the records before it kept."""
+    path = write_lines(
+        tmp_path / "c.jsonl", header_line(), json.dumps(RECORD), '{"key": "tool:1", "ki', end=""
+    )
+    with pytest.warns(TapeWarning, match=r"c.jsonl:3: skipped a torn last line"):
+        cassette = read_cassette(path)
+    assert len(cassette) == 1 and cassette.skipped == 1
+
+
+@pytest.mark.parametrize(
+    ("lines", "line", "message"),
+    [
+        pytest.param(
+            [header_line(), "{not json", json.dumps(RECORD)],
+            2,
+            "not valid JSON",
+            id="corrupt-middle-line",
+        ),
+        pytest.param(
+            [header_line(), json.dumps(RECORD), "{broken"],
+            3,
+            "not valid JSON",
+            id="corrupt-last-line-with-newline",
+        ),
+        pytest.param([header_line(), "[1, 2]"], 2, "JSON list, not a record", id="not-an-object"),
+        pytest.param(
+            [header_line(), json.dumps({"kind": "tool", "out": 1})], 2, "'key'", id="missing-key"
+        ),
+        pytest.param(
+            [header_line(), json.dumps({"key": "k", "out": 1})], 2, "'kind'", id="missing-kind"
+        ),
+        pytest.param(
+            [header_line(), json.dumps({"key": "k", "kind": "t"})], 2, "'out'", id="missing-out"
+        ),
+        pytest.param(
+            [json.dumps({"tracetape": "one"})], 1, "must be an integer", id="bad-version-type"
+        ),
+    ],
+)
+def test_corrupt_cassettes_name_the_line_and_field(
+    tmp_path: Path, lines: list[str], line: int, message: str
+) -> None:
+    """A corrupt line is an error naming the file, the line and what is wrong."""
+    path = write_lines(tmp_path / "bad.jsonl", *lines)
+    with pytest.raises(CassetteError, match=message) as info:
+        read_cassette(path)
+    assert info.value.line == line
+    assert str(info.value).startswith(f"{path}:{line}: ")
+
+
+@pytest.mark.parametrize(("version", "advice"), [(2, "upgrade tracetape"), (0, "re-record")])
+def test_unknown_format_versions_say_how_to_migrate(
+    tmp_path: Path, version: int, advice: str
+) -> None:
+    """A header from another format version says which way to go."""
+    path = write_lines(tmp_path / "v.jsonl", json.dumps({"tracetape": version, "version": "9.9"}))
+    with pytest.raises(CassetteVersionError, match=advice):
+        read_cassette(path)
+
+
+def test_missing_cassette_is_a_file_not_found_error(tmp_path: Path) -> None:
+    """Reading a missing cassette raises CassetteNotFoundError, a FileNotFoundError."""
+    with pytest.raises(FileNotFoundError) as info:
+        read_cassette(tmp_path / "nope.jsonl")
+    assert isinstance(info.value, CassetteNotFoundError)
+
+
+def test_empty_file_has_no_records(tmp_path: Path) -> None:
+    """An empty cassette reads as no header and no records."""
+    (tmp_path / "e.jsonl").write_bytes(b"")
+    assert len(read_cassette(tmp_path / "e.jsonl")) == 0
+
+
+def test_unserializable_output_is_a_clear_error(tmp_path: Path) -> None:
+    """An output that is not JSON data names the decision and writes nothing."""
+    writer = CassetteWriter(tmp_path / "c.jsonl", new_header())
+    with pytest.raises(CassetteError, match="tool:0123456789abcdef cannot be stored"):
+        writer.write({**RECORD, "out": object()})
+    writer.write(dict(RECORD))
+    writer.close()
+    assert [r["seq"] for r in read_cassette(tmp_path / "c.jsonl")] == [1]
+
+
+def test_threads_never_interleave_or_lose_records(tmp_path: Path) -> None:
+    """Eight threads writing 200 large records each leave 1,600 whole, uniquely numbered lines."""
+    writer = CassetteWriter(tmp_path / "c.jsonl", new_header())
+
+    def work(n: int) -> None:
+        for i in range(200):
+            writer.write({**RECORD, "out": {"thread": n, "i": i, "pad": "x" * 5000}})
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    writer.close()
+    records = read_cassette(tmp_path / "c.jsonl").records
+    assert sorted(r["seq"] for r in records) == list(range(1, 1601))
+    assert {(r["out"]["thread"], r["out"]["i"]) for r in records} == {
+        (n, i) for n in range(8) for i in range(200)
+    }
+
+
+json_data = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=15,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["llm", "tool", "env"]), json_data), max_size=12))
+def test_records_round_trip_through_the_file(
+    tmp_path_factory: pytest.TempPathFactory, items: list[tuple[str, Any]]
+) -> None:
+    """Whatever JSON data a record holds, reading the cassette gives it back unchanged."""
+    path = tmp_path_factory.mktemp("rt") / "c.jsonl"
+    writer = CassetteWriter(path, new_header())
+    for i, (kind, out) in enumerate(items):
+        writer.write(
+            {"key": f"{kind}:{i:016x}", "kind": kind, "ms": 0.0, "effect": "read", "out": out}
+        )
+    writer.close()
+    assert [(r["kind"], r["out"]) for r in read_cassette(path)] == items
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_never_crash_the_reader(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes
+) -> None:
+    """Any file content either reads or raises CassetteError; nothing else escapes."""
+    path = tmp_path_factory.mktemp("fuzz") / "c.jsonl"
+    path.write_bytes(data)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            read_cassette(path)
+    except CassetteError:
+        pass
+
+
+def test_the_streaming_reader_can_report_and_skip_bad_lines(tmp_path: Path) -> None:
+    """With on_error, bad lines are reported with their line numbers and the rest is read."""
+    from tracetape.cassette import CassetteReader
+
+    path = write_lines(
+        tmp_path / "c.jsonl", header_line(), json.dumps(RECORD), "{bad", "[]", json.dumps(RECORD)
+    )
+    errors: list[CassetteError] = []
+    with path.open("rb") as fh:
+        reader = CassetteReader(fh, path, on_error=errors.append)
+        records = list(reader)
+    assert len(records) == 2 and reader.header is not None
+    assert [e.line for e in errors] == [3, 4]
+
+
+def test_integers_beyond_64_bits_round_trip_exactly(tmp_path: Path) -> None:
+    """A huge integer in an output is stored and read back exactly, not as a float."""
+    writer = CassetteWriter(tmp_path / "c.jsonl", new_header())
+    writer.write({**RECORD, "out": {"id": 2**70 + 1, "s": "é"}})
+    writer.write(dict(RECORD))
+    writer.close()
+    records = read_cassette(tmp_path / "c.jsonl").records
+    assert records[0]["out"] == {"id": 2**70 + 1, "s": "é"} and "bigint" not in records[0]
+    assert records[1]["out"] == 1

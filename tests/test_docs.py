@@ -1,0 +1,81 @@
+"""README.md is a specification: its examples run, and every command is documented."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracetape.cli import main
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+BLOCK = re.compile(r"```(\w+)\n(.*?)```(?:\s*\n(prints)\s*\n\s*```text\n(.*?)```)?", re.S)
+
+
+def blocks() -> list[tuple[str, str, str | None]]:
+    text = README.read_text(encoding="utf-8")
+    return [(m[1], m[2], m[4] if m[3] else None) for m in BLOCK.finditer(text)]
+
+
+def test_every_command_is_documented_in_the_readme() -> None:
+    """Each `tracetape` command has a section in the README."""
+    text = README.read_text(encoding="utf-8")
+    missing = [name for name in main.commands if f"tracetape {name}" not in text]
+    assert missing == []
+
+
+def test_the_readme_starts_with_the_two_command_quick_start() -> None:
+    """The quick start is exactly `make demo` and `make test`."""
+    first = next(body for lang, body, _ in blocks() if lang == "console")
+    assert first.split() == ["make", "demo", "make", "test"]
+
+
+def test_readme_examples_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python blocks run in order (their `prints` blocks must match) and `$ tracetape` lines exit
+    as documented (0 unless marked `# exit N`), printing the lines shown under them."""
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": "readme"}
+    ran = 0
+    for lang, body, expected in blocks():
+        if lang == "python":
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(compile(body, str(README), "exec"), namespace)
+            if expected is not None:
+                assert out.getvalue() == expected
+            ran += 1
+        elif lang == "console" and "$ " in body:
+            for command, shown in _commands(body):
+                args = shlex.split(command)
+                code = 0
+                if "# exit" in command:
+                    code = int(command.split("# exit")[1].split()[0])
+                    args = shlex.split(command.split("#")[0])
+                assert args[0] == "tracetape"
+                done = subprocess.run(
+                    [sys.executable, "-m", "tracetape", *args[1:]],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                assert done.returncode == code, (command, done.stdout, done.stderr)
+                for line in shown:
+                    assert line in done.stdout + done.stderr
+                ran += 1
+    assert ran >= 5
+
+
+def _commands(body: str) -> list[tuple[str, list[str]]]:
+    out: list[tuple[str, list[str]]] = []
+    for line in body.splitlines():
+        if line.startswith("$ "):
+            out.append((line[2:], []))
+        elif out and line.strip():
+            out[-1][1].append(line)
+    return out

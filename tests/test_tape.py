@@ -1,0 +1,566 @@
+"""Tape: record, replay, modes, ReplayMiss diagnosis, redaction, environment, side effects."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import _seed
+from tracetape import (
+    CassetteError,
+    CassetteNotFoundError,
+    EnvironmentDriftError,
+    IrreversibleEffectError,
+    ReplayMiss,
+    Tape,
+    TapeWarning,
+    UnplayedDecisionsError,
+    key,
+)
+from tracetape.cassette import read_cassette
+
+OPENAI_KEY = "sk-proj-Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0Pp"
+DB_PASSWORD = "correct-horse-battery"
+
+
+class ScriptedModel:
+    """A deterministic model: calls `lookup` for each of `steps` steps, then answers."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.calls = 0
+
+    def chat(self, messages: list[dict[str, Any]], tools: list[str]) -> dict[str, Any]:
+        self.calls += 1
+        done = sum(1 for m in messages if m["role"] == "tool")
+        if done >= self.steps:
+            return {"content": f"done after {done} lookups", "tool": None, "args": None}
+        return {"content": f"looking up {done}", "tool": "lookup", "args": {"n": done}}
+
+
+def run_agent(tape: Any, task: str, model: ScriptedModel, tool: Callable[..., Any]) -> str:
+    """The seed's agent loop, routed through a tape."""
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": task}]
+    tools = {"lookup": tool}
+    for step in range(1, 30):
+        schemas = sorted(tools)
+        decision = tape.call(
+            "llm",
+            {"messages": msgs, "tools": schemas, "step": step},
+            lambda: model.chat(messages=msgs, tools=schemas),
+        )
+        if decision["tool"] is None:
+            return str(decision["content"])
+        name, args = decision["tool"], decision["args"]
+        result = tape.call(
+            "tool", {"name": name, "args": args, "step": step}, lambda: tools[name](**args)
+        )
+        msgs = [
+            *msgs,
+            {"role": "assistant", "content": decision["content"]},
+            {"role": "tool", "name": name, "content": json.dumps(result)},
+        ]
+    raise RuntimeError("step budget exhausted")
+
+
+def lookup(n: int) -> dict[str, Any]:
+    return {"n": n, "rows": [f"row {n}.{i}" for i in range(3)]}
+
+
+def failing(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("replay must not execute anything")
+
+
+def record(path: Path, task: str = "find the bug", steps: int = 4, **kw: Any) -> str:
+    with Tape(path, mode="record", **kw) as tape:
+        return run_agent(tape, task, ScriptedModel(steps), lookup)
+
+
+def test_replay_returns_the_recorded_run_without_executing_anything(tmp_path: Path) -> None:
+    """Replay reaches the same final answer with no model and no tool executed."""
+    path = tmp_path / "run.jsonl"
+    answer = record(path)
+    model = ScriptedModel(4)
+    with Tape(path, mode="replay") as tape:
+        assert run_agent(tape, "find the bug", model, failing) == answer
+    assert model.calls == 0 and tape.unplayed == []
+
+
+def test_same_call_twice_replays_both_outputs_in_order(tmp_path: Path) -> None:
+    """The per-key queue is FIFO: a repeated decision replays its outputs in recorded order."""
+    path = tmp_path / "fifo.jsonl"
+    outputs = iter(["first", "second"])
+    with Tape(path, mode="record") as tape:
+        got = [
+            tape.call("tool", {"name": "now", "step": 1}, lambda: next(outputs)) for _ in range(2)
+        ]
+    with Tape(path, mode="replay") as tape:
+        assert [tape.call("tool", {"name": "now", "step": 1}, failing) for _ in range(2)] == got
+
+
+def test_record_moves_the_partial_file_into_place_even_when_the_agent_raises(
+    tmp_path: Path,
+) -> None:
+    """A failing run's cassette is the main artifact: it is kept on close."""
+    path = tmp_path / "fail.jsonl"
+    with pytest.raises(ZeroDivisionError), Tape(path, mode="record") as tape:
+        tape.call("tool", {"name": "ok", "step": 1}, lambda: 1)
+        tape.call("tool", {"name": "boom", "step": 2}, lambda: 1 / 0)
+    assert [r["key"] for r in read_cassette(path)] == [key("tool", {"name": "ok", "step": 1})]
+    assert not (tmp_path / "fail.jsonl.partial").exists()
+
+
+KILLED_RUN = """
+import os, sys
+from tracetape import Tape
+tape = Tape(sys.argv[1], mode="record")
+for i in range(5):
+    tape.call("tool", {"name": "t", "args": {"i": i}, "step": i}, lambda: i * i)
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_a_killed_run_leaves_a_replayable_partial_and_the_old_cassette(tmp_path: Path) -> None:
+    """SIGKILL mid-run keeps the old PATH untouched and PATH.partial replays its records."""
+    path = tmp_path / "run.jsonl"
+    path.write_text("old cassette\n")
+    done = subprocess.run([sys.executable, "-c", KILLED_RUN, str(path)], check=False)
+    assert done.returncode == -9
+    assert path.read_text() == "old cassette\n"
+    with Tape(tmp_path / "run.jsonl.partial", mode="replay") as tape:
+        assert [
+            tape.call("tool", {"name": "t", "args": {"i": i}, "step": i}, failing) for i in range(5)
+        ] == [0, 1, 4, 9, 16]
+
+
+def test_modes_are_validated_loudly() -> None:
+    """An unknown mode is a ValueError listing the valid ones."""
+    with pytest.raises(ValueError, match="'replay', 'auto'"):
+        Tape("x.jsonl", mode="playback")
+
+
+def test_auto_records_when_missing_and_replays_when_present(tmp_path: Path) -> None:
+    """auto mode records the first time and replays afterwards."""
+    path = tmp_path / "auto.jsonl"
+    with Tape(path, mode="auto") as tape:
+        assert tape.mode == "record"
+        tape.call("tool", {"name": "x"}, lambda: 7)
+    with Tape(path, mode="auto") as tape:
+        assert tape.mode == "replay"
+        assert tape.call("tool", {"name": "x"}, failing) == 7
+
+
+def test_replaying_a_missing_cassette_says_how_to_record_it(tmp_path: Path) -> None:
+    """A missing cassette in replay mode is an error that shows the record command."""
+    with pytest.raises(CassetteNotFoundError, match="mode='record'"):
+        Tape(tmp_path / "missing.jsonl", mode="replay")
+
+
+def test_replay_miss_names_the_changed_field_with_before_and_after(tmp_path: Path) -> None:
+    """A one-word prompt edit raises ReplayMiss naming messages[0].content and both words."""
+    path = tmp_path / "run.jsonl"
+    record(path, task="please fix the bug in parser.py today")
+    with Tape(path, mode="replay") as tape, pytest.raises(ReplayMiss) as info:
+        run_agent(tape, "please fix the issue in parser.py today", ScriptedModel(4), failing)
+    miss = info.value
+    first_line = str(miss).splitlines()[0]
+    assert first_line == f"{miss.key} was never recorded — the run diverged here"
+    assert miss.kind == "llm" and miss.step == 1
+    assert (miss.matched, miss.recorded) == (0, 9)
+    assert miss.changes == ["messages[0].content"]
+    assert miss.expected is not None and miss.expected["seq"] == 1
+    text = str(miss)
+    assert "matched 0 of 9 recorded decisions" in text
+    assert "bug" in text and "issue" in text
+
+
+def test_replay_miss_later_in_the_run_counts_the_matched_decisions(tmp_path: Path) -> None:
+    """A changed tool output diverges at step 3; the miss says 4 decisions matched first."""
+    path = tmp_path / "run.jsonl"
+    record(path)
+
+    def drifted(n: int) -> dict[str, Any]:
+        return {**lookup(n), "rows": ["changed"]} if n == 1 else lookup(n)
+
+    with Tape(path, mode="replay") as tape, pytest.raises(ReplayMiss) as info:
+        msgs_tape = _LiveTools(tape, drifted)
+        run_agent(msgs_tape, "find the bug", ScriptedModel(4), drifted)
+    assert info.value.matched == 4 and info.value.step == 3
+    assert info.value.changes == ["messages[4].content"]
+
+
+class _LiveTools:
+    """Replays llm decisions but runs tools live, the way span replay re-runs a tool."""
+
+    def __init__(self, tape: Tape, tool: Callable[..., Any]) -> None:
+        self.tape, self.tool = tape, tool
+
+    def call(self, kind: str, payload: dict[str, Any], do: Callable[[], Any]) -> Any:
+        if kind == "tool":
+            self.tape.call(kind, payload, do)
+            return do()
+        return self.tape.call(kind, payload, do)
+
+
+def test_replay_miss_after_the_end_of_the_recording(tmp_path: Path) -> None:
+    """A run that goes past the recording is told no decision of that kind is left."""
+    path = tmp_path / "short.jsonl"
+    with Tape(path, mode="record") as tape:
+        tape.call("tool", {"name": "a"}, lambda: 1)
+    with Tape(path, mode="replay") as tape:
+        tape.call("tool", {"name": "a"}, failing)
+        with pytest.raises(ReplayMiss, match="this exact input was recorded 1 time") as info:
+            tape.call("tool", {"name": "a"}, failing)
+    assert info.value.expected is None
+    assert "no unplayed 'tool' decision is left" in str(info.value)
+
+
+def test_strict_replay_turns_unplayed_decisions_into_an_error(tmp_path: Path) -> None:
+    """Closing a strict replay that skipped recorded decisions raises; otherwise it warns."""
+    path = tmp_path / "run.jsonl"
+    record(path)
+    with pytest.warns(TapeWarning, match="9 recorded decision"), Tape(path, mode="replay"):
+        pass
+    with pytest.raises(UnplayedDecisionsError) as info, Tape(path, mode="replay", strict=True):
+        pass
+    assert len(info.value.unplayed) == 9
+
+
+def test_seed_cassettes_replay_unchanged(tmp_path: Path) -> None:
+    """A cassette written by the seed's reference Tape replays, keyed as the seed keys it."""
+    path = tmp_path / "seed.jsonl"
+    answer = run_agent(_seed.Tape(str(path), "record"), "find the bug", ScriptedModel(3), lookup)
+    with Tape(path, mode="replay") as tape:
+        assert run_agent(tape, "find the bug", ScriptedModel(3), failing) == answer
+    with Tape(path, mode="replay") as tape, pytest.raises(ReplayMiss, match="seed's format"):
+        run_agent(tape, "find the bugs", ScriptedModel(3), failing)
+
+
+def test_tracetape_cassettes_keep_the_seeds_keys(tmp_path: Path) -> None:
+    """Without secrets, every recorded key equals the key the seed's Tape records."""
+    ours, seed = tmp_path / "ours.jsonl", tmp_path / "seed.jsonl"
+    record(ours)
+    run_agent(_seed.Tape(str(seed), "record"), "find the bug", ScriptedModel(4), lookup)
+    seed_keys = [json.loads(line)["key"] for line in seed.read_text().splitlines()]
+    assert [r["key"] for r in read_cassette(ours)] == seed_keys
+
+
+def test_records_hold_step_effect_redacted_input_and_digests(tmp_path: Path) -> None:
+    """Each record carries seq, key, kind, step, ms, effect, out, input and field digests."""
+    path = tmp_path / "run.jsonl"
+    record(path, steps=1)
+    first = read_cassette(path).records[0]
+    assert set(first) == {"seq", "key", "kind", "step", "ms", "effect", "out", "input", "digests"}
+    assert first["input"]["messages"][0]["content"] == "find the bug"
+    assert {"messages", "messages[]", "tools", "tools[]", "step"} <= set(first["digests"])
+
+
+def test_growing_conversations_are_stored_as_deltas(tmp_path: Path) -> None:
+    """A record stores only the messages that are new since the previous record of its kind,
+    and reading the cassette rebuilds every input in full."""
+    path = tmp_path / "run.jsonl"
+    record(path, steps=6)
+    raw = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    llm = [r for r in raw if r["kind"] == "llm"]
+    assert "base" not in llm[0] and llm[-1]["base"] == {"messages": 11, "tools": 1}
+    assert len(llm[-1]["input"]["messages"]) == 2
+    full = [r for r in read_cassette(path).records if r["kind"] == "llm"]
+    assert [len(r["input"]["messages"]) for r in full] == [1, 3, 5, 7, 9, 11, 13]
+    assert all(len(r["digests"]["messages[]"]) == len(r["input"]["messages"]) for r in full)
+    with Tape(path, mode="replay", strict=True) as tape:
+        run_agent(tape, "find the bug", ScriptedModel(6), failing)
+
+
+def test_an_edited_earlier_message_is_stored_in_full(tmp_path: Path) -> None:
+    """When an earlier message changes, the shared prefix stops there and the rest is stored."""
+    path = tmp_path / "edit.jsonl"
+    with Tape(path, mode="record") as tape:
+        msgs = [{"role": "user", "content": f"m{i}"} for i in range(5)]
+        tape.call("llm", {"messages": msgs, "step": 1}, lambda: 1)
+        msgs[2] = {"role": "user", "content": "edited"}
+        tape.call("llm", {"messages": msgs, "step": 2}, lambda: 2)
+    second = json.loads(path.read_text().splitlines()[2])
+    assert second["base"] == {"messages": 2}
+    assert read_cassette(path).records[1]["input"]["messages"] == msgs
+
+
+def test_a_record_whose_base_is_missing_is_corrupt(tmp_path: Path) -> None:
+    """Deleting the record a delta builds on makes the cassette an error naming the line."""
+    path = tmp_path / "run.jsonl"
+    record(path, steps=2)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], *lines[3:]]) + "\n")
+    with pytest.raises(CassetteError, match="field 'base'") as info:
+        read_cassette(path)
+    assert info.value.line == 2
+
+
+def test_secrets_never_reach_the_cassette_and_the_run_still_replays(tmp_path: Path) -> None:
+    """Secrets planted in a prompt and in a tool output the next prompt quotes never land in the
+    file, and replay runs to the end because keys are computed on the redacted text."""
+    path = tmp_path / "secret.jsonl"
+    task = f"deploy with key {OPENAI_KEY}"
+
+    def leaky(n: int) -> dict[str, Any]:
+        return {
+            "n": n,
+            "config": {"db_password": DB_PASSWORD, "token_hint": f"Bearer {OPENAI_KEY}"},
+        }
+
+    with Tape(path, mode="record") as tape:
+        answer = run_agent(tape, task, ScriptedModel(3), leaky)
+    data = path.read_bytes()
+    assert OPENAI_KEY.encode() not in data and DB_PASSWORD.encode() not in data
+    assert b"[REDACTED:openai_key:" in data and b"[REDACTED:field:" in data
+    with Tape(path, mode="replay", strict=True) as tape:
+        assert run_agent(tape, task, ScriptedModel(3), failing) == answer
+
+
+def test_replay_miss_messages_show_redacted_text_only(tmp_path: Path) -> None:
+    """A miss whose changed field held a secret shows placeholders, never the secret."""
+    path = tmp_path / "run.jsonl"
+    record(path, task=f"use {OPENAI_KEY} for the bug")
+    with Tape(path, mode="replay") as tape, pytest.raises(ReplayMiss) as info:
+        run_agent(tape, f"use {OPENAI_KEY} for the issue", ScriptedModel(4), failing)
+    assert OPENAI_KEY not in str(info.value) and "[REDACTED:openai_key:" in str(info.value)
+
+
+def test_environment_values_are_recorded_as_hashes_and_drift_warns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Allowed variables are stored hashed; a changed value warns naming it (strict: an error)."""
+    path = tmp_path / "env.jsonl"
+    monkeypatch.setenv("AGENT_MODEL", "model-a-2026")
+    record(path, env_allow=["AGENT_MODEL"], harness_sha="1111")
+    assert b"model-a-2026" not in path.read_bytes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Tape(path, mode="replay", harness_sha="1111", env_allow=["AGENT_MODEL"]).close(failed=True)
+    monkeypatch.setenv("AGENT_MODEL", "model-b-2027")
+    with pytest.warns(TapeWarning, match="AGENT_MODEL has a different value"):
+        Tape(path, mode="replay", harness_sha="1111").close(failed=True)
+    with pytest.raises(EnvironmentDriftError, match="AGENT_MODEL") as info:
+        Tape(path, mode="replay", harness_sha="1111", strict=True)
+    assert len(info.value.drift) == 1
+
+
+def test_a_different_harness_sha_names_both(tmp_path: Path) -> None:
+    """Replay under another harness git SHA warns naming the recorded and the current SHA."""
+    path = tmp_path / "sha.jsonl"
+    record(path, harness_sha="aaaa1111")
+    with pytest.warns(TapeWarning, match="recorded aaaa1111, now bbbb2222"):
+        Tape(path, mode="replay", harness_sha="bbbb2222").close(failed=True)
+
+
+def test_the_harness_sha_comes_from_git_when_not_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recording inside a git work tree stores its HEAD SHA."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(tmp_path),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+        check=True,
+    )
+    sha = subprocess.run(
+        ["git", "-C", str(tmp_path), "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    monkeypatch.chdir(tmp_path)
+    record(tmp_path / "g.jsonl", steps=1)
+    header = read_cassette(tmp_path / "g.jsonl").header
+    assert header is not None and header["harness_sha"] == sha
+
+
+def test_irreversible_tools_need_a_stub_or_consent_to_record(tmp_path: Path) -> None:
+    """Recording an irreversible call without stub= or allow_irreversible=True is refused."""
+    sent: list[str] = []
+    with Tape(tmp_path / "a.jsonl", mode="record") as tape:
+        with pytest.raises(IrreversibleEffectError, match="stub="):
+            tape.call("tool", {"name": "send"}, lambda: sent.append("real"), effect="irreversible")
+        out = tape.call(
+            "tool",
+            {"name": "send"},
+            lambda: sent.append("real"),
+            effect="irreversible",
+            stub=lambda: "stubbed",
+        )
+    assert out == "stubbed" and sent == []
+    with Tape(tmp_path / "b.jsonl", mode="record", allow_irreversible=True) as tape:
+        tape.call("tool", {"name": "send"}, lambda: sent.append("real"), effect="irreversible")
+    assert sent == ["real"]
+    assert read_cassette(tmp_path / "a.jsonl").records[0]["effect"] == "irreversible"
+    with Tape(tmp_path / "a.jsonl", mode="replay") as tape:
+        assert tape.call("tool", {"name": "send"}, failing, effect="irreversible") == "stubbed"
+
+
+def test_effects_are_validated_loudly(tmp_path: Path) -> None:
+    """An unknown effect is a ValueError listing read, write and irreversible."""
+    with (
+        Tape(tmp_path / "e.jsonl", mode="record") as tape,
+        pytest.raises(ValueError, match="'write'"),
+    ):
+        tape.call("tool", {"name": "x"}, lambda: 1, effect="delete")
+
+
+def test_async_calls_record_and_replay(tmp_path: Path) -> None:
+    """acall awaits the call while recording and returns the recorded output in replay."""
+    path = tmp_path / "async.jsonl"
+
+    async def fetch(n: int) -> int:
+        await asyncio.sleep(0)
+        return n * 10
+
+    async def run(tape: Tape, live: bool) -> list[int]:
+        async def one(n: int) -> int:
+            return await tape.acall(
+                "tool", {"name": "fetch", "args": {"n": n}}, lambda: fetch(n) if live else failing()
+            )
+
+        return list(await asyncio.gather(*(one(n) for n in range(20))))
+
+    with Tape(path, mode="record") as tape:
+        recorded = asyncio.run(run(tape, True))
+    with Tape(path, mode="replay", strict=True) as tape:
+        assert asyncio.run(run(tape, False)) == recorded == [n * 10 for n in range(20)]
+
+
+def test_threads_with_their_own_tapes_never_mix(tmp_path: Path) -> None:
+    """Two threads recording with their own tapes each get exactly their own decisions."""
+
+    def work(name: str) -> None:
+        with Tape(tmp_path / f"{name}.jsonl", mode="record") as tape:
+            for i in range(100):
+                tape.call("tool", {"name": name, "args": {"i": i}}, lambda i=i: f"{name}-{i}")
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in ("left", "right")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for name in ("left", "right"):
+        outs = [r["out"] for r in read_cassette(tmp_path / f"{name}.jsonl")]
+        assert outs == [f"{name}-{i}" for i in range(100)]
+
+
+def test_current_tape_follows_the_with_block(tmp_path: Path) -> None:
+    """current_tape() is the innermost active tape and is reset on exit."""
+    from tracetape import current_tape
+
+    assert current_tape() is None
+    with Tape(tmp_path / "a.jsonl", mode="record") as tape:
+        assert current_tape() is tape
+    assert current_tape() is None
+
+
+def test_the_readme_miss_example_is_the_seeds_first_line(tmp_path: Path) -> None:
+    """The first line of a miss keeps the seed's wording so existing log greps still match."""
+    with Tape(tmp_path / "x.jsonl", mode="record"):
+        pass
+    with Tape(tmp_path / "x.jsonl", mode="replay") as tape, pytest.raises(ReplayMiss) as info:
+        tape.call("llm", {"step": 1}, failing)
+    assert (
+        str(info.value).splitlines()[0]
+        == f"{key('llm', {'step': 1})} was never recorded — the run diverged here"
+    )
+
+
+def test_store_inputs_false_still_explains_misses_by_digest(tmp_path: Path) -> None:
+    """Without input copies, a miss still names the changed fields from the per-field digests."""
+    path = tmp_path / "d.jsonl"
+    record(path, store_inputs=False)
+    assert "input" not in read_cassette(path).records[0]
+    with Tape(path, mode="replay") as tape, pytest.raises(ReplayMiss) as info:
+        run_agent(tape, "find the bugs", ScriptedModel(4), failing)
+    assert info.value.changes == ["messages[0]"]
+
+
+def test_env_is_not_leaked_via_os_environ_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Variables outside env_allow are never written at all."""
+    monkeypatch.setenv("SOME_TOKEN_VALUE", "do-not-store-me")
+    record(tmp_path / "e.jsonl", env_allow=["HOME"])
+    data = (tmp_path / "e.jsonl").read_bytes()
+    assert b"SOME_TOKEN_VALUE" not in data and b"do-not-store-me" not in data
+    assert os.environ["HOME"].encode() not in data
+
+
+def test_oversized_outputs_are_refused_without_losing_the_recording(tmp_path: Path) -> None:
+    """A record over the size limit is an error saying what to do; earlier records are kept."""
+    path = tmp_path / "big.jsonl"
+    with Tape(path, mode="record", max_record_bytes=10_000) as tape:
+        tape.call("tool", {"name": "small"}, lambda: "ok")
+        with pytest.raises(CassetteError, match="over the 10,000-byte record limit"):
+            tape.call("tool", {"name": "huge"}, lambda: "x" * 20_000)
+    assert [r["out"] for r in read_cassette(path)] == ["ok"]
+
+
+def test_one_tape_shared_by_threads_keeps_every_input_whole(tmp_path: Path) -> None:
+    """Four threads growing their own conversations on one tape read back exactly as sent."""
+    path = tmp_path / "shared.jsonl"
+    sent: dict[str, list[list[dict[str, str]]]] = {}
+
+    def work(tape: Tape, name: str) -> None:
+        msgs: list[dict[str, str]] = []
+        sent[name] = []
+        for i in range(40):
+            msgs = [*msgs, {"role": "user", "content": f"{name}-{i}"}]
+            sent[name].append(msgs)
+            tape.call("llm", {"messages": msgs, "thread": name}, lambda: i)
+
+    with Tape(path, mode="record") as tape:
+        threads = [threading.Thread(target=work, args=(tape, f"t{n}")) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    got: dict[str, list[Any]] = {}
+    for rec in read_cassette(path):
+        got.setdefault(rec["input"]["thread"], []).append(rec["input"]["messages"])
+    assert got == sent
+
+
+def test_redaction_rules_come_from_pyproject(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[tool.tracetape.redact] adds field names and patterns for every tape under it."""
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.tracetape.redact]\n"
+        'fields = ["customer_email"]\n'
+        'patterns = { ticket = "TCK-[0-9]{6}" }\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    with Tape("c.jsonl", mode="record") as tape:
+        tape.call(
+            "tool",
+            {"name": "crm", "args": {"customer_email": "ann@example.org"}},
+            lambda: "TCK-424242",
+        )
+    data = (tmp_path / "c.jsonl").read_text()
+    assert "ann@example.org" not in data and "TCK-424242" not in data
+    assert "[REDACTED:ticket:" in data
