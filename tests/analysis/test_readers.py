@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tracetape import Tape
 from tracetape.analysis import Event, TraceError, TraceFormat, detect_format, read_events
-from tracetape.errors import CassetteVersionError
+from tracetape.errors import CassetteVersionError, TapeWarning
 
 from .helpers import SEED_A, call, write_jsonl
 
@@ -286,8 +286,24 @@ def test_a_torn_last_cassette_line_is_skipped(tmp_path: Path) -> None:
         tape.call("tool", {"name": "ls", "args": {}, "step": 1}, lambda: 1)
     path.write_bytes(path.read_bytes() + b'{"seq": 2, "key": "tool:')
     sources: list = []
-    assert len(list(read_events(path, source=sources))) == 1
+    with pytest.warns(TapeWarning, match="torn last line"):
+        assert len(list(read_events(path, source=sources))) == 1
     assert sources[0].skipped == 1
+
+
+def test_cassette_records_sharing_a_prefix_read_in_full(tmp_path: Path) -> None:
+    """A growing conversation stored as shared-prefix records reads back as full messages."""
+    path = tmp_path / "chat.jsonl"
+    messages: list[dict[str, str]] = []
+    with Tape(path, mode="record", harness_sha="h") as tape:
+        for step in range(1, 5):
+            messages.append({"role": "user", "content": f"turn {step} " + "x" * 200})
+            payload = {"messages": list(messages), "params": {"model": "m"}, "step": step}
+            tape.call("llm", payload, lambda: {"text": "ok"})
+    assert b'"base"' in path.read_bytes()  # the core stored the shared prefixes once
+    events = _events(path)
+    assert [len(e.args["messages"]) for e in events] == [1, 2, 3, 4]
+    assert events[-1].args["messages"] == messages
 
 
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)

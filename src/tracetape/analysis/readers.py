@@ -39,8 +39,8 @@ from typing import IO, Any
 import orjson
 
 from ..canonical import Normalizer, fingerprint
-from ..cassette import FORMAT_VERSION
-from ..errors import CassetteVersionError
+from ..cassette import CassetteReader
+from ..errors import CassetteError
 from .events import Event, TraceError, TraceFormat
 
 __all__ = ["READERS", "Reader", "TraceSource", "detect_format", "read_events"]
@@ -67,6 +67,14 @@ class TraceSource:
     progress: Callable[[int], None] | None = None
     skipped: int = 0
     first_skipped: list[str] = field(default_factory=list)
+
+    def skip_error(self, error: CassetteError) -> None:
+        """Raise ``error``, or count its line under ``skip_bad_lines``."""
+        if not self.skip_bad_lines:
+            raise error
+        self.skipped += 1
+        if len(self.first_skipped) < 5:
+            self.first_skipped.append(str(error))
 
     def bad(self, message: str, line: int | None, field: str | None = None) -> None:
         """Raise a ``TraceError`` for a bad record, or count it under ``skip_bad_lines``."""
@@ -345,83 +353,60 @@ def tokens_of(out: Any) -> int | None:
 def read_cassette_events(src: TraceSource) -> Iterator[Event]:
     """Read a tracetape cassette (format 1) or a seed reference cassette (format 0).
 
-    The run id is the header's ``run_id`` or the file name. Records without a stored input
-    (format 0, or ``store_inputs=False``) are compared by their decision key. Steps missing
-    from the records are counted in model turns: each ``llm`` decision starts a step.
+    Records come from the core's streaming ``CassetteReader`` (validation, shared-prefix
+    records expanded, exact big integers), so a cassette reads here as it replays. The run id
+    is the header's ``run_id`` or the file name. Records without a stored input (format 0, or
+    ``store_inputs=False``) are compared by their decision key. Steps missing from the records
+    are counted in model turns: each ``llm`` decision starts a step.
     """
-    run = src.stem
     step = 0
     norm = src.normalizer
-    for lineno, raw in enumerate(src.fh, 1):
-        try:
-            rec = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            if not raw.strip():
-                continue
-            if not raw.endswith(b"\n"):
-                # A torn last line: the recording process was killed mid-write.
-                src.skipped += 1
-                src.first_skipped.append(f"{src.path}:{lineno}: torn last line skipped")
-                continue
-            src.bad(f"line is not valid JSON ({exc})", lineno)
-            continue
-        if type(rec) is not dict:
-            src.bad(f"line holds {_schema_of(rec)}, not a cassette record", lineno)
-            continue
-        if lineno == 1 and "tracetape" in rec and "key" not in rec:
-            version = rec.get("tracetape")
-            if version != FORMAT_VERSION:
-                raise CassetteVersionError(
-                    f"cassette format {version!r} is not the format {FORMAT_VERSION} this "
-                    "tracetape reads; upgrade tracetape or re-record the cassette",
-                    path=src.path,
-                    line=1,
-                )
-            if isinstance(rec.get("run_id"), str):
-                run = rec["run_id"]
-            continue
-        key, kind = rec.get("key"), rec.get("kind")
-        if type(key) is not str or type(kind) is not str or "out" not in rec:
-            missing = next(
-                f
-                for f, ok in (
-                    ("key", type(key) is str),
-                    ("kind", type(kind) is str),
-                    ("out", "out" in rec),
-                )
-                if not ok
+    progress = src.progress
+    position = [0]
+
+    def lines() -> Iterator[bytes]:
+        for raw in src.fh:
+            position[0] += 1
+            if progress is not None and not position[0] % PROGRESS_EVERY:
+                progress(src.fh.tell())
+            yield raw
+
+    reader = CassetteReader(lines(), src.path, on_error=src.skip_error)
+    run: str | None = None
+    try:
+        for rec in reader:
+            if run is None:
+                header = reader.header or {}
+                run = header["run_id"] if isinstance(header.get("run_id"), str) else src.stem
+            lineno = position[0]
+            kind, data, out = rec["kind"], rec.get("input"), rec["out"]
+            rec_step = rec.get("step")
+            if type(rec_step) is int:
+                step = rec_step
+            elif kind == "llm" or step == 0:
+                step += 1
+            effect = rec.get("effect")
+            seq = rec.get("seq")
+            yield Event(
+                run,
+                seq if type(seq) is int else lineno,
+                step,
+                kind,
+                _name_of(kind, data),
+                _args_of(data) if data is not None else {"key": rec["key"]},
+                fingerprint(out, norm),
+                effect if effect in EFFECTS else None,
+                tokens_of(out),
+                rec.get("ms"),
+                None,
+                None,
+                None,
+                lineno,
             )
-            hint = ""
-            if _fmt_of(rec) not in (None, TraceFormat.CASSETTE):
-                hint = f"; this line is {_schema_of(rec)} in a cassette (mixed schemas)"
-            src.bad(f"missing or invalid (a record needs key, kind and out){hint}", lineno, missing)
-            continue
-        if src.progress is not None and not lineno % PROGRESS_EVERY:
-            src.progress(src.fh.tell())
-        data = rec.get("input")
-        rec_step = rec.get("step")
-        if type(rec_step) is int:
-            step = rec_step
-        elif kind == "llm" or step == 0:
-            step += 1
-        out = rec["out"]
-        effect = rec.get("effect")
-        yield Event(
-            run,
-            int(rec.get("seq", lineno)),
-            step,
-            kind,
-            _name_of(kind, data),
-            _args_of(data) if data is not None else {"key": key},
-            fingerprint(out, norm),
-            effect if effect in EFFECTS else None,
-            tokens_of(out),
-            rec.get("ms"),
-            None,
-            None,
-            None,
-            lineno,
-        )
+    finally:
+        if reader.skipped:
+            src.skipped += reader.skipped
+            src.first_skipped.append(f"{src.path}: torn last line skipped")
 
 
 # -- span records ----------------------------------------------------------------------------
