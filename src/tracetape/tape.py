@@ -29,11 +29,11 @@ import warnings
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
-from enum import Enum
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, ParamSpec, TypeVar, overload
 
+from ._enums import LoudEnum
 from .canonical import (
     canonical_json,
     changed_paths,
@@ -61,23 +61,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class _LoudEnum(str, Enum):
-    @classmethod
-    def parse(cls, value: str | _LoudEnum) -> Any:
-        """Return the member for ``value`` or raise ``ValueError`` listing the valid values."""
-        try:
-            return cls(value)
-        except ValueError:
-            valid = ", ".join(repr(m.value) for m in cls)
-            raise ValueError(
-                f"{value!r} is not a valid {cls.__name__.lower()}; use one of {valid}"
-            ) from None
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-
-class Mode(_LoudEnum):
+class Mode(LoudEnum):
     """How a tape treats decisions: record them, replay them, or replay if a cassette exists."""
 
     RECORD = "record"
@@ -85,7 +69,7 @@ class Mode(_LoudEnum):
     AUTO = "auto"
 
 
-class Effect(_LoudEnum):
+class Effect(LoudEnum):
     """What a tool call does to the world. Replay never executes any of them."""
 
     READ = "read"

@@ -40,9 +40,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ._enums import LoudEnum
 from .errors import CassetteError, CassetteNotFoundError, NetworkBlockedError, ReplayMiss
 from .integrations.watch import WatchedTape
-from .tape import Mode, _LoudEnum
+from .tape import Mode
 
 __all__ = [
     "NetworkGuard",
@@ -54,7 +55,7 @@ __all__ = [
 ]
 
 
-class TestMode(_LoudEnum):
+class TestMode(LoudEnum):
     """How a test suite treats its cassettes (``--tape-mode``).
 
     ``replay``: replay only, a missing cassette fails; ``record``: run live and write cassettes
@@ -70,13 +71,9 @@ class TestMode(_LoudEnum):
     REWRITE = "rewrite"
 
     @classmethod
-    def parse(cls, value: str | _LoudEnum) -> Any:
-        """Return the member for ``value`` or raise ``ValueError`` listing the valid modes."""
-        try:
-            return cls(value)
-        except ValueError:
-            valid = ", ".join(repr(m.value) for m in cls)
-            raise ValueError(f"{value!r} is not a valid tape mode; use one of {valid}") from None
+    def label(cls) -> str:
+        """Named "tape mode" in errors."""
+        return "tape mode"
 
 
 # -- the network guard ----------------------------------------------------------------------------

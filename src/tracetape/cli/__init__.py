@@ -16,6 +16,8 @@ from __future__ import annotations
 import click
 
 from .._version import __version__
+from .diff import check, diff, summarize
+from .export import export
 from .run import run
 from .show import show, verify
 
@@ -29,3 +31,7 @@ def main() -> None:
 main.add_command(show)
 main.add_command(verify)
 main.add_command(run)
+main.add_command(diff)
+main.add_command(check)
+main.add_command(summarize)
+main.add_command(export)

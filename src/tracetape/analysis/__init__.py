@@ -1,0 +1,57 @@
+"""Diff runs, not logs: read traces of any supported format, find and classify what changed.
+
+The data flow is one-directional: **reader -> events -> findings -> classification -> report**.
+
+* ``readers``: one function per trace format (tracetape cassettes, the seed's JSONL traces,
+  span records, OTLP/JSON with the GenAI conventions), all yielding ``Event`` s;
+* ``findings``: the streaming ``Analyzer`` (first divergence, repeats, drift, write echoes,
+  exploration, fanout, budgets, mock replay);
+* ``rules``: the rule table giving every pattern a severity and a suggested fix;
+* ``render`` and ``summarize``: text, Markdown and JSON reports, and the one-line summary
+  (by the rules, or by a model behind an OpenAI-compatible endpoint);
+* ``otel``: the reverse direction, a cassette written as OTLP/JSON.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> line = '{{"run_id":"{}","step":1,"tool":"search","args":{{"q":"x"}},"output_sha":"{}"}}\\n'
+    >>> _ = (d / "a.jsonl").write_text(line.format("run_1", "aa") * 2)
+    >>> _ = (d / "b.jsonl").write_text(line.format("run_2", "bb"))
+    >>> report = diff_traces(d / "a.jsonl", d / "b.jsonl")
+    >>> for text in summary_lines(report): print(text)
+    repeat: run_1 step 1 == step 1 (same args, same output)
+    drift: search -> 2 distinct outputs
+    replay: 1 unique call, 1 mock mismatch
+"""
+
+from __future__ import annotations
+
+from .api import check_trace, diff_traces
+from .config import AnalysisConfig, Limits
+from .events import Event, TraceError, TraceFormat
+from .findings import Analyzer, Divergence, Finding, Report
+from .readers import READERS, detect_format, read_events
+from .render import render_markdown, render_text, summary_lines
+from .rules import RULES, Rule, Severity
+
+__all__ = [
+    "READERS",
+    "RULES",
+    "AnalysisConfig",
+    "Analyzer",
+    "Divergence",
+    "Event",
+    "Finding",
+    "Limits",
+    "Report",
+    "Rule",
+    "Severity",
+    "TraceError",
+    "TraceFormat",
+    "check_trace",
+    "detect_format",
+    "diff_traces",
+    "read_events",
+    "render_markdown",
+    "render_text",
+    "summary_lines",
+]

@@ -1,0 +1,82 @@
+"""The one event model every trace reader yields, and the error a bad trace raises.
+
+An :class:`Event` is one decision of one run: a tool call or a model request. Readers turn
+each supported format (tracetape cassettes, the seed's JSONL traces, span traces, OTLP/JSON)
+into events, so the findings never look at a format again.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..errors import CassetteError
+
+__all__ = ["Event", "TraceError", "TraceFormat"]
+
+
+class TraceFormat(StrEnum):
+    """The trace formats the readers understand (``auto`` sniffs the file)."""
+
+    AUTO = "auto"
+    CASSETTE = "cassette"
+    JSONL = "jsonl"
+    SPANS = "spans"
+    OTLP = "otlp"
+
+    @classmethod
+    def parse(cls, value: str | TraceFormat) -> TraceFormat:
+        """Return the member for ``value`` or raise ``ValueError`` listing the valid values."""
+        try:
+            return cls(value)
+        except ValueError:
+            valid = ", ".join(repr(m.value) for m in cls)
+            raise ValueError(f"{value!r} is not a trace format; use one of {valid}") from None
+
+
+class TraceError(CassetteError):
+    """Raised when a trace file is missing, empty, malformed or holds mixed schemas.
+
+    ``.path`` and ``.line`` locate the fault; ``.field`` names the record field at fault.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ):
+        self.field = field
+        super().__init__(message, path=path, line=line)
+
+
+class Event(NamedTuple):
+    """One decision of one run, whatever file it came from.
+
+    ``seq`` is the record's position in its source (its line, or its record number), ``step``
+    the agent step it belongs to, ``kind`` ``"tool"`` or ``"llm"`` (or a cassette's own kind),
+    ``name`` the tool or model, ``args`` the call's arguments as plain JSON data, ``out`` the
+    output fingerprint, ``effect`` ``"read"``/``"write"``/``"irreversible"`` when the trace
+    says so, and ``line`` the 1-based file line (for messages).
+
+    >>> Event("run_1", 1, 1, "tool", "search", {"q": "x"}, "a1b2c3").name
+    'search'
+    """
+
+    run: str
+    seq: int
+    step: int | None
+    kind: str
+    name: str
+    args: Any
+    out: str | None
+    effect: str | None = None
+    tokens: int | None = None
+    ms: float | None = None
+    ts: str | None = None
+    span_id: str | None = None
+    parent_id: str | None = None
+    line: int = 0

@@ -1,0 +1,160 @@
+"""Render a ``Report`` as text (the seed's lines first), Markdown (a PR comment) or JSON data.
+
+Evidence shown to people passes through the redactor first: a trace may hold secrets in its
+args, and a report lands in CI logs and PR comments.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..config import load_config
+from ..redact import Redactor, RedactRules
+from .findings import Finding, Report
+
+__all__ = ["redacted", "render_markdown", "render_text", "skipped_line", "summary_lines"]
+
+_SEED_ORDER = (
+    "duplicate-call",
+    "duplicate-write",
+    "repeat-changed-output",
+    "write-echo",
+    "external-drift",
+    "drift",
+)
+
+
+def redacted(data: Any) -> Any:
+    """Return ``data`` with secrets replaced by ``[REDACTED:...]`` placeholders."""
+    redactor = Redactor(RedactRules.coerce(load_config("redact") or None))
+    return redactor.redact_value(data)[0]
+
+
+def _short(value: Any, width: int = 70) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def skipped_line(count: int) -> str:
+    return f"skipped {count} bad line{'s' if count != 1 else ''} (--skip-bad-lines)"
+
+
+def _replay_line(replay: dict[str, int]) -> str:
+    n, m, u = replay["unique"], replay["mismatches"], replay["unrecorded"]
+    line = (
+        f"replay: {n} unique call{'s' if n != 1 else ''}, {m} mock mismatch{'es' if m != 1 else ''}"
+    )
+    return line + (f", {u} never recorded" if u else "")
+
+
+def _call_line(side: str, call: dict[str, Any] | None, run: dict[str, Any] | None = None) -> str:
+    if call is None:
+        name = (run or {}).get("run", "the run")
+        calls = (run or {}).get("calls")
+        if calls is None:
+            return f"  {side}: ({name} ended)"
+        return f"  {side}: ({name} ended after {calls} call{'s' if calls != 1 else ''})"
+    where = f"{call['run']} step {call['step']} line {call['line']}"
+    effect = f" [{call['effect']}]" if call.get("effect") else ""
+    return f"  {side}: {call['name']}{effect} {_short(call['args'])}  ({where})"
+
+
+def summary_lines(report: Report) -> list[str]:
+    """The findings as the seed prints them: repeats, drift, replay, then the rest."""
+    by_pattern: dict[str, list[Finding]] = {}
+    for f in report.findings:
+        by_pattern.setdefault(f.pattern, []).append(f)
+    lines = [f.message for p in _SEED_ORDER for f in by_pattern.get(p, [])]
+    if report.replay is not None:
+        lines.append(_replay_line(report.replay))
+    skip = {*_SEED_ORDER, "divergence", "divergent-write", "replay-mismatch", "replay-miss"}
+    lines += [f.message for f in report.findings if f.pattern not in skip]
+    return lines
+
+
+def render_text(report: Report) -> str:
+    """The report as plain text: finding lines, the first divergence, a severity table."""
+    out = summary_lines(report)
+    div = report.divergence
+    if div is not None:
+        out.append(
+            f"first divergence: call #{div.position} "
+            f"({report.aligned} call{'s agree' if report.aligned != 1 else ' agrees'} before it)"
+        )
+        a, b = redacted(div.a), redacted(div.b)
+        out += [_call_line("A", a, report.baseline), _call_line("B", b, report.candidate)]
+        for change in redacted([list(c) for c in div.changes])[:10]:
+            path, before, after = change
+            out.append(f"  changed: {path}: {_short(before, 40)} -> {_short(after, 40)}")
+    elif report.baseline is not None and report.candidate is not None:
+        out.append(
+            f"no divergence: {report.baseline.get('run')} and {report.candidate.get('run')} "
+            f"agree on {report.aligned} call{'s' if report.aligned != 1 else ''}"
+        )
+    if report.skipped:
+        out.append(skipped_line(report.skipped))
+    if report.reopened_runs:
+        out.append(
+            f"note: {report.reopened_runs} run(s) came back after more than "
+            "max_open_runs other runs; their per-run findings are split in parts"
+        )
+    rows = report.table()
+    if rows:
+        width = max(len(r["pattern"]) for r in rows)
+        out.append("")
+        out.append(f"{'pattern':<{width}}  {'severity':<10}  {'count':>5}  fix")
+        for r in rows:
+            out.append(f"{r['pattern']:<{width}}  {r['severity']:<10}  {r['count']:>5}  {r['fix']}")
+    else:
+        out.append("no findings")
+    return "\n".join(out)
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Report) -> str:
+    """The report as Markdown fit for a pull-request comment."""
+    worst = report.worst.value if report.worst else "none"
+    out = [f"### tracetape diff: worst severity **{worst}**", ""]
+    if report.baseline and report.candidate:
+        out.append(
+            f"Baseline `{report.baseline.get('run')}` vs candidate "
+            f"`{report.candidate.get('run')}`, "
+            f"{report.events} calls read."
+        )
+        out.append("")
+    rows = report.table()
+    if rows:
+        out += ["| pattern | severity | count | suggested fix |", "|---|---|---:|---|"]
+        out += [
+            f"| `{r['pattern']}` | {r['severity']} | {r['count']} | {_md(r['fix'])} |" for r in rows
+        ]
+        out.append("")
+    lines = summary_lines(report)
+    if lines:
+        out += [
+            "<details><summary>Findings</summary>",
+            "",
+            "```text",
+            *lines,
+            "```",
+            "",
+            "</details>",
+            "",
+        ]
+    div = report.divergence
+    if div is not None:
+        out += [f"**First divergence** at call #{div.position}:", "", "```text"]
+        out += [
+            _call_line("A", redacted(div.a), report.baseline),
+            _call_line("B", redacted(div.b), report.candidate),
+        ]
+        for path, before, after in redacted([list(c) for c in div.changes])[:10]:
+            out.append(f"  changed: {path}: {_short(before, 40)} -> {_short(after, 40)}")
+        out += ["```", ""]
+    if report.skipped:
+        out.append(f"_{report.skipped} bad lines skipped._")
+    return "\n".join(out).rstrip() + "\n"

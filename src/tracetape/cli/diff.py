@@ -1,0 +1,280 @@
+"""``tracetape diff``, ``tracetape check`` and ``tracetape summarize``: diff runs, not logs.
+
+Exit codes:
+
+* ``diff``: 0 when no finding is at or above ``--fail-on`` (default ``fatal``), 1 when one
+  is, 2 on bad input (missing file, malformed line, unknown run, bad option or config);
+* ``check``: 0 when every invariant holds, 1 when one is broken (fanout, repeats, tokens,
+  steps, calls above their bounds), 2 on bad input;
+* ``summarize``: 0 on success (also when ``--llm`` fell back to the rules), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from ..analysis import (
+    AnalysisConfig,
+    Report,
+    Severity,
+    TraceFormat,
+    check_trace,
+    diff_traces,
+    render_markdown,
+    render_text,
+)
+from ..analysis.render import redacted, skipped_line, summary_lines
+from ..analysis.summarize import LLMSettings, rule_summary, summarize_with_llm
+from ._common import EXIT_FAILED, EXIT_OK, echo_json, handle_errors
+
+PROGRESS_MIN_BYTES = 4 << 20
+
+_input_format = click.option(
+    "--input-format",
+    type=click.Choice([f.value for f in TraceFormat]),
+    default="auto",
+    show_default=True,
+    help="Trace format; auto tells cassettes, seed JSONL, span records and OTLP/JSON apart.",
+)
+_skip = click.option(
+    "--skip-bad-lines",
+    is_flag=True,
+    help="Skip malformed lines (and report how many) instead of failing.",
+)
+
+
+@contextmanager
+def _progress(paths: list[Path]) -> Iterator[Callable[[Path, int], None] | None]:
+    """A rich progress bar on a terminal, for inputs over a few MB; else nothing."""
+    sizes = {p: p.stat().st_size for p in paths if p.is_file()}
+    total = sum(sizes.values())
+    if not sys.stderr.isatty() or total < PROGRESS_MIN_BYTES:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    done: dict[Path, int] = dict.fromkeys(sizes, 0)
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        transient=True,
+        console=Console(stderr=True),
+    ) as bar:
+        task = bar.add_task("reading traces", total=total)
+
+        def update(path: Path, offset: int) -> None:
+            done[path] = offset
+            bar.update(task, completed=sum(done.values()))
+
+        yield update
+
+
+def _emit(report: Report, fmt: str, output: Path | None) -> None:
+    if fmt == "json":
+        text = json.dumps(redacted(report.to_dict()), indent=2, ensure_ascii=False, default=str)
+    elif fmt == "markdown":
+        text = render_markdown(report).rstrip("\n")
+    else:
+        text = render_text(report)
+    if output is None:
+        click.echo(text)
+    else:
+        output.write_text(text + "\n", encoding="utf-8")
+
+
+@click.command()
+@click.argument("trace_a", type=click.Path(path_type=Path))
+@click.argument("trace_b", type=click.Path(path_type=Path), required=False)
+@click.option("--runs", nargs=2, metavar="RUN_A RUN_B", help="The two runs to compare (by run id).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "markdown"]),
+    default="text",
+    show_default=True,
+    help="Report as text, JSON, or Markdown (fits a pull-request comment).",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["fatal", "suspicious", "never"]),
+    default="fatal",
+    show_default=True,
+    help="Exit 1 when a finding at or above this severity exists.",
+)
+@click.option(
+    "-o", "--output", type=click.Path(path_type=Path), help="Write the report here, not to stdout."
+)
+@_input_format
+@_skip
+@handle_errors
+def diff(  # noqa: PLR0917 - click passes every option
+    trace_a: Path,
+    trace_b: Path | None,
+    runs: tuple[str, str] | None,
+    fmt: str,
+    fail_on: str,
+    output: Path | None,
+    input_format: str,
+    skip_bad_lines: bool,
+) -> None:
+    """Compare two runs without executing anything: TRACE_A TRACE_B, or TRACE --runs A B.
+
+    Prints the repeats, drift, mock-replay result and first divergence, then a severity
+    table. Exit 0 when nothing reaches --fail-on, 1 when something does, 2 on bad input.
+    """
+    paths = [trace_a] if trace_b is None else [trace_a, trace_b]
+    with _progress(paths) as progress:
+        report = diff_traces(
+            trace_a,
+            trace_b,
+            runs=runs or None,
+            config=AnalysisConfig.load(),
+            fmt=input_format,
+            skip_bad_lines=skip_bad_lines,
+            progress=progress,
+        )
+    _emit(report, fmt, output)
+    if fail_on != "never" and report.at_least(Severity(fail_on)):
+        sys.exit(EXIT_FAILED)
+    sys.exit(EXIT_OK)
+
+
+@click.command()
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--max-calls-per-step", type=click.IntRange(0), help="Fanout bound (default 10).")
+@click.option(
+    "--max-repeats", type=click.IntRange(0), help="Repeats of one call in a run (default 2)."
+)
+@click.option("--max-tokens", type=click.IntRange(0), help="Tokens per run (default 200000).")
+@click.option("--max-steps", type=click.IntRange(0), help="Steps per run (default 50).")
+@click.option("--max-calls", type=click.IntRange(0), help="Calls per run (default 500).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Report as text or as JSON.",
+)
+@_input_format
+@_skip
+@handle_errors
+def check(  # noqa: PLR0917 - click passes every option
+    trace: Path,
+    max_calls_per_step: int | None,
+    max_repeats: int | None,
+    max_tokens: int | None,
+    max_steps: int | None,
+    max_calls: int | None,
+    fmt: str,
+    input_format: str,
+    skip_bad_lines: bool,
+) -> None:
+    """Check the invariants of every run in TRACE: the CI regression gate.
+
+    Each bound comes from its option, else [tool.tracetape.check], else its default.
+    Exit 0 when every invariant holds, 1 when one is broken, 2 on bad input.
+    """
+    config = AnalysisConfig.load(
+        max_calls_per_step=max_calls_per_step,
+        max_repeats=max_repeats,
+        max_tokens=max_tokens,
+        max_steps=max_steps,
+        max_calls=max_calls,
+    )
+    with _progress([trace]) as progress:
+        report = check_trace(
+            trace, config=config, fmt=input_format, skip_bad_lines=skip_bad_lines, progress=progress
+        )
+    broken = report.broken_invariants
+    if fmt == "json":
+        data = report.to_dict()
+        data["ok"] = not broken
+        data["broken"] = [f.to_dict() for f in broken]
+        echo_json(redacted(data))
+    else:
+        for f in broken:
+            click.echo(f"broken: {f.message}")
+        for line in summary_lines(report):
+            if not any(line == f.message for f in broken):
+                click.echo(line)
+        if report.skipped:
+            click.echo(skipped_line(report.skipped))
+        limits = ", ".join(f"{k} {v}" for k, v in report.limits.items())
+        verdict = "ok" if not broken else f"failed, {report.broken_count} invariant(s) broken"
+        click.echo(f"{verdict}: {report.runs} run(s), {report.events} call(s) checked ({limits})")
+    sys.exit(EXIT_FAILED if broken else EXIT_OK)
+
+
+@click.command()
+@click.argument("diff_json", type=click.Path(path_type=Path))
+@click.option("--llm", is_flag=True, help="Ask a model behind an OpenAI-compatible endpoint.")
+@click.option("--model", envvar="TRACETAPE_MODEL", help="Model name (env TRACETAPE_MODEL).")
+@click.option(
+    "--base-url", envvar="OPENAI_BASE_URL", help="Endpoint base URL (env OPENAI_BASE_URL)."
+)
+@click.option(
+    "--timeout", type=float, default=60.0, show_default=True, help="Seconds to wait for the model."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Lines as text or as JSON.",
+)
+@handle_errors
+def summarize(  # noqa: PLR0917 - click passes every option
+    diff_json: Path, llm: bool, model: str | None, base_url: str | None, timeout: float, fmt: str
+) -> None:
+    """One line per finding of DIFF_JSON (from diff --format json): pattern, severity, fix.
+
+    With --llm the findings go to an OpenAI-compatible chat endpoint with a strict prompt;
+    an invalid answer or a failing endpoint falls back to the rule table, saying so.
+    """
+    try:
+        data: Any = orjson.loads(diff_json.read_bytes())
+    except FileNotFoundError:
+        raise ValueError(
+            f"{diff_json}: no such file; write it with tracetape diff --format json"
+        ) from None
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(
+            f"{diff_json}: not JSON ({exc}); pass the output of tracetape diff --format json"
+        ) from None
+    findings = data.get("findings") if isinstance(data, dict) else None
+    if not isinstance(findings, list):
+        raise ValueError(
+            f"{diff_json}: field 'findings' missing; pass the output of "
+            "tracetape diff --format json"
+        )
+    result = rule_summary(findings)
+    if llm:
+        settings = LLMSettings(
+            model=model or "",
+            base_url=base_url or "https://api.openai.com/v1",
+            api_key=os.environ.get("OPENAI_API_KEY", ""),
+            timeout=timeout,
+        )
+        result = summarize_with_llm(findings, settings)
+        if result.fallback:
+            click.echo(f"tracetape: {result.fallback}; using the rule table instead", err=True)
+    if fmt == "json":
+        echo_json(result.to_dict())
+    else:
+        for line in result.lines:
+            click.echo(line.text())
+    sys.exit(EXIT_OK)

@@ -1,0 +1,44 @@
+"""Builders of small traces for the analysis tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+
+def call(
+    run: str,
+    step: int,
+    tool: str,
+    args: dict[str, Any],
+    out: str,
+    **extra: Any,
+) -> dict[str, Any]:
+    """One seed-schema record."""
+    return {
+        "run_id": run,
+        "step": step,
+        "tool": tool,
+        "args": args,
+        "output_sha": out,
+        "tokens": extra.pop("tokens", 100),
+        "ts": "2026-08-31T09:12:04Z",
+        **extra,
+    }
+
+
+def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    """Write records one per line and return the path."""
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
+
+
+SEED_A = [
+    call("run_0042", 1, "search_issues", {"q": "broken:true", "page": 1}, "a1b2c3", tokens=812),
+    call("run_0042", 2, "search_issues", {"q": "broken:true", "page": 1}, "a1b2c3", tokens=812),
+]
+SEED_B = [
+    call("run_0043", 1, "search_issues", {"q": "broken:true", "page": 1}, "d4e5f6", tokens=817)
+]

@@ -1,0 +1,96 @@
+"""Analysis settings from [tool.tracetape]: normalization, bounds, severity overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tracetape.analysis import AnalysisConfig, Severity
+from tracetape.analysis.rules import RULES, classify_table
+from tracetape.config import ConfigError
+
+
+def _project(tmp_path: Path, body: str) -> Path:
+    (tmp_path / "pyproject.toml").write_text(body)
+    return tmp_path
+
+
+def test_settings_are_read_from_pyproject(tmp_path: Path) -> None:
+    """Bounds, volatile keys, masks, resource keys and severities come from the file."""
+    root = _project(
+        tmp_path,
+        """
+[tool.tracetape.normalize]
+extra_volatile_keys = ["nonce"]
+masks = { "sess-[0-9]+" = "<session>" }
+[tool.tracetape.check]
+max_steps = 7
+resource_keys = ["doc"]
+[tool.tracetape.severity]
+write-echo = "suspicious"
+""",
+    )
+    config = AnalysisConfig.load(root)
+    assert config.limits.max_steps == 7
+    assert config.limits.max_repeats == 2
+    assert config.normalizer({"nonce": 1, "ts": 2, "s": "sess-42", "k": 3}) == {
+        "s": "<session>",
+        "k": 3,
+    }
+    assert config.resource_keys == ("doc",)
+    assert config.rules["write-echo"].severity is Severity.SUSPICIOUS
+
+
+def test_options_win_over_the_file(tmp_path: Path) -> None:
+    """A bound given as an option overrides the file's."""
+    root = _project(tmp_path, "[tool.tracetape.check]\nmax_steps = 7\n")
+    assert AnalysisConfig.load(root, max_steps=3, max_tokens=None).limits.max_steps == 3
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        pytest.param(
+            "[tool.tracetape.check]\nmax_steps = 'many'\n",
+            "max_steps must be a non-negative integer",
+            id="wrong-type",
+        ),
+        pytest.param(
+            "[tool.tracetape.check]\nmax_stepz = 3\n",
+            "unknown field 'max_stepz'",
+            id="unknown-bound",
+        ),
+        pytest.param(
+            "[tool.tracetape.severity]\nrepeat = 'fatal'\n",
+            "unknown pattern 'repeat'",
+            id="unknown-pattern",
+        ),
+        pytest.param(
+            "[tool.tracetape.severity]\nfanout = 'bad'\n",
+            "'bad' is not a severity",
+            id="bad-severity",
+        ),
+        pytest.param(
+            "[tool.tracetape.normalize]\nvolatile_keys = 'ts'\n",
+            "list of strings",
+            id="keys-not-list",
+        ),
+    ],
+)
+def test_bad_settings_name_file_and_field(tmp_path: Path, body: str, match: str) -> None:
+    """A setting of the wrong shape raises ConfigError naming pyproject.toml and the field."""
+    root = _project(tmp_path, body)
+    with pytest.raises(ConfigError, match=match) as info:
+        AnalysisConfig.load(root)
+    assert "pyproject.toml" in str(info.value)
+
+
+def test_every_rule_has_a_fix_and_the_seed_rows() -> None:
+    """The rule table keeps the seed's four fixes for its four patterns."""
+    assert RULES["duplicate-call"].fix == "Cap tool calls per step"
+    assert RULES["external-drift"].fix == "Add freshness checks to context"
+    assert RULES["exploration"].fix == "Tighten tool budget or prompt"
+    assert RULES["fanout"].fix == "Reduce available tools"
+    assert all(rule.fix and rule.evidence for rule in RULES.values())
+    assert classify_table() == RULES

@@ -1,0 +1,366 @@
+"""The readers: every trace format becomes the same events; bad input is named precisely."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracetape import Tape
+from tracetape.analysis import Event, TraceError, TraceFormat, detect_format, read_events
+from tracetape.errors import CassetteVersionError, TapeWarning
+
+from .helpers import SEED_A, call, write_jsonl
+
+
+def _events(path: Path, **kw: object) -> list[Event]:
+    return list(read_events(path, **kw))  # type: ignore[arg-type]
+
+
+def test_seed_jsonl_lines_become_tool_events(tmp_path: Path) -> None:
+    """Each seed-schema line becomes one tool event carrying its run, step, args and output."""
+    path = write_jsonl(tmp_path / "t.jsonl", SEED_A)
+    events = _events(path)
+    assert [(e.run, e.step, e.kind, e.name, e.out, e.tokens, e.line) for e in events] == [
+        ("run_0042", 1, "tool", "search_issues", "a1b2c3", 812, 1),
+        ("run_0042", 2, "tool", "search_issues", "a1b2c3", 812, 2),
+    ]
+    assert events[0].args == {"q": "broken:true", "page": 1}
+    assert detect_format(path) is TraceFormat.JSONL
+
+
+def test_optional_seed_fields_are_honoured(tmp_path: Path) -> None:
+    """effect, span_id, parent_id and ms are read when a line has them."""
+    rec = call(
+        "r",
+        1,
+        "write_file",
+        {"path": "a"},
+        "x",
+        effect="write",
+        span_id="s1",
+        parent_id="p0",
+        ms=3.5,
+    )
+    (event,) = _events(write_jsonl(tmp_path / "t.jsonl", [rec]))
+    assert (event.effect, event.span_id, event.parent_id, event.ms) == ("write", "s1", "p0", 3.5)
+
+
+def test_cassettes_of_both_formats_are_read(tmp_path: Path) -> None:
+    """A tracetape cassette and a seed reference cassette (format 0) both yield events."""
+    path = tmp_path / "run_1.jsonl"
+    with Tape(path, mode="record", harness_sha="h") as tape:
+        tape.call(
+            "llm",
+            {"messages": [{"role": "user", "content": "hi"}], "params": {"model": "m1"}, "step": 1},
+            lambda: {"text": "ok", "usage": {"total_tokens": 9}},
+        )
+        tape.call(
+            "tool", {"name": "ls", "args": {"path": "/"}, "step": 1}, lambda: ["a"], effect="read"
+        )
+        tape.call(
+            "tool", {"name": "rm", "args": {"path": "/a"}, "step": 2}, lambda: True, effect="write"
+        )
+    events = _events(path)
+    assert detect_format(path) is TraceFormat.CASSETTE
+    assert [(e.run, e.step, e.kind, e.name, e.effect) for e in events] == [
+        ("run_1", 1, "llm", "m1", "read"),
+        ("run_1", 1, "tool", "ls", "read"),
+        ("run_1", 2, "tool", "rm", "write"),
+    ]
+    assert events[1].args == {"path": "/"}
+    assert events[0].tokens == 9
+    seed = tmp_path / "seed.jsonl"
+    seed.write_text('{"key": "tool:abc", "kind": "tool", "ms": 1.0, "out": 1}\n')
+    (old,) = _events(seed)
+    assert (old.run, old.kind, old.args, old.effect) == ("seed", "tool", {"key": "tool:abc"}, None)
+
+
+def test_a_newer_cassette_format_is_refused(tmp_path: Path) -> None:
+    """A cassette header of an unknown format raises a version error naming line 1."""
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"tracetape": 9, "version": "9.0"}\n')
+    with pytest.raises(CassetteVersionError, match=r"c\.jsonl:1: .*format 9"):
+        _events(path)
+
+
+def test_span_records_are_read(tmp_path: Path) -> None:
+    """Span records become tool events named by the model decision, compared on tool_call."""
+    span = {
+        "span_id": "7f3c",
+        "tool_call": {
+            "argv": ["git", "diff", "--stat"],
+            "env_digest": "sha256:9a1e",
+            "timeout_s": 30,
+        },
+        "tool_result": {"exit_code": 0, "stdout": " 3 files changed", "stderr": ""},
+        "model_decision": {"tool_name": "git_diff_stat", "args": {}, "model_id": "<redacted>"},
+    }
+    path = write_jsonl(tmp_path / "spans.jsonl", [span, {**span, "span_id": "8a00"}])
+    events = _events(path)
+    assert detect_format(path) is TraceFormat.SPANS
+    assert [(e.name, e.step, e.span_id) for e in events] == [
+        ("git_diff_stat", 1, "7f3c"),
+        ("git_diff_stat", 2, "8a00"),
+    ]
+    assert events[0].args["argv"] == ["git", "diff", "--stat"]
+    assert events[0].out == events[1].out
+
+
+def _kv(key: str, value: object) -> dict[str, object]:
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def otlp_doc() -> dict[str, object]:
+    """A small OTLP/JSON trace: an agent span, a chat span and a tool span (GenAI conventions)."""
+    trace = "5b8efff798038103d269b633813fc60c"
+    spans = [
+        {
+            "traceId": trace,
+            "spanId": "aaaaaaaaaaaaaaaa",
+            "name": "invoke_agent",
+            "startTimeUnixNano": "1000",
+            "endTimeUnixNano": "9000",
+            "attributes": [_kv("gen_ai.operation.name", "invoke_agent")],
+        },
+        {
+            "traceId": trace,
+            "spanId": "cccccccccccccccc",
+            "parentSpanId": "aaaaaaaaaaaaaaaa",
+            "name": "execute_tool search",
+            "startTimeUnixNano": "3000000",
+            "endTimeUnixNano": "5000000",
+            "attributes": [
+                _kv("gen_ai.operation.name", "execute_tool"),
+                _kv("gen_ai.tool.name", "search"),
+                _kv("gen_ai.tool.call.arguments", '{"q": "x"}'),
+                _kv("gen_ai.tool.call.result", '{"hits": 2}'),
+            ],
+        },
+        {
+            "traceId": trace,
+            "spanId": "bbbbbbbbbbbbbbbb",
+            "parentSpanId": "aaaaaaaaaaaaaaaa",
+            "name": "chat gpt-x",
+            "startTimeUnixNano": "2000",
+            "endTimeUnixNano": "2500000",
+            "attributes": [
+                _kv("gen_ai.operation.name", "chat"),
+                _kv("gen_ai.request.model", "gpt-x"),
+                _kv(
+                    "gen_ai.input.messages",
+                    '[{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]',
+                ),
+                _kv("gen_ai.output.messages", '[{"role": "assistant", "parts": []}]'),
+                _kv("gen_ai.usage.input_tokens", 10),
+                _kv("gen_ai.usage.output_tokens", 5),
+            ],
+        },
+    ]
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": []},
+                "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}],
+            }
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [pytest.param("document", id="pretty-document"), pytest.param("jsonl", id="one-per-line")],
+)
+def test_otlp_json_is_read_with_genai_conventions(tmp_path: Path, layout: str) -> None:
+    """OTLP/JSON spans become chat and tool events in start-time order, with tokens, parents."""
+    path = tmp_path / "otlp.json"
+    doc = otlp_doc()
+    path.write_bytes(
+        orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+        if layout == "document"
+        else orjson.dumps(doc) + b"\n"
+    )
+    assert detect_format(path) is TraceFormat.OTLP
+    events = _events(path)
+    assert [(e.kind, e.name, e.step, e.tokens, e.parent_id) for e in events] == [
+        ("llm", "gpt-x", 1, 15, "aaaaaaaaaaaaaaaa"),
+        ("tool", "search", 1, None, "aaaaaaaaaaaaaaaa"),
+    ]
+    assert events[1].args == {"q": "x"}
+    assert events[1].ms == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        pytest.param("", "empty", id="empty-file"),
+        pytest.param("\n\n", "empty", id="blank-lines-only"),
+        pytest.param("{'span_id': '7f3c'}\n", "Python dict repr", id="python-repr"),
+        pytest.param("not json\n", "not valid JSON", id="not-json"),
+        pytest.param('{"hello": 1}\n', "cannot tell the trace format.*hello", id="unknown-schema"),
+    ],
+)
+def test_unreadable_files_are_named(tmp_path: Path, text: str, match: str) -> None:
+    """A file whose format cannot be told raises a TraceError naming the file."""
+    path = tmp_path / "bad.jsonl"
+    path.write_text(text)
+    with pytest.raises(TraceError, match=match) as info:
+        _events(path)
+    assert "bad.jsonl" in str(info.value)
+
+
+def test_missing_file_is_named(tmp_path: Path) -> None:
+    """A trace that does not exist raises a TraceError naming it."""
+    with pytest.raises(TraceError, match="no such trace file"):
+        _events(tmp_path / "nope.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "field", "match"),
+    [
+        pytest.param(b"{not json}\n", None, "not valid JSON", id="malformed-line"),
+        pytest.param(
+            b'{"run_id": "r", "step": 3, "tool": "t", "args": {}}\n',
+            "output_sha",
+            "missing",
+            id="missing-field",
+        ),
+        pytest.param(
+            b'{"run_id": "r", "step": "3", "tool": "t", "args": {}, "output_sha": "x"}\n',
+            "step",
+            "integer",
+            id="wrong-type",
+        ),
+        pytest.param(
+            b'{"run_id": "r", "step": 3, "tool": "t", "args": {}, "output_sha": "x", '
+            b'"effect": "delete"}\n',
+            "effect",
+            "'read', 'write'",
+            id="bad-effect",
+        ),
+        pytest.param(
+            b'{"key": "tool:1", "kind": "tool", "out": 1}\n',
+            "run_id",
+            "mixed schemas",
+            id="mixed-schemas",
+        ),
+        pytest.param(b"[1, 2]\n", None, "list", id="array-line"),
+    ],
+)
+def test_bad_lines_name_file_line_and_field(
+    tmp_path: Path, bad_line: bytes, field: str | None, match: str
+) -> None:
+    """A bad line raises a TraceError with the file, the line number and the field at fault."""
+    good = orjson.dumps(SEED_A[0]) + b"\n"
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(good + bad_line + good)
+    with pytest.raises(TraceError, match=match) as info:
+        _events(path)
+    assert info.value.line == 2
+    assert info.value.field == field
+    assert str(info.value).startswith(f"{path}:2: ")
+    assert "--skip-bad-lines" in str(info.value)
+
+
+def test_skip_bad_lines_counts_what_it_skipped(tmp_path: Path) -> None:
+    """With skip_bad_lines the good lines are read and the bad ones counted."""
+    good = orjson.dumps(SEED_A[0]) + b"\n"
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(good + b"{oops\n" + good + b'{"run_id": "r"}\n')
+    sources: list = []
+    events = list(read_events(path, skip_bad_lines=True, source=sources))
+    assert len(events) == 2
+    assert sources[0].skipped == 2
+    assert "t.jsonl:2:" in sources[0].first_skipped[0]
+
+
+def test_a_torn_last_cassette_line_is_skipped(tmp_path: Path) -> None:
+    """A cassette whose last line was cut mid-write yields the records before it."""
+    path = tmp_path / "c.jsonl"
+    with Tape(path, mode="record", harness_sha="h") as tape:
+        tape.call("tool", {"name": "ls", "args": {}, "step": 1}, lambda: 1)
+    path.write_bytes(path.read_bytes() + b'{"seq": 2, "key": "tool:')
+    sources: list = []
+    with pytest.warns(TapeWarning, match="torn last line"):
+        assert len(list(read_events(path, source=sources))) == 1
+    assert sources[0].skipped == 1
+
+
+def test_cassette_records_sharing_a_prefix_read_in_full(tmp_path: Path) -> None:
+    """A growing conversation stored as shared-prefix records reads back as full messages."""
+    path = tmp_path / "chat.jsonl"
+    messages: list[dict[str, str]] = []
+    with Tape(path, mode="record", harness_sha="h") as tape:
+        for step in range(1, 5):
+            messages.append({"role": "user", "content": f"turn {step} " + "x" * 200})
+            payload = {"messages": list(messages), "params": {"model": "m"}, "step": step}
+            tape.call("llm", payload, lambda: {"text": "ok"})
+    assert b'"base"' in path.read_bytes()  # the core stored the shared prefixes once
+    events = _events(path)
+    assert [len(e.args["messages"]) for e in events] == [1, 2, 3, 4]
+    assert events[-1].args["messages"] == messages
+
+
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | _text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    records=st.lists(
+        st.fixed_dictionaries(
+            {
+                "run_id": _text,
+                "step": st.integers(0, 10**6),
+                "tool": _text,
+                "args": _json,
+                "output_sha": _text,
+            },
+            optional={
+                "tokens": st.integers(0, 10**9),
+                "effect": st.sampled_from(["read", "write", "irreversible"]),
+            },
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_jsonl_reader_round_trips_any_valid_record(
+    tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, object]]
+) -> None:
+    """Any valid seed-schema record is read back with the same run, step, tool, args and output."""
+    path = write_jsonl(tmp_path_factory.mktemp("rt") / "t.jsonl", records)
+    events = list(read_events(path, TraceFormat.JSONL))
+    assert [(e.run, e.step, e.name, e.args, e.out, e.tokens, e.effect) for e in events] == [
+        (
+            r["run_id"],
+            r["step"],
+            r["tool"],
+            r["args"],
+            r["output_sha"],
+            r.get("tokens"),
+            r.get("effect"),
+        )
+        for r in records
+    ]
+
+
+def test_skip_bad_lines_also_passes_over_a_bad_first_line(tmp_path: Path) -> None:
+    """With skip_bad_lines, a malformed first line does not stop format detection."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"{torn\n" + orjson.dumps(SEED_A[0]) + b"\n")
+    assert detect_format(path, skip_bad_lines=True) is TraceFormat.JSONL
+    sources: list = []
+    assert len(list(read_events(path, skip_bad_lines=True, source=sources))) == 1
+    assert sources[0].skipped == 1
+    with pytest.raises(TraceError, match="not valid JSON"):
+        detect_format(path)
