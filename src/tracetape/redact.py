@@ -35,7 +35,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, AnyStr
 
 __all__ = [
     "DEFAULT_REDACT_KEY",
@@ -43,6 +43,7 @@ __all__ = [
     "Detector",
     "RedactRules",
     "Redactor",
+    "common_prefix",
 ]
 
 DEFAULT_REDACT_KEY = b"tracetape-redact-v1"
@@ -313,7 +314,7 @@ class Redactor:
             # ``head``/``tail`` are the previous text's unchanged ends: a startswith/endswith
             # (memcmp, no copy) usually confirms most of the prefix and suffix at once.
             lo = len(head) if text.startswith(head) else 0
-            prefix = _common_prefix(previous, text, lo)
+            prefix = common_prefix(previous, text, lo)
             limit = min(len(previous), len(text)) - prefix
             slo = len(tail) if len(tail) <= limit and text.endswith(tail) else 0
             suffix = _common_suffix(previous, text, limit, slo)
@@ -351,8 +352,15 @@ def _key_start(text: str, pos: int) -> int:
     return pos
 
 
-def _common_prefix(a: str, b: str, lo: int = 0) -> int:
-    """Length of the common prefix of two texts known to agree on ``lo`` characters."""
+def common_prefix(a: AnyStr, b: AnyStr, lo: int = 0) -> int:
+    """Length of the common prefix of two texts known to agree on ``lo`` characters.
+
+    Compared a chunk at a time (slice equality is a memcmp), then by bisection in the chunk
+    that differs: a few microseconds for 100 KB, where a character loop takes milliseconds.
+
+    >>> common_prefix("abcdef", "abcxyz")
+    3
+    """
     n = min(len(a), len(b))
     while lo < n:
         hi = min(lo + _CHUNK, n)

@@ -52,6 +52,19 @@ def test_fast_encoder_is_the_canonical_json(value: Any) -> None:
     assert _encode(value) == canonical_json(value)
 
 
+@given(st.lists(st.lists(any_json, min_size=1, max_size=3), min_size=1, max_size=6))
+@settings(max_examples=200)
+def test_fast_encoder_with_memory_is_the_canonical_json(steps: list[list[Any]]) -> None:
+    """Checking only what follows the previous safe text still gives canonical_json's text,
+    for a conversation that grows by appending values of any kind (floats included)."""
+    memo = [b""]
+    messages: list[Any] = [{"content": "x" * 100}]
+    for appended in steps:
+        messages = [*messages, *appended]
+        payload = {"messages": messages, "params": {"temperature": 0.5}, "step": len(messages)}
+        assert _encode(payload, memo) == canonical_json(payload)
+
+
 @given(st.floats(allow_nan=False, allow_infinity=False))
 @settings(max_examples=2000)
 def test_fast_encoder_floats(value: float) -> None:

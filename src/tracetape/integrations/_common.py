@@ -38,6 +38,7 @@ import orjson
 
 from ..canonical import key_of
 from ..errors import CassetteError, ReplayMiss, TapeWarning
+from ..redact import common_prefix
 from ..tape import Decision, Effect, Tape, current_tape
 
 __all__ = [
@@ -208,7 +209,7 @@ _ORJSON_OPTIONS = (
 _FLOAT_RISK = re.compile(rb"[:,\[]-?(?:[0-9]+(?:\.[0-9]+)?[eE]|0\.0000)")
 
 
-def _encode(payload: Any) -> str:
+def _encode(payload: Any, memo: list[bytes] | None = None) -> str:
     """The seed's canonical JSON text (``canonical_json``), about 5x faster when it can be.
 
     orjson's sorted compact output is byte-identical to ``json.dumps(sort_keys=True,
@@ -217,6 +218,10 @@ def _encode(payload: Any) -> str:
     differently; an int beyond 64 bits; a non-str key) the stdlib encoder is used instead. The
     one input orjson cannot be told apart on is a NaN or infinite float (it writes ``null``):
     no SDK can send one (their JSON encoders refuse NaN), so no such call is ever recorded.
+
+    ``memo`` holds the previous output of the same stream that passed the float check: a
+    conversation grows by appending, so only the bytes after the common prefix are searched
+    (a multi-byte search costs about a nanosecond a byte; a 20 KB prompt, 50 us).
     """
     try:
         raw = orjson.dumps(payload, default=_default, option=_ORJSON_OPTIONS)
@@ -224,9 +229,16 @@ def _encode(payload: Any) -> str:
         return _stdlib_encode(payload)
     if not raw.isascii() or b"\x7f" in raw:
         return _stdlib_encode(payload)
-    # orjson writes every exponent with its sign: look for those (memchr-fast) before the regex
-    if (b"e+" in raw or b"e-" in raw or b"0.0000" in raw) and _FLOAT_RISK.search(raw):
+    # A float token is at most ~25 bytes: backing up 32 covers one straddling the prefix.
+    start = max(0, common_prefix(memo[0], raw) - 32) if memo else 0
+    region = raw[start:] if start else raw
+    # orjson writes every exponent with its sign: look for those before the regex
+    if (b"e+" in region or b"e-" in region or b"0.0000" in region) and _FLOAT_RISK.search(region):
+        if memo:
+            memo[0] = b""
         return _stdlib_encode(payload)
+    if memo:
+        memo[0] = raw
     return raw.decode()
 
 
@@ -236,7 +248,8 @@ def llm_decision(tape: Tape, payload: Mapping[str, Any]) -> Decision:
     The payload may still hold SDK models and tuples: they are serialized here, at call time,
     so the key and the stored input are a snapshot that later mutation cannot reach.
     """
-    blob = tape.redactor.redact(_encode(payload), "llm")
+    memo: list[bytes] = tape.__dict__.setdefault("_tt_encode_memo", [b""])
+    blob = tape.redactor.redact(_encode(payload, memo), "llm")
     step = payload.get("step")
     return Decision("llm", key_of("llm", blob), blob, step if type(step) is int else None)
 
