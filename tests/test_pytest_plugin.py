@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import textwrap
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.echo_server import fake_openai
 from tracetape import read_cassette
 
 pytest_plugins = ["pytester"]
@@ -333,50 +330,6 @@ def test_coexists_with_pytest_recording(pytester: pytest.Pytester) -> None:
     assert "--record-mode" in help_text
 
 
-class FakeOpenAI(BaseHTTPRequestHandler):
-    """A chat-completions endpoint that echoes the last message."""
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        reply = {
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 1,
-            "model": body["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {
-                        "role": "assistant",
-                        "content": "echo: " + body["messages"][-1]["content"],
-                    },
-                }
-            ],
-        }
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def fake_openai() -> Iterator[str]:
-    """Serve ``FakeOpenAI`` on 127.0.0.1 and yield its base URL; stopped on exit."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 SDK_TEST = """
 import os
 import openai
@@ -397,10 +350,6 @@ def test_sdk_agent_records_then_replays_with_the_server_stopped(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An unmodified OpenAI-SDK test records live, replays offline, and names a changed prompt."""
-    pytest.importorskip("openai")
-    pytest.importorskip(
-        "tracetape.integrations.sdk", reason="needs the SDK hooks (branch sdk, merged by the lead)"
-    )
     secret = "sk-proj-pluginsecret0123456789abcdef"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     pytester.makepyfile(test_sdk=SDK_TEST)
@@ -457,7 +406,6 @@ def test_ini_sets_the_default_mode_and_the_option_wins(pytester: pytest.Pytester
 
 def test_async_tests_see_the_tape(pytester: pytest.Pytester) -> None:
     """An async test (anyio) sees the fixture's tape and its async tools replay."""
-    pytest.importorskip("anyio")
     make(
         pytester,
         """

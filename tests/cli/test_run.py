@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from tests.echo_server import fake_openai
 from tracetape import read_cassette
 
 TRACETAPE = str(Path(sys.executable).with_name("tracetape"))
@@ -440,50 +437,6 @@ def test_bad_mode_is_a_usage_error(tmp_path: Path) -> None:
     assert "'record', 'replay', 'auto'" in done.stderr
 
 
-class FakeOpenAI(BaseHTTPRequestHandler):
-    """A chat-completions endpoint that echoes the last message."""
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        reply = {
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 1,
-            "model": body["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {
-                        "role": "assistant",
-                        "content": "echo: " + body["messages"][-1]["content"],
-                    },
-                }
-            ],
-        }
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def fake_openai() -> Iterator[str]:
-    """Serve ``FakeOpenAI`` on 127.0.0.1 and yield its base URL; stopped on exit."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 OPENAI_AGENT = """
 import os, sys
 import openai
@@ -500,10 +453,6 @@ print(messages[-2]["content"])
 
 def test_unmodified_openai_agent_replays_with_the_server_stopped(tmp_path: Path) -> None:
     """An OpenAI-SDK program records live, replays offline to the same output, names an edit."""
-    pytest.importorskip("openai")
-    pytest.importorskip(
-        "tracetape.integrations.sdk", reason="needs the SDK hooks (branch sdk, merged by the lead)"
-    )
     script = tmp_path / "agent.py"
     script.write_text(OPENAI_AGENT)
     secret = "sk-proj-runsecret0123456789abcdefgh"
