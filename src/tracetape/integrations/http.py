@@ -146,6 +146,16 @@ def sdk_compatible_miss(miss: ReplayMiss, request: Any = None) -> ReplayMiss:
     return new
 
 
+def _replayed(module: Any, tape: Tape, decision: Decision, request: Any, *, aio: bool) -> Any:
+    """The recorded response to ``request``; a miss is raised the way the SDKs let it through."""
+    try:
+        rec = tape.play(decision)
+    except ReplayMiss as miss:
+        raise sdk_compatible_miss(miss, request) from None
+    beyond = beyond_recording(tape, decision, rec)
+    return _replay_response(module, request, rec["out"], aio=aio, beyond=beyond)
+
+
 def _replay_response(
     module: ModuleType,
     request: Any,
@@ -269,12 +279,7 @@ def _transport_classes(module: ModuleType) -> tuple[type, type]:
             request.read()
             decision = http_decision(self.tape, request)
             if self.tape.replaying:
-                try:
-                    rec = self.tape.play(decision)
-                except ReplayMiss as miss:
-                    raise sdk_compatible_miss(miss, request) from None
-                beyond = beyond_recording(self.tape, decision, rec)
-                return _replay_response(module, request, rec["out"], aio=False, beyond=beyond)
+                return _replayed(module, self.tape, decision, request, aio=False)
             _identity(request)
             response = self.inner.handle_request(request)
             tap_response(module, response, Capture(self.tape, decision, final=True), aio=False)
@@ -297,12 +302,7 @@ def _transport_classes(module: ModuleType) -> tuple[type, type]:
             await request.aread()
             decision = http_decision(self.tape, request)
             if self.tape.replaying:
-                try:
-                    rec = self.tape.play(decision)
-                except ReplayMiss as miss:
-                    raise sdk_compatible_miss(miss, request) from None
-                beyond = beyond_recording(self.tape, decision, rec)
-                return _replay_response(module, request, rec["out"], aio=True, beyond=beyond)
+                return _replayed(module, self.tape, decision, request, aio=True)
             _identity(request)
             response = await self.inner.handle_async_request(request)
             tap_response(module, response, Capture(self.tape, decision, final=True), aio=True)
