@@ -21,6 +21,7 @@ not the lines.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import shutil
@@ -61,9 +62,9 @@ def generate(path: Path, lines: int, seed: int, prefix: str) -> None:
                     args["content"] = f"patch-{rnd.randint(0, 5)}"
                 if rnd.random() < 0.10:
                     args["request_id"] = str(uuid.UUID(int=uuids.getrandbits(128)))
-                base = hash((tool, args.get("q"), args.get("path"), args.get("content"))) & (
-                    2**64 - 1
-                )
+                # A stable digest (not the salted hash()) keeps the data the same every run.
+                what = f"{tool}|{args.get('q')}|{args.get('path')}|{args.get('content')}"
+                base = int.from_bytes(hashlib.blake2b(what.encode(), digest_size=8).digest())
                 drifted = rnd.random() < 0.03
                 out = f"{base ^ (rnd.getrandbits(64) if drifted else 0):064x}"
                 record = {
