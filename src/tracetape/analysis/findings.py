@@ -30,7 +30,7 @@ bytes, so the normalizer runs once per distinct raw call, not once per line.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -300,8 +300,9 @@ class Analyzer:
             self._resource_rank.setdefault(name, i)  # earlier resource keys win
         self._sigs: list[_Sig] = []
         self._outs: list[dict[str | None, _Variant]] = []  # _sigs[sid].outs, one lookup less
-        # The JSONL fast path's caches: tool name -> raw JSON of the args -> signature id.
-        self._raw_json: dict[str, dict[bytes, int]] = {}
+        self._names: list[str] = []  # _sigs[sid].name
+        # The JSONL fast path's caches: (tool name, raw JSON of the args) -> signature id.
+        self._raw_json: dict[tuple[str, bytes], int] = {}
         self._raw_json_volatile: dict[tuple[str, bytes], int] = {}
         self._runs: dict[tuple[int | None, str], _Run] = {}
         self._closed: set[tuple[int | None, str]] = set()
@@ -355,6 +356,7 @@ class Analyzer:
             sig = _Sig(kind, name, normalized, self._resource(normalized))
             self._sigs.append(sig)
             self._outs.append(sig.outs)
+            self._names.append(name)
         return sid
 
     def _sig(self, raw: bytes, kind: str, name: str, args: Any) -> int:
@@ -374,18 +376,36 @@ class Analyzer:
         cache[bytes(bytearray(raw))] = sid
         return sid
 
-    def _sig_raw(self, raw: bytes, name: str, args: Any) -> int:
-        """``_sig`` for the JSONL fast path: ``args`` decoded from ``raw``, a tool's call."""
+    def _sig_raw(self, key: tuple[str, bytes], args: Any) -> int:
+        """``_sig`` for the JSONL fast path: ``key`` is (tool, raw args), ``args`` decoded."""
+        name = key[0]
+        rest = self._normalize.without_volatile_keys(args)
+        if rest is not args:
+            # Such a call mostly repeats a known one but for a fresh volatile key (a request
+            # id): find that one by the raw JSON of the rest, which normalizes the same.
+            try:
+                rest_key = (name, orjson.dumps(rest))
+            except TypeError:
+                sid = self._intern("tool", name, self._normalize(rest))
+            else:
+                known = self._raw_json.get(rest_key)
+                sid = self._sig_raw(rest_key, rest) if known is None else known
+            self._remember_volatile(key, sid)
+            return sid
         normalized = self._normalize(args)
         sid = self._intern("tool", name, normalized)
         if normalized == args:
-            self._raw_json.setdefault(name, {})[raw] = sid
+            self._raw_json[key] = sid
         else:
-            volatile = self._raw_json_volatile
-            if len(volatile) >= _VOLATILE_CACHE:
-                volatile.clear()
-            volatile[name, raw] = sid
+            self._remember_volatile(key, sid)
         return sid
+
+    def _remember_volatile(self, key: tuple[str, bytes], sid: int) -> None:
+        # Raw calls with a volatile part rarely recur: a small cache, dropped when full.
+        volatile = self._raw_json_volatile
+        if len(volatile) >= _VOLATILE_CACHE:
+            volatile.clear()
+        volatile[key] = sid
 
     # -- the hot loop --------------------------------------------------------------------------
 
@@ -446,7 +466,7 @@ class Analyzer:
             sig = sigs[sid]
             v = sig.outs.get(out)
             if v is None:
-                v = self._variant(sig, r, step, line, out)  # type: ignore[arg-type]
+                v = self._variant(sid, r, step, line, out)  # type: ignore[arg-type]
             elif not v.ok:
                 self._check_clean(v, sig, r)  # type: ignore[arg-type]
             v.sides |= rside
@@ -469,7 +489,8 @@ class Analyzer:
 
         The findings are ``feed``'s, computed the same way (a test holds the two equal); only
         the per-line work is cheaper: a call's signature is found by its tool and the raw
-        bytes of its args, and the per-line state is kept in locals.
+        bytes of its args (decoded and normalized only the first time), there is no
+        ``Event`` per line, and the per-run state lives in locals.
         """
         raw_json, raw_volatile = self._raw_json, self._raw_json_volatile
         outs_of, sigs = self._outs, self._sigs
@@ -484,21 +505,20 @@ class Analyzer:
         cur_step: int | None = None
         untagged = False
         n = 0
-        empty: dict[bytes, int] = {}
         for batch in batches:
+            calls = batch.calls
+            n += len(calls)
             line = batch.line - 1
-            n += len(batch.calls)
-            for c in batch.calls:
+            for c in calls:
                 line += 1
-                name = c.name
-                raw = bytes(c.args)
-                sid = raw_json.get(name, empty).get(raw)
+                key = (c.name, bytes(c.args))
+                sid = raw_json.get(key)
                 if sid is None:
-                    sid = raw_volatile.get((name, raw))
+                    sid = raw_volatile.get(key)
                     if sid is None:
                         # A line whose args are not JSON is bad in any run: check it first.
                         try:
-                            args = orjson.loads(raw)
+                            args = orjson.loads(key[1])
                         except orjson.JSONDecodeError as exc:
                             batch.bad(f"line is not valid JSON ({exc})", line)
                             n -= 1
@@ -506,7 +526,7 @@ class Analyzer:
                 run_id = c.run
                 if run_id != last_id:
                     if r is not None:
-                        r.step, r.tokens = cur_step, tokens_sum
+                        r.tokens = tokens_sum
                     rkey = (side, run_id)
                     r = runs.get(rkey)
                     if r is None:
@@ -520,39 +540,46 @@ class Analyzer:
                     tokens_sum = r.tokens
                 if not rside:
                     continue
+                assert r is not None
                 if sid is None:
-                    sid = self._sig_raw(raw, name, args)
+                    sid = self._sig_raw(key, args)
                 step = c.step
                 if step != cur_step:
-                    assert r is not None
-                    self._new_step(r, step, line, step_min)
-                    cur_step = step
+                    # A new step (``_new_step``, inlined: a third of the lines start one).
+                    if len(step_calls) > step_min:
+                        self._end_step(r)
+                    r.calls += len(step_calls)
+                    step_calls.clear()
+                    r.step = cur_step = step
+                    r.steps += 1
+                    r.step_first_line = line
+                    r.max_step = max(r.max_step, step)
                 step_calls.append(sid)
                 tokens = c.tokens
                 if tokens:
                     tokens_sum += tokens
                 effect = c.effect
                 if effect is None and not untagged:
-                    untagged = r.untagged = True  # type: ignore[union-attr]
+                    untagged = r.untagged = True
                 out = c.out
                 v = outs_of[sid].get(out)
                 if v is None:
-                    v = self._variant(sigs[sid], r, step, line, out)  # type: ignore[arg-type]
+                    v = self._variant(sid, r, step, line, out)
                 elif not v.ok:
-                    self._check_clean(v, sigs[sid], r)  # type: ignore[arg-type]
+                    self._check_clean(v, sigs[sid], r)
                 v.sides |= rside
                 prev = seen.get(sid)
                 if prev is None:
                     seen[sid] = (step, out, line, effect)
                 else:
-                    self._repeat(r, sid, prev, step, out)  # type: ignore[arg-type]
+                    self._repeat(r, sid, prev, step, out)
                 if effect in writes_kinds:
-                    r.writes[sigs[sid].resource] = step  # type: ignore[union-attr]
+                    r.writes[sigs[sid].resource] = step
                 if track:
-                    ev = Event(run_id, line, step, "tool", name, None, out, effect, line=line)
+                    ev = Event(run_id, line, step, "tool", c.name, None, out, effect, line=line)
                     self._align(track, sid, ev)
         if r is not None:
-            r.step, r.tokens = cur_step, tokens_sum
+            r.tokens = tokens_sum
         self._events += n
         return n
 
@@ -597,9 +624,8 @@ class Analyzer:
             self._close(self._runs.pop(stale))
         return r
 
-    def _variant(
-        self, sig: _Sig, r: _Run, step: int | None, line: int, out: str | None
-    ) -> _Variant:
+    def _variant(self, sid: int, r: _Run, step: int | None, line: int, out: str | None) -> _Variant:
+        sig = self._sigs[sid]
         v = _Variant(r.id, step, line, 0)
         if len(sig.outs) < _MAX_VARIANTS:
             sig.outs[out] = v
@@ -655,7 +681,11 @@ class Analyzer:
                 by_tool=names,
                 line=r.step_first_line,
             )
-        if len(calls) > limits.exploration:
+        # Exploration needs more than ``exploration`` distinct args of one tool: count the
+        # distinct signatures per tool in C first, and look closer only when one has that.
+        if len(calls) > limits.exploration and (
+            max(Counter(map(self._names.__getitem__, set(calls))).values()) > limits.exploration
+        ):
             distinct: dict[str, set[int]] = {}
             for sid in calls:
                 distinct.setdefault(self._sigs[sid].name, set()).add(sid)
