@@ -77,19 +77,17 @@ def diff_traces(
     }
     if b is None:
         analyzer = Analyzer(config, compare=True, runs=runs, inputs=[str(pa)])
-        feed = _feeder(pa, **options)
         with _gc_paused():
-            while feed(analyzer, None):
-                pass
+            _feeder(pa, **options)(analyzer, None)
     else:
         pb = Path(b)
         baseline, candidate = runs if runs else (None, None)
         analyzer = Analyzer(
             config, compare=True, baseline=baseline, candidate=candidate, inputs=[str(pa), str(pb)]
         )
-        feed_a, feed_b = (_feeder(path, **options) for path in (pa, pb))
+        feed_a, feed_b = (_feeder(path, **options, step=_SLICE) for path in (pa, pb))
         with _gc_paused():
-            # The files are fed a block each in turn, so the aligned runs advance together.
+            # The files are fed _SLICE calls each in turn, so the aligned runs advance together.
             more_a = more_b = True
             while more_a or more_b:
                 more_a = more_a and feed_a(analyzer, SIDE_A)
@@ -106,12 +104,14 @@ def _feeder(
     skip_bad_lines: bool,
     progress: Progress | None,
     sources: list[TraceSource],
+    step: int | None = None,
 ) -> Feeder:
-    """A function feeding the next block of ``path`` to an analyzer; False once it is done.
+    """A function feeding the next ``step`` calls of ``path`` to an analyzer (all of them if
+    ``step`` is None); it returns False once the file is done.
 
     Seed-JSONL traces take the fast path (blocks of raw calls, ``Analyzer.feed_batches``);
-    the other formats are read as events, ``_SLICE`` at a time. Blocks are consumed straight
-    from the readers (not collected in lists), which keeps the working set in the CPU cache.
+    the other formats are read as events. Calls are consumed straight from the readers (not
+    collected in lists), which keeps the working set in the CPU cache.
     """
     kind = TraceFormat.parse(fmt)
     if kind is TraceFormat.AUTO:
@@ -123,18 +123,33 @@ def _feeder(
         "source": sources,
     }
     if kind is TraceFormat.JSONL:
-        groups = _regroup(read_batches(path, **options), _SLICE)
+        batches = read_batches(path, **options)
+        if step is None:
+
+            def feed_all(analyzer: Analyzer, side: int | None) -> bool:
+                analyzer.feed_batches(batches, side)
+                return False
+
+            return feed_all
+        groups = _regroup(batches, step)
 
         def feed_group(analyzer: Analyzer, side: int | None) -> bool:
             group = next(groups, None)
             if group is None:
                 return False
             analyzer.feed_batches(group, side)
-            return sum(len(batch.calls) for batch in group) == _SLICE
+            return sum(len(batch.calls) for batch in group) == step
 
         return feed_group
     events = read_events(path, kind, **options)
-    return lambda analyzer, side: analyzer.feed(islice(events, _SLICE), side) == _SLICE
+    if step is None:
+
+        def feed_events(analyzer: Analyzer, side: int | None) -> bool:
+            analyzer.feed(events, side)
+            return False
+
+        return feed_events
+    return lambda analyzer, side: analyzer.feed(islice(events, step), side) == step
 
 
 def _regroup(batches: Iterator[CallBatch], size: int) -> Iterator[list[CallBatch]]:
@@ -211,8 +226,7 @@ def check_trace(
         p, config=config, fmt=fmt, skip_bad_lines=skip_bad_lines, progress=progress, sources=sources
     )
     with _gc_paused():
-        while feed(analyzer, SIDE_A):
-            pass
+        feed(analyzer, SIDE_A)
     if not analyzer.seen_runs:
         raise TraceError("the trace holds no calls to check", path=p)
     return _finish(analyzer, sources)
