@@ -305,7 +305,6 @@ class Analyzer:
         self._raw_json: dict[tuple[str, bytes], int] = {}
         self._raw_json_volatile: dict[tuple[str, bytes], int] = {}
         self._runs: dict[tuple[int | None, str], _Run] = {}
-        self._closed: set[tuple[int | None, str]] = set()
         self._reopened = 0
         self._events = 0
         self._nruns = 0
@@ -595,10 +594,10 @@ class Analyzer:
             r.max_step = step
 
     def _open(self, rkey: tuple[int | None, str], run_id: str, side: int | None) -> _Run:
-        if rkey in self._closed:
-            self._reopened += 1
-            self._closed.discard(rkey)
         seen = self._seen_runs
+        # A run seen before (on this side) but not open was closed: it comes back split.
+        if (run_id in seen) if side is None else (seen.get(run_id, 0) & side):
+            self._reopened += 1
         if side is None:
             sel = self.select
             if run_id in seen:
@@ -619,9 +618,7 @@ class Analyzer:
         r = _Run(run_id, side, track)
         self._runs[rkey] = r
         if len(self._runs) > self.config.max_open_runs:
-            stale = next(iter(self._runs))
-            self._closed.add(stale)
-            self._close(self._runs.pop(stale))
+            self._close(self._runs.pop(next(iter(self._runs))))
         return r
 
     def _variant(self, sid: int, r: _Run, step: int | None, line: int, out: str | None) -> _Variant:
