@@ -48,7 +48,8 @@ class MemoNormalizer:
         """
         if type(obj) is not dict:
             return obj
-        if not obj.keys() <= self._classified:
+        keys = obj.keys()
+        if not keys <= self._classified:
             for k in obj:
                 name = str(k)
                 skip = self._volatile.get(name)
@@ -58,10 +59,15 @@ class MemoNormalizer:
                     self._volatile_names.add(name)
                 if type(k) is str:
                     self._classified.add(k)
-        if self._volatile_names.isdisjoint(obj):
+            if not keys <= self._classified:  # a key that is not a string
+                return {k: v for k, v in obj.items() if not self._volatile[str(k)]}
+        drop = keys & self._volatile_names
+        if not drop:
             return obj
-        volatile = self._volatile
-        return {k: v for k, v in obj.items() if not volatile[str(k)]}
+        rest = obj.copy()
+        for k in drop:
+            del rest[k]
+        return rest
 
     def __call__(self, obj: Any) -> Any:
         if type(obj) is str:

@@ -298,7 +298,7 @@ class JsonlCall(
     tokens: _Int64 | None = None
 
 
-_JSONL_BATCH = 1 << 20
+_JSONL_BATCH = 1 << 18
 _jsonl_decoder = msgspec.json.Decoder(JsonlCall)
 
 
