@@ -30,7 +30,7 @@ bytes, so the normalizer runs once per distinct raw call, not once per line.
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -300,7 +300,6 @@ class Analyzer:
             self._resource_rank.setdefault(name, i)  # earlier resource keys win
         self._sigs: list[_Sig] = []
         self._outs: list[dict[str | None, _Variant]] = []  # _sigs[sid].outs, one lookup less
-        self._names: list[str] = []  # _sigs[sid].name
         # The JSONL fast path's caches: (tool name, raw JSON of the args) -> signature id.
         self._raw_json: dict[tuple[str, bytes], int] = {}
         self._raw_json_volatile: dict[tuple[str, bytes], int] = {}
@@ -355,7 +354,6 @@ class Analyzer:
             sig = _Sig(kind, name, normalized, self._resource(normalized))
             self._sigs.append(sig)
             self._outs.append(sig.outs)
-            self._names.append(name)
         return sid
 
     def _sig(self, raw: bytes, kind: str, name: str, args: Any) -> int:
@@ -678,11 +676,9 @@ class Analyzer:
                 by_tool=names,
                 line=r.step_first_line,
             )
-        # Exploration needs more than ``exploration`` distinct args of one tool: count the
-        # distinct signatures per tool in C first, and look closer only when one has that.
-        if len(calls) > limits.exploration and (
-            max(Counter(map(self._names.__getitem__, set(calls))).values()) > limits.exploration
-        ):
+        # Exploration needs more than ``exploration`` distinct args of one tool, so first more
+        # than that many distinct calls at all (a set built in C).
+        if len(calls) > limits.exploration and len(set(calls)) > limits.exploration:
             distinct: dict[str, set[int]] = {}
             for sid in calls:
                 distinct.setdefault(self._sigs[sid].name, set()).add(sid)
