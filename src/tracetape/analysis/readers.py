@@ -20,10 +20,14 @@ Supported formats (``TraceFormat``), sniffed from the first record unless named:
   ``gen_ai.usage.input_tokens``/``output_tokens``). OTLP documents are read whole: spans must
   be ordered by start time before they make a sequence.
 
-Every reader but OTLP streams: memory does not grow with the file. A reader is a function
-``(TraceSource) -> Iterator[Event]`` registered in ``READERS``; a bad record goes through
-``TraceSource.bad``, which raises a :class:`TraceError` naming the file, line and field, or
-counts the line when ``skip_bad_lines`` is set.
+Every reader but OTLP streams: memory does not grow with the file. Seed JSONL, the format of
+large traces, also has a block reader for the analysis hot path, ``read_jsonl_batches``: a
+block of lines is decoded in one ``msgspec`` call into :class:`JsonlCall` s whose ``args``
+stay raw JSON, so the findings can key their work on those bytes (``read_batches``).
+
+A reader is a function ``(TraceSource) -> Iterator[Event]`` registered in ``READERS``; a bad
+record goes through ``TraceSource.bad``, which raises a :class:`TraceError` naming the file,
+line and field, or counts the line when ``skip_bad_lines`` is set.
 """
 
 from __future__ import annotations
