@@ -505,9 +505,7 @@ class Analyzer:
         for batch in batches:
             calls = batch.calls
             n += len(calls)
-            line = batch.line - 1
-            for c in calls:
-                line += 1
+            for line, c in enumerate(calls, batch.line):
                 key = (c.name, bytes(c.args))
                 sid = raw_json.get(key)
                 if sid is None:
