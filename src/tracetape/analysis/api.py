@@ -8,16 +8,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 from .config import AnalysisConfig
-from .events import Event, TraceError, TraceFormat
+from .events import CallBatch, TraceError, TraceFormat
 from .findings import SIDE_A, SIDE_B, Analyzer, Report
-from .readers import TraceSource, read_events
+from .readers import TraceSource, detect_format, read_batches, read_events
 
 __all__ = ["check_trace", "diff_traces"]
 
 _SLICE = 8192
 Progress = Callable[[Path, int], None]
+Feeder = Callable[[Analyzer, int | None], bool]
 
 
 @contextmanager
@@ -66,53 +68,110 @@ def diff_traces(
     config = config or AnalysisConfig()
     pa = Path(a)
     sources: list[TraceSource] = []
+    options: dict[str, Any] = {
+        "config": config,
+        "fmt": fmt,
+        "skip_bad_lines": skip_bad_lines,
+        "progress": progress,
+        "sources": sources,
+    }
     if b is None:
         analyzer = Analyzer(config, compare=True, runs=runs, inputs=[str(pa)])
-        events = read_events(
-            pa,
-            fmt,
-            normalizer=config.normalizer,
-            skip_bad_lines=skip_bad_lines,
-            progress=_source_cb(progress, pa),
-            source=sources,
-        )
         with _gc_paused():
-            analyzer.feed(events, None)
+            _feeder(pa, **options)(analyzer, None)
     else:
         pb = Path(b)
         baseline, candidate = runs if runs else (None, None)
         analyzer = Analyzer(
             config, compare=True, baseline=baseline, candidate=candidate, inputs=[str(pa), str(pb)]
         )
-        ea, eb = (
-            read_events(
-                path,
-                fmt,
-                normalizer=config.normalizer,
-                skip_bad_lines=skip_bad_lines,
-                progress=_source_cb(progress, path),
-                source=sources,
-            )
-            for path in (pa, pb)
-        )
+        feed_a, feed_b = (_feeder(path, **options, step=_SLICE) for path in (pa, pb))
         with _gc_paused():
-            _interleave(analyzer, ea, eb)
+            # The files are fed _SLICE calls each in turn, so the aligned runs advance together.
+            more_a = more_b = True
+            while more_a or more_b:
+                more_a = more_a and feed_a(analyzer, SIDE_A)
+                more_b = more_b and feed_b(analyzer, SIDE_B)
     _missing_runs(analyzer, runs, [pa] if b is None else [pa, Path(b)])
     return _finish(analyzer, sources)
 
 
-def _interleave(analyzer: Analyzer, ea: Iterator[Event], eb: Iterator[Event]) -> None:
-    """Feed the two files slice by slice in turn, so the aligned runs advance together.
+def _feeder(
+    path: Path,
+    *,
+    config: AnalysisConfig,
+    fmt: str | TraceFormat,
+    skip_bad_lines: bool,
+    progress: Progress | None,
+    sources: list[TraceSource],
+    step: int | None = None,
+) -> Feeder:
+    """A function feeding the next ``step`` calls of ``path`` to an analyzer (all of them if
+    ``step`` is None); it returns False once the file is done.
 
-    Slices are consumed straight from the readers (not collected in lists): a line's dict is
-    freed before the next is parsed, which keeps the working set in the CPU cache.
+    Seed-JSONL traces take the fast path (blocks of raw calls, ``Analyzer.feed_batches``);
+    the other formats are read as events. Calls are consumed straight from the readers (not
+    collected in lists), which keeps the working set in the CPU cache.
     """
-    more_a = more_b = True
-    while more_a or more_b:
-        if more_a:
-            more_a = analyzer.feed(islice(ea, _SLICE), SIDE_A) == _SLICE
-        if more_b:
-            more_b = analyzer.feed(islice(eb, _SLICE), SIDE_B) == _SLICE
+    kind = TraceFormat.parse(fmt)
+    if kind is TraceFormat.AUTO:
+        kind = detect_format(path, skip_bad_lines=skip_bad_lines)
+    options: dict[str, Any] = {
+        "normalizer": config.normalizer,
+        "skip_bad_lines": skip_bad_lines,
+        "progress": _source_cb(progress, path),
+        "source": sources,
+    }
+    if kind is TraceFormat.JSONL:
+        batches = read_batches(path, **options)
+        if step is None:
+
+            def feed_all(analyzer: Analyzer, side: int | None) -> bool:
+                analyzer.feed_batches(batches, side)
+                return False
+
+            return feed_all
+        groups = _regroup(batches, step)
+
+        def feed_group(analyzer: Analyzer, side: int | None) -> bool:
+            group = next(groups, None)
+            if group is None:
+                return False
+            analyzer.feed_batches(group, side)
+            return sum(len(batch.calls) for batch in group) == step
+
+        return feed_group
+    events = read_events(path, kind, **options)
+    if step is None:
+
+        def feed_events(analyzer: Analyzer, side: int | None) -> bool:
+            analyzer.feed(events, side)
+            return False
+
+        return feed_events
+    return lambda analyzer, side: analyzer.feed(islice(events, step), side) == step
+
+
+def _regroup(batches: Iterator[CallBatch], size: int) -> Iterator[list[CallBatch]]:
+    """Regroup blocks of calls into groups of ``size`` calls (the last one may be short).
+
+    Two files are fed ``size`` calls each in turn whatever the format, so the findings kept
+    as examples (the first ones found) do not depend on how a reader cuts its blocks.
+    """
+    group: list[CallBatch] = []
+    room = size
+    for block in batches:
+        batch = block
+        while len(batch.calls) >= room:
+            group.append(batch._replace(calls=batch.calls[:room]))
+            yield group
+            batch = batch._replace(line=batch.line + room, calls=batch.calls[room:])
+            group, room = [], size
+        if batch.calls:
+            group.append(batch)
+            room -= len(batch.calls)
+    if group:
+        yield group
 
 
 def _missing_runs(analyzer: Analyzer, runs: tuple[str, str] | None, paths: list[Path]) -> None:
@@ -163,16 +222,11 @@ def check_trace(
     p = Path(path)
     sources: list[TraceSource] = []
     analyzer = Analyzer(config, compare=False, inputs=[str(p)])
-    events = read_events(
-        p,
-        fmt,
-        normalizer=config.normalizer,
-        skip_bad_lines=skip_bad_lines,
-        progress=_source_cb(progress, p),
-        source=sources,
+    feed = _feeder(
+        p, config=config, fmt=fmt, skip_bad_lines=skip_bad_lines, progress=progress, sources=sources
     )
     with _gc_paused():
-        analyzer.feed(events, SIDE_A)
+        feed(analyzer, SIDE_A)
     if not analyzer.seen_runs:
         raise TraceError("the trace holds no calls to check", path=p)
     return _finish(analyzer, sources)

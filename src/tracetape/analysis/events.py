@@ -7,13 +7,14 @@ into events, so the findings never look at a format again.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from ..errors import CassetteError
 
-__all__ = ["Event", "TraceError", "TraceFormat"]
+__all__ = ["CallBatch", "Event", "RawCall", "TraceError", "TraceFormat"]
 
 
 class TraceFormat(StrEnum):
@@ -80,3 +81,39 @@ class Event(NamedTuple):
     span_id: str | None = None
     parent_id: str | None = None
     line: int = 0
+
+
+class RawCall(Protocol):
+    """A tool call decoded only as far as the findings need: ``args`` is still raw JSON.
+
+    The seed-JSONL fast path yields these instead of :class:`Event` s: most lines of a trace
+    repeat a few thousand distinct calls, so the findings key their work on the raw bytes of
+    ``args`` and decode them only the first time they see them.
+    """
+
+    @property
+    def run(self) -> str: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def args(self) -> Any: ...  # a bytes-like object holding the JSON text of the arguments
+    @property
+    def out(self) -> str: ...
+    @property
+    def effect(self) -> str | None: ...
+    @property
+    def tokens(self) -> int | None: ...
+
+
+class CallBatch(NamedTuple):
+    """Consecutive lines of one file as :class:`RawCall` s: ``calls[i]`` is on ``line + i``.
+
+    ``bad(message, line)`` reports a line whose ``args`` turn out not to be valid JSON (it
+    raises a ``TraceError``, or counts the line under ``skip_bad_lines``).
+    """
+
+    line: int
+    calls: Sequence[RawCall]
+    bad: Callable[[str, int], None]

@@ -39,7 +39,7 @@ import orjson
 
 from ..canonical import Change, canonical_json, changed_paths
 from .config import AnalysisConfig
-from .events import Event
+from .events import CallBatch, Event
 from .normalize import MemoNormalizer
 from .rules import INVARIANTS, Severity
 
@@ -299,8 +299,11 @@ class Analyzer:
         for i, name in enumerate(self.config.resource_keys):
             self._resource_rank.setdefault(name, i)  # earlier resource keys win
         self._sigs: list[_Sig] = []
+        self._outs: list[dict[str | None, _Variant]] = []  # _sigs[sid].outs, one lookup less
+        # The JSONL fast path's caches: (tool name, raw JSON of the args) -> signature id.
+        self._raw_json: dict[tuple[str, bytes], int] = {}
+        self._raw_json_volatile: dict[tuple[str, bytes], int] = {}
         self._runs: dict[tuple[int | None, str], _Run] = {}
-        self._closed: set[tuple[int | None, str]] = set()
         self._reopened = 0
         self._events = 0
         self._nruns = 0
@@ -339,9 +342,8 @@ class Analyzer:
             return best[1] if best else None
         return None
 
-    def _sig(self, raw: bytes, kind: str, name: str, args: Any) -> int:
-        """Intern a call's normalized signature (slow path: once per distinct raw call)."""
-        normalized = self._normalize(args)
+    def _intern(self, kind: str, name: str, normalized: Any) -> int:
+        """The id of a normalized signature, a new one the first time it is seen."""
         try:
             key = orjson.dumps((kind, name, normalized), option=_SORT)
         except TypeError:
@@ -349,7 +351,15 @@ class Analyzer:
         sid = self._ids.get(key)
         if sid is None:
             sid = self._ids[bytes(bytearray(key))] = len(self._sigs)
-            self._sigs.append(_Sig(kind, name, normalized, self._resource(normalized)))
+            sig = _Sig(kind, name, normalized, self._resource(normalized))
+            self._sigs.append(sig)
+            self._outs.append(sig.outs)
+        return sid
+
+    def _sig(self, raw: bytes, kind: str, name: str, args: Any) -> int:
+        """Intern a call's normalized signature (slow path: once per distinct raw call)."""
+        normalized = self._normalize(args)
+        sid = self._intern(kind, name, normalized)
         # Raw calls that normalization left unchanged recur (they are the call itself); those
         # it changed carry a fresh UUID or time and rarely do, so they share a small cache that
         # is dropped when full. Memory stays proportional to the distinct signatures.
@@ -362,6 +372,37 @@ class Analyzer:
         # orjson's bytes keep their over-allocated buffer (KiBs): store a compact copy.
         cache[bytes(bytearray(raw))] = sid
         return sid
+
+    def _sig_raw(self, key: tuple[str, bytes], args: Any) -> int:
+        """``_sig`` for the JSONL fast path: ``key`` is (tool, raw args), ``args`` decoded."""
+        name = key[0]
+        rest = self._normalize.without_volatile_keys(args)
+        if rest is not args:
+            # Such a call mostly repeats a known one but for a fresh volatile key (a request
+            # id): find that one by the raw JSON of the rest, which normalizes the same.
+            try:
+                rest_key = (name, orjson.dumps(rest))
+            except TypeError:
+                sid = self._intern("tool", name, self._normalize(rest))
+            else:
+                known = self._raw_json.get(rest_key)
+                sid = self._sig_raw(rest_key, rest) if known is None else known
+            self._remember_volatile(key, sid)
+            return sid
+        normalized = self._normalize(args)
+        sid = self._intern("tool", name, normalized)
+        if normalized == args:
+            self._raw_json[key] = sid
+        else:
+            self._remember_volatile(key, sid)
+        return sid
+
+    def _remember_volatile(self, key: tuple[str, bytes], sid: int) -> None:
+        # Raw calls with a volatile part rarely recur: a small cache, dropped when full.
+        volatile = self._raw_json_volatile
+        if len(volatile) >= _VOLATILE_CACHE:
+            volatile.clear()
+        volatile[key] = sid
 
     # -- the hot loop --------------------------------------------------------------------------
 
@@ -422,7 +463,7 @@ class Analyzer:
             sig = sigs[sid]
             v = sig.outs.get(out)
             if v is None:
-                v = self._variant(sig, r, ev)  # type: ignore[arg-type]
+                v = self._variant(sid, r, step, line, out)  # type: ignore[arg-type]
             elif not v.ok:
                 self._check_clean(v, sig, r)  # type: ignore[arg-type]
             v.sides |= rside
@@ -440,6 +481,103 @@ class Analyzer:
         self._events += n
         return n
 
+    def feed_batches(self, batches: Iterable[CallBatch], side: int | None) -> int:
+        """``feed`` for the JSONL fast path: blocks of raw calls instead of events.
+
+        The findings are ``feed``'s, computed the same way (a test holds the two equal); only
+        the per-line work is cheaper: a call's signature is found by its tool and the raw
+        bytes of its args (decoded and normalized only the first time), there is no
+        ``Event`` per line, and the per-run state lives in locals.
+        """
+        raw_json, raw_volatile = self._raw_json, self._raw_json_volatile
+        outs_of, sigs = self._outs, self._sigs
+        runs = self._runs
+        writes_kinds = _WRITES
+        step_min = self._step_min
+        last_id: str | None = None
+        r: _Run | None = None
+        seen: dict[int, Any] = {}
+        step_calls: list[int] = []
+        rside = track = tokens_sum = 0
+        cur_step: int | None = None
+        untagged = False
+        n = 0
+        for batch in batches:
+            calls = batch.calls
+            n += len(calls)
+            for line, c in enumerate(calls, batch.line):
+                key = (c.name, bytes(c.args))
+                sid = raw_json.get(key)
+                if sid is None:
+                    sid = raw_volatile.get(key)
+                    if sid is None:
+                        # A line whose args are not JSON is bad in any run: check it first.
+                        try:
+                            args = orjson.loads(key[1])
+                        except orjson.JSONDecodeError as exc:
+                            batch.bad(f"line is not valid JSON ({exc})", line)
+                            n -= 1
+                            continue
+                run_id = c.run
+                if run_id != last_id:
+                    if r is not None:
+                        r.tokens = tokens_sum
+                    rkey = (side, run_id)
+                    r = runs.get(rkey)
+                    if r is None:
+                        r = self._open(rkey, run_id, side)
+                    else:
+                        del runs[rkey]
+                        runs[rkey] = r
+                    last_id = run_id
+                    seen, step_calls = r.seen, r.step_calls
+                    rside, track, cur_step, untagged = r.side, r.track, r.step, r.untagged
+                    tokens_sum = r.tokens
+                if not rside:
+                    continue
+                assert r is not None
+                if sid is None:
+                    sid = self._sig_raw(key, args)
+                step = c.step
+                if step != cur_step:
+                    # A new step (``_new_step``, inlined: a third of the lines start one).
+                    if len(step_calls) > step_min:
+                        self._end_step(r)
+                    r.calls += len(step_calls)
+                    step_calls.clear()
+                    r.step = cur_step = step
+                    r.steps += 1
+                    r.step_first_line = line
+                    r.max_step = max(r.max_step, step)
+                step_calls.append(sid)
+                tokens = c.tokens
+                if tokens:
+                    tokens_sum += tokens
+                effect = c.effect
+                if effect is None and not untagged:
+                    untagged = r.untagged = True
+                out = c.out
+                v = outs_of[sid].get(out)
+                if v is None:
+                    v = self._variant(sid, r, step, line, out)
+                elif not v.ok:
+                    self._check_clean(v, sigs[sid], r)
+                v.sides |= rside
+                prev = seen.get(sid)
+                if prev is None:
+                    seen[sid] = (step, out, line, effect)
+                else:
+                    self._repeat(r, sid, prev, step, out)
+                if effect in writes_kinds:
+                    r.writes[sigs[sid].resource] = step
+                if track:
+                    ev = Event(run_id, line, step, "tool", c.name, None, out, effect, line=line)
+                    self._align(track, sid, ev)
+        if r is not None:
+            r.tokens = tokens_sum
+        self._events += n
+        return n
+
     def _new_step(self, r: _Run, step: int | None, line: int, step_min: int) -> None:
         if len(r.step_calls) > step_min:
             self._end_step(r)
@@ -452,10 +590,10 @@ class Analyzer:
             r.max_step = step
 
     def _open(self, rkey: tuple[int | None, str], run_id: str, side: int | None) -> _Run:
-        if rkey in self._closed:
-            self._reopened += 1
-            self._closed.discard(rkey)
         seen = self._seen_runs
+        # A run seen before (on this side) but not open was closed: it comes back split.
+        if (run_id in seen) if side is None else (seen.get(run_id, 0) & side):
+            self._reopened += 1
         if side is None:
             sel = self.select
             if run_id in seen:
@@ -476,15 +614,14 @@ class Analyzer:
         r = _Run(run_id, side, track)
         self._runs[rkey] = r
         if len(self._runs) > self.config.max_open_runs:
-            stale = next(iter(self._runs))
-            self._closed.add(stale)
-            self._close(self._runs.pop(stale))
+            self._close(self._runs.pop(next(iter(self._runs))))
         return r
 
-    def _variant(self, sig: _Sig, r: _Run, ev: Event) -> _Variant:
-        v = _Variant(r.id, ev.step, ev.line, 0)
+    def _variant(self, sid: int, r: _Run, step: int | None, line: int, out: str | None) -> _Variant:
+        sig = self._sigs[sid]
+        v = _Variant(r.id, step, line, 0)
         if len(sig.outs) < _MAX_VARIANTS:
-            sig.outs[ev.out] = v
+            sig.outs[out] = v
         self._check_clean(v, sig, r)
         return v
 
@@ -537,7 +674,9 @@ class Analyzer:
                 by_tool=names,
                 line=r.step_first_line,
             )
-        if len(calls) > limits.exploration:
+        # Exploration needs more than ``exploration`` distinct args of one tool, so first more
+        # than that many distinct calls at all (a set built in C).
+        if len(calls) > limits.exploration and len(set(calls)) > limits.exploration:
             distinct: dict[str, set[int]] = {}
             for sid in calls:
                 distinct.setdefault(self._sigs[sid].name, set()).add(sid)

@@ -20,10 +20,14 @@ Supported formats (``TraceFormat``), sniffed from the first record unless named:
   ``gen_ai.usage.input_tokens``/``output_tokens``). OTLP documents are read whole: spans must
   be ordered by start time before they make a sequence.
 
-Every reader but OTLP streams: memory does not grow with the file. A reader is a function
-``(TraceSource) -> Iterator[Event]`` registered in ``READERS``; a bad record goes through
-``TraceSource.bad``, which raises a :class:`TraceError` naming the file, line and field, or
-counts the line when ``skip_bad_lines`` is set.
+Every reader but OTLP streams: memory does not grow with the file. Seed JSONL, the format of
+large traces, also has a block reader for the analysis hot path, ``read_jsonl_batches``: a
+block of lines is decoded in one ``msgspec`` call into :class:`JsonlCall` s whose ``args``
+stay raw JSON, so the findings can key their work on those bytes (``read_batches``).
+
+A reader is a function ``(TraceSource) -> Iterator[Event]`` registered in ``READERS``; a bad
+record goes through ``TraceSource.bad``, which raises a :class:`TraceError` naming the file,
+line and field, or counts the line when ``skip_bad_lines`` is set.
 """
 
 from __future__ import annotations
@@ -34,17 +38,28 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Annotated, Any, Literal, TypeVar
 
+import msgspec
 import orjson
 
 from ..canonical import Normalizer, fingerprint
 from ..cassette import CassetteReader
 from ..errors import CassetteError
-from .events import Event, TraceError, TraceFormat
+from .events import CallBatch, Event, TraceError, TraceFormat
 
-__all__ = ["READERS", "Reader", "TraceSource", "detect_format", "read_events"]
+__all__ = [
+    "READERS",
+    "JsonlCall",
+    "Reader",
+    "TraceSource",
+    "detect_format",
+    "read_batches",
+    "read_events",
+    "read_jsonl_batches",
+]
 
+T = TypeVar("T")
 EFFECTS = frozenset({"read", "write", "irreversible"})
 PROGRESS_EVERY = 1 << 14
 _LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
@@ -206,57 +221,32 @@ def _detect(path: Path) -> TraceFormat:
 
 
 def read_jsonl(src: TraceSource) -> Iterator[Event]:
-    """Read the seed's JSONL trace schema, one tool call a line.
+    """Read the seed's JSONL trace schema, one tool call a line, as :class:`Event` s.
 
-    This is the hot loop of ``tracetape diff`` on large traces: fields are taken by
-    subscript inside one ``try`` and validated only on the slow path.
+    ``read_jsonl_batches`` reads the same lines for the analysis hot path; this reader is
+    the one ``read_events`` exposes (every field decoded) and the reference a test holds the
+    fast path equal to.
     """
-    loads, new, progress = orjson.loads, _new_event, src.progress
-    effects = EFFECTS
+    progress = src.progress
     for lineno, raw in enumerate(src.fh, 1):
-        try:
-            c = loads(raw)
-            run, step, tool, args, out = (
-                c["run_id"],
+        c = _jsonl_record(src, raw, lineno)
+        if c is None:
+            continue
+        if progress is not None and not lineno % PROGRESS_EVERY:
+            progress(src.fh.tell())
+        get = c.get
+        yield _new_event(
+            Event,
+            (
+                str(c["run_id"]),
+                lineno,
                 c["step"],
+                "tool",
                 c["tool"],
                 c["args"],
                 c["output_sha"],
-            )
-        except orjson.JSONDecodeError as exc:
-            if raw.strip():
-                src.bad(f"line is not valid JSON ({exc})", lineno)
-            continue
-        except (KeyError, TypeError):
-            _bad_jsonl(src, raw, lineno)
-            continue
-        get = c.get
-        effect, tokens = get("effect"), get("tokens")
-        if (
-            type(run) is not str
-            or type(tool) is not str
-            or type(step) is not int
-            or type(out) is not str
-            or (effect is not None and effect not in effects)
-            or (tokens is not None and type(tokens) is not int)
-        ):
-            if not _check_jsonl(src, c, lineno):
-                continue
-            run = str(run)
-        if progress is not None and not lineno % PROGRESS_EVERY:
-            progress(src.fh.tell())
-        yield new(
-            Event,
-            (
-                run,
-                lineno,
-                step,
-                "tool",
-                tool,
-                args,
-                out,
-                effect,
-                tokens,
+                get("effect"),
+                get("tokens"),
                 get("ms"),
                 get("ts"),
                 get("span_id"),
@@ -264,6 +254,132 @@ def read_jsonl(src: TraceSource) -> Iterator[Event]:
                 lineno,
             ),
         )
+
+
+def _jsonl_record(src: TraceSource, raw: bytes, lineno: int) -> dict[str, Any] | None:
+    """Parse and validate one seed-JSONL line; None (after ``src.bad``) if it is unusable."""
+    try:
+        c = orjson.loads(raw)
+        run, step, tool, out, _ = (c["run_id"], c["step"], c["tool"], c["output_sha"], c["args"])
+    except orjson.JSONDecodeError as exc:
+        if raw.strip():
+            src.bad(f"line is not valid JSON ({exc})", lineno)
+        return None
+    except (KeyError, TypeError):
+        _bad_jsonl(src, raw, lineno)
+        return None
+    effect, tokens = c.get("effect"), c.get("tokens")
+    if (
+        type(run) is not str
+        or type(tool) is not str
+        or type(step) is not int
+        or type(out) is not str
+        or (effect is not None and effect not in EFFECTS)
+        or (tokens is not None and type(tokens) is not int)
+    ) and not _check_jsonl(src, c, lineno):
+        return None
+    return c  # type: ignore[no-any-return]
+
+
+# Beyond 64 bits orjson gives a float (which the reader rejects) where msgspec would give an
+# exact int: such a "step" or "tokens" goes to the line-by-line path, which judges as orjson.
+_Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+
+
+class JsonlCall(
+    msgspec.Struct,
+    gc=False,
+    rename={"run": "run_id", "name": "tool", "out": "output_sha"},
+):
+    """One seed-JSONL line, decoded only as far as the findings need (a :class:`RawCall`)."""
+
+    run: str
+    step: _Int64
+    name: str
+    args: msgspec.Raw
+    out: str
+    effect: Literal["read", "write", "irreversible"] | None = None
+    tokens: _Int64 | None = None
+
+
+_JSONL_BATCH = 1 << 18
+_jsonl_decoder = msgspec.json.Decoder(JsonlCall)
+
+
+def _utf8(data: bytes) -> bool:
+    if data.isascii():
+        return True
+    try:
+        data.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def read_jsonl_batches(src: TraceSource) -> Iterator[CallBatch]:
+    """Read the seed's JSONL trace schema in blocks of lines, for the analysis hot path.
+
+    A block of about a MiB is decoded in one ``msgspec`` call into :class:`JsonlCall` s,
+    with ``args`` left as raw JSON. A block that does not decode cleanly (a bad, blank or
+    oddly typed line) is read again line by line through the same validation as
+    ``read_jsonl``, so errors name the same line and field, and ``skip_bad_lines`` drops the
+    same lines.
+    """
+    decode = _jsonl_decoder.decode_lines
+    fh, progress = src.fh, src.progress
+    first = 1
+    while True:
+        buf = fh.read(_JSONL_BATCH)
+        if not buf:
+            return
+        if buf[-1:] != b"\n":
+            buf += fh.readline()
+        lines = buf.count(b"\n") + (buf[-1:] != b"\n")
+        calls: list[JsonlCall] | None = None
+        # msgspec leaves invalid UTF-8 inside raw args unchecked; orjson would reject it.
+        if _utf8(buf):
+            try:
+                calls = decode(buf)
+            except msgspec.MsgspecError:
+                calls = None
+        # decode_lines passes over blank lines: then line numbers need the slow path too.
+        if calls is not None and len(calls) == lines:
+            yield CallBatch(first, calls, src.bad)
+        else:
+            yield from _jsonl_lines(src, buf, first)
+        first += lines
+        if progress is not None:
+            progress(fh.tell())
+
+
+def _jsonl_lines(src: TraceSource, buf: bytes, first: int) -> Iterator[CallBatch]:
+    """The slow path of ``read_jsonl_batches``: one line at a time, bad lines reported."""
+    pieces = buf.split(b"\n")
+    if not pieces[-1]:
+        pieces.pop()
+    calls: list[JsonlCall] = []
+    start = first
+    for lineno, raw in enumerate(pieces, first):
+        c = _jsonl_record(src, raw, lineno)
+        if c is None:
+            if calls:
+                yield CallBatch(start, calls, src.bad)
+                calls = []
+            start = lineno + 1
+            continue
+        calls.append(
+            JsonlCall(
+                str(c["run_id"]),
+                c["step"],
+                c["tool"],
+                msgspec.Raw(orjson.dumps(c["args"])),
+                c["output_sha"],
+                c.get("effect"),
+                c.get("tokens"),
+            )
+        )
+    if calls:
+        yield CallBatch(start, calls, src.bad)
 
 
 _JSONL_REQUIRED = ("run_id", "step", "tool", "args", "output_sha")
@@ -701,6 +817,51 @@ def read_events(
     kind = TraceFormat.parse(fmt)
     if kind is TraceFormat.AUTO:
         kind = detect_format(path, skip_bad_lines=skip_bad_lines)
+    yield from _read(
+        path,
+        READERS[kind],
+        normalizer=normalizer,
+        skip_bad_lines=skip_bad_lines,
+        progress=progress,
+        source=source,
+    )
+
+
+def read_batches(
+    path: str | os.PathLike[str],
+    *,
+    normalizer: Normalizer | None = None,
+    skip_bad_lines: bool = False,
+    progress: Callable[[int], None] | None = None,
+    source: list[TraceSource] | None = None,
+) -> Iterator[CallBatch]:
+    """``read_events`` for a seed-JSONL trace, as blocks of raw calls (the analysis fast path).
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.jsonl"
+    >>> _ = p.write_text('{"run_id":"r1","step":1,"tool":"ls","args":{},"output_sha":"ab"}\\n')
+    >>> [(b.line, [(c.run, c.name, bytes(c.args)) for c in b.calls]) for b in read_batches(p)]
+    [(1, [('r1', 'ls', b'{}')])]
+    """
+    yield from _read(
+        Path(path),
+        read_jsonl_batches,
+        normalizer=normalizer,
+        skip_bad_lines=skip_bad_lines,
+        progress=progress,
+        source=source,
+    )
+
+
+def _read(
+    path: Path,
+    reader: Callable[[TraceSource], Iterator[T]],
+    *,
+    normalizer: Normalizer | None,
+    skip_bad_lines: bool,
+    progress: Callable[[int], None] | None,
+    source: list[TraceSource] | None,
+) -> Iterator[T]:
     try:
         fh = path.open("rb", buffering=1 << 20)
     except FileNotFoundError:
@@ -711,4 +872,4 @@ def read_events(
         src = TraceSource(path, fh, normalizer or Normalizer(), skip_bad_lines, progress)
         if source is not None:
             source.append(src)
-        yield from READERS[kind](src)
+        yield from reader(src)
