@@ -68,7 +68,7 @@ def test_options_win_over_the_file(tmp_path: Path) -> None:
         ),
         pytest.param(
             "[tool.tracetape.severity]\nfanout = 'bad'\n",
-            "'bad' is not a severity",
+            "'bad' is not a valid severity",
             id="bad-severity",
         ),
         pytest.param(

@@ -8,16 +8,16 @@ into events, so the findings never look at a format again.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from .._enums import LoudEnum
 from ..errors import CassetteError
 
 __all__ = ["CallBatch", "Event", "RawCall", "TraceError", "TraceFormat"]
 
 
-class TraceFormat(StrEnum):
+class TraceFormat(LoudEnum):
     """The trace formats the readers understand (``auto`` sniffs the file)."""
 
     AUTO = "auto"
@@ -27,13 +27,9 @@ class TraceFormat(StrEnum):
     OTLP = "otlp"
 
     @classmethod
-    def parse(cls, value: str | TraceFormat) -> TraceFormat:
-        """Return the member for ``value`` or raise ``ValueError`` listing the valid values."""
-        try:
-            return cls(value)
-        except ValueError:
-            valid = ", ".join(repr(m.value) for m in cls)
-            raise ValueError(f"{value!r} is not a trace format; use one of {valid}") from None
+    def label(cls) -> str:
+        """Named "trace format" in errors."""
+        return "trace format"
 
 
 class TraceError(CassetteError):

@@ -43,27 +43,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
+
+from .._enums import LoudEnum
 
 __all__ = ["INVARIANTS", "RULES", "Rule", "Severity", "classify_table"]
 
 
-class Severity(StrEnum):
+class Severity(LoudEnum):
     """How bad a finding is, ordered: ``expected`` < ``suspicious`` < ``fatal``."""
 
     EXPECTED = "expected"
     SUSPICIOUS = "suspicious"
     FATAL = "fatal"
-
-    @classmethod
-    def parse(cls, value: str | Severity) -> Severity:
-        """Return the member for ``value`` or raise ``ValueError`` listing the valid values."""
-        try:
-            return cls(value)
-        except ValueError:
-            valid = ", ".join(repr(m.value) for m in cls)
-            raise ValueError(f"{value!r} is not a severity; use one of {valid}") from None
 
     @property
     def rank(self) -> int:
