@@ -7,6 +7,9 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
 from .canonical import Normalizer, canonical_json, fingerprint, normalize
 from .cassette import Cassette, read_cassette
@@ -22,10 +25,31 @@ from .errors import (
     TapeWarning,
     UnplayedDecisionsError,
 )
-from .integrations.sdk import Patch, patch, patch_sdks
-from .integrations.tools import env, tool
 from .redact import Detector, Redactor, RedactRules
 from .tape import Decision, Effect, Mode, Tape, current_tape, key
+
+if TYPE_CHECKING:
+    from .integrations.sdk import Patch, patch, patch_sdks
+    from .integrations.tools import env, tool
+
+# The integrations pull in inspect, threading helpers and SDK lookups: load them on first use
+# so that `import tracetape` stays the light core (stdlib and orjson).
+_LAZY = {
+    "Patch": ".integrations.sdk",
+    "patch": ".integrations.sdk",
+    "patch_sdks": ".integrations.sdk",
+    "env": ".integrations.tools",
+    "tool": ".integrations.tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tracetape' has no attribute {name!r}")
+
 
 __all__ = [
     "Cassette",
