@@ -19,16 +19,20 @@ EXIT_BAD_INPUT = 2
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def output_options(func: F) -> F:
-    """Add ``--format text|json`` to a command (as ``fmt``)."""
+def format_option(*formats: str) -> Callable[[F], F]:
+    """``--format`` (as ``fmt``) with the given choices, ``text`` first and the default."""
     return click.option(
         "--format",
         "fmt",
-        type=click.Choice(["text", "json"]),
-        default="text",
+        type=click.Choice(list(formats)),
+        default=formats[0],
         show_default=True,
-        help="Report as text (a table on a terminal) or as JSON.",
-    )(func)
+        help=f"How to print the report: {', '.join(formats)}.",
+    )
+
+
+output_options = format_option("text", "json")
+"""The shared ``--format text|json`` of every command that prints a report."""
 
 
 def handle_errors(func: F) -> F:

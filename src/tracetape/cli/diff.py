@@ -34,7 +34,14 @@ from ..analysis import (
 )
 from ..analysis.render import redacted, skipped_line, summary_lines
 from ..analysis.summarize import LLMSettings, rule_summary, summarize_with_llm
-from ._common import EXIT_FAILED, EXIT_OK, echo_json, handle_errors
+from ._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    echo_json,
+    format_option,
+    handle_errors,
+    output_options,
+)
 
 PROGRESS_MIN_BYTES = 4 << 20
 
@@ -98,14 +105,7 @@ def _emit(report: Report, fmt: str, output: Path | None) -> None:
 @click.argument("trace_a", type=click.Path(path_type=Path))
 @click.argument("trace_b", type=click.Path(path_type=Path), required=False)
 @click.option("--runs", nargs=2, metavar="RUN_A RUN_B", help="The two runs to compare (by run id).")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json", "markdown"]),
-    default="text",
-    show_default=True,
-    help="Report as text, JSON, or Markdown (fits a pull-request comment).",
-)
+@format_option("text", "json", "markdown")
 @click.option(
     "--fail-on",
     type=click.Choice(["fatal", "suspicious", "never"]),
@@ -160,14 +160,7 @@ def diff(  # noqa: PLR0917 - click passes every option
 @click.option("--max-tokens", type=click.IntRange(0), help="Tokens per run (default 200000).")
 @click.option("--max-steps", type=click.IntRange(0), help="Steps per run (default 50).")
 @click.option("--max-calls", type=click.IntRange(0), help="Calls per run (default 500).")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Report as text or as JSON.",
-)
+@output_options
 @_input_format
 @_skip
 @handle_errors
@@ -228,14 +221,7 @@ def check(  # noqa: PLR0917 - click passes every option
 @click.option(
     "--timeout", type=float, default=60.0, show_default=True, help="Seconds to wait for the model."
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Lines as text or as JSON.",
-)
+@output_options
 @handle_errors
 def summarize(  # noqa: PLR0917 - click passes every option
     diff_json: Path, llm: bool, model: str | None, base_url: str | None, timeout: float, fmt: str
