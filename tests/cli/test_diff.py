@@ -15,22 +15,8 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from tests.analysis.helpers import call as rec
 from tracetape.cli import main
-
-
-def rec(
-    run: str, step: int, tool: str, args: dict[str, Any], out: str, **extra: Any
-) -> dict[str, Any]:
-    return {
-        "run_id": run,
-        "step": step,
-        "tool": tool,
-        "args": args,
-        "output_sha": out,
-        "tokens": 100,
-        "ts": "2026-08-31T09:12:04Z",
-        **extra,
-    }
 
 
 def write(path: Path, records: list[dict[str, Any]]) -> str:
