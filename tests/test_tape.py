@@ -564,3 +564,20 @@ def test_redaction_rules_come_from_pyproject(
     data = (tmp_path / "c.jsonl").read_text()
     assert "ann@example.org" not in data and "TCK-424242" not in data
     assert "[REDACTED:ticket:" in data
+
+
+def test_harness_paths_make_the_harness_the_files_not_the_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With harness_paths another HEAD is no drift, but an edited harness file is, with both
+    digests named."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "agent" / "loop.py").write_text("STEPS = 12\n")
+    record(tmp_path / "h.jsonl", harness_sha="aaaa", harness_paths=["agent"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Tape(tmp_path / "h.jsonl", mode="replay", harness_sha="bbbb").close(failed=True)
+    (tmp_path / "agent" / "loop.py").write_text("STEPS = 20\n")
+    with pytest.warns(TapeWarning, match=r"harness files agent changed: recorded sha256:\w+, now"):
+        Tape(tmp_path / "h.jsonl", mode="replay").close(failed=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import hashlib
 import json
 import os
 import subprocess
@@ -136,6 +137,24 @@ def _git_sha_of(folder: str) -> str | None:
     return sha if done.returncode == 0 and sha else None
 
 
+def _harness_digest(paths: Iterable[str | os.PathLike[str]]) -> str:
+    """A digest of the harness files' names and contents (folders walked, caches skipped)."""
+    digest = hashlib.sha256()
+    for root in sorted(str(p) for p in paths):
+        base = Path(root)
+        if base.is_dir():
+            files = sorted(
+                f for f in base.rglob("*") if f.is_file() and "__pycache__" not in f.parts
+            )
+        else:
+            files = [base]
+        for file in files:
+            digest.update(file.as_posix().encode() + b"\0")
+            digest.update(file.read_bytes() if file.is_file() else b"<missing>")
+            digest.update(b"\0")
+    return f"sha256:{digest.hexdigest()[:16]}"
+
+
 class Tape:
     """Record or replay the decisions of one agent run in a cassette file.
 
@@ -143,7 +162,8 @@ class Tape:
     ``"replay"`` (return recorded outputs; nothing is executed) or ``"auto"`` (replay if
     ``PATH`` exists, else record). ``redact`` adds secret rules to the built-ins and
     ``[tool.tracetape.redact]``; ``env_allow`` names environment variables recorded as hashes;
-    ``strict`` turns unplayed decisions and environment drift into errors.
+    ``harness_paths`` names the agent-loop files whose content is the harness (else the git
+    HEAD is); ``strict`` turns unplayed decisions and environment drift into errors.
 
         >>> Tape("x.jsonl", mode="rec")
         Traceback (most recent call last):
@@ -160,12 +180,14 @@ class Tape:
         redact_key: bytes | str | None = None,
         env_allow: Iterable[str] = (),
         harness_sha: str | None = None,
+        harness_paths: Iterable[str | os.PathLike[str]] = (),
         strict: bool = False,
         allow_irreversible: bool = False,
         store_inputs: bool = True,
         max_record_bytes: int = MAX_RECORD_BYTES,
     ):
         self.path = Path(path)
+        harness = tuple(harness_paths)
         self.requested_mode: Mode = Mode.parse(mode)
         if self.requested_mode is Mode.AUTO:
             self.mode: Mode = Mode.REPLAY if self.path.exists() else Mode.RECORD
@@ -194,6 +216,8 @@ class Tape:
                 self.path,
                 new_header(
                     harness_sha=harness_sha or _git_sha(),
+                    harness_paths=[str(p) for p in harness] or None,
+                    harness_digest=_harness_digest(harness) if harness else None,
                     env={name: self._env_digest(name) for name in self.env_allow} or None,
                     redact_key_id=self.redactor.key_id,
                 ),
@@ -251,10 +275,20 @@ class Tape:
                 drift.append(
                     f"environment variable {name} has a different value than when recorded"
                 )
-        recorded_sha = header.get("harness_sha")
-        live_sha = harness_sha or (_git_sha() if recorded_sha else None)
-        if recorded_sha and live_sha and recorded_sha != live_sha:
-            drift.append(f"harness git SHA changed: recorded {recorded_sha}, now {live_sha}")
+        recorded_paths, recorded_digest = header.get("harness_paths"), header.get("harness_digest")
+        if isinstance(recorded_paths, list) and recorded_digest:
+            # The recording named its harness files: their content, not HEAD, is the harness.
+            live_digest = _harness_digest(recorded_paths)
+            if live_digest != recorded_digest:
+                drift.append(
+                    f"harness files {', '.join(map(str, recorded_paths))} changed: recorded "
+                    f"{recorded_digest}, now {live_digest}"
+                )
+        else:
+            recorded_sha = header.get("harness_sha")
+            live_sha = harness_sha or (_git_sha() if recorded_sha else None)
+            if recorded_sha and live_sha and recorded_sha != live_sha:
+                drift.append(f"harness git SHA changed: recorded {recorded_sha}, now {live_sha}")
         if not drift:
             return
         message = f"{self.path}: replaying under drift: " + "; ".join(drift)
