@@ -205,19 +205,7 @@ def test_strict_replay_with_unplayed_decisions_exits_4(tmp_path: Path) -> None:
             step(n)
     """)
     )
-    run(
-        tmp_path,
-        "--tape",
-        "t.jsonl",
-        "--mode",
-        "record",
-        "--hook",
-        "none",
-        "--",
-        PYTHON,
-        str(script),
-        "3",
-    )
+    record(tmp_path, script, "3")
     lenient = run(tmp_path, "--tape", "t.jsonl", "--hook", "none", "--", PYTHON, str(script), "2")
     assert lenient.returncode == 0
     assert "1 recorded decision(s) were never played" in lenient.stderr
@@ -245,18 +233,7 @@ def test_tape_is_active_in_threads_and_not_in_python_subprocesses(tmp_path: Path
         print(subprocess.run([{PYTHON!r}, "-c", child], capture_output=True, text=True).stdout)
     """)
     )
-    done = run(
-        tmp_path,
-        "--tape",
-        "t.jsonl",
-        "--mode",
-        "record",
-        "--hook",
-        "none",
-        "--",
-        PYTHON,
-        str(script),
-    )
+    done = record(tmp_path, script)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["[0, 1, 4, 9]", "None"]
     assert len(read_cassette(tmp_path / "t.jsonl").records) == 4
