@@ -30,6 +30,7 @@ bytes, so the normalizer runs once per distinct raw call, not once per line.
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -39,8 +40,9 @@ import orjson
 
 from ..canonical import Change, canonical_json, changed_paths
 from .config import AnalysisConfig
-from .events import CallBatch, Event
+from .events import Event
 from .normalize import MemoNormalizer
+from .packed import FormTable, Packed
 from .rules import INVARIANTS, Severity
 
 __all__ = ["SIDE_A", "SIDE_B", "Analyzer", "Divergence", "Finding", "Report"]
@@ -300,9 +302,14 @@ class Analyzer:
             self._resource_rank.setdefault(name, i)  # earlier resource keys win
         self._sigs: list[_Sig] = []
         self._outs: list[dict[str | None, _Variant]] = []  # _sigs[sid].outs, one lookup less
-        # The JSONL fast path's caches: (tool name, raw JSON of the args) -> signature id.
-        self._raw_json: dict[tuple[str, bytes], int] = {}
-        self._raw_json_volatile: dict[tuple[str, bytes], int] = {}
+        # Per signature id, what the hot loops read of _sigs (lists: no object to fetch).
+        self._names: list[str] = []
+        self._resources: list[str | None] = []
+        # Per signature id, one output whose variant is settled (stored and clean for good)
+        # and the sides it was seen on: a line with that output on such a side needs no
+        # variant work, and the check touches no dict.
+        self._settled_out: list[str | None] = []
+        self._settled_sides = bytearray()
         self._runs: dict[tuple[int | None, str], _Run] = {}
         self._reopened = 0
         self._events = 0
@@ -351,9 +358,13 @@ class Analyzer:
         sid = self._ids.get(key)
         if sid is None:
             sid = self._ids[bytes(bytearray(key))] = len(self._sigs)
-            sig = _Sig(kind, name, normalized, self._resource(normalized))
+            sig = _Sig(kind, sys.intern(name), normalized, self._resource(normalized))
             self._sigs.append(sig)
             self._outs.append(sig.outs)
+            self._names.append(sig.name)
+            self._resources.append(sig.resource)
+            self._settled_out.append(None)
+            self._settled_sides.append(0)
         return sid
 
     def _sig(self, raw: bytes, kind: str, name: str, args: Any) -> int:
@@ -372,37 +383,6 @@ class Analyzer:
         # orjson's bytes keep their over-allocated buffer (KiBs): store a compact copy.
         cache[bytes(bytearray(raw))] = sid
         return sid
-
-    def _sig_raw(self, key: tuple[str, bytes], args: Any) -> int:
-        """``_sig`` for the JSONL fast path: ``key`` is (tool, raw args), ``args`` decoded."""
-        name = key[0]
-        rest = self._normalize.without_volatile_keys(args)
-        if rest is not args:
-            # Such a call mostly repeats a known one but for a fresh volatile key (a request
-            # id): find that one by the raw JSON of the rest, which normalizes the same.
-            try:
-                rest_key = (name, orjson.dumps(rest))
-            except TypeError:
-                sid = self._intern("tool", name, self._normalize(rest))
-            else:
-                known = self._raw_json.get(rest_key)
-                sid = self._sig_raw(rest_key, rest) if known is None else known
-            self._remember_volatile(key, sid)
-            return sid
-        normalized = self._normalize(args)
-        sid = self._intern("tool", name, normalized)
-        if normalized == args:
-            self._raw_json[key] = sid
-        else:
-            self._remember_volatile(key, sid)
-        return sid
-
-    def _remember_volatile(self, key: tuple[str, bytes], sid: int) -> None:
-        # Raw calls with a volatile part rarely recur: a small cache, dropped when full.
-        volatile = self._raw_json_volatile
-        if len(volatile) >= _VOLATILE_CACHE:
-            volatile.clear()
-        volatile[key] = sid
 
     # -- the hot loop --------------------------------------------------------------------------
 
@@ -481,16 +461,18 @@ class Analyzer:
         self._events += n
         return n
 
-    def feed_batches(self, batches: Iterable[CallBatch], side: int | None) -> int:
-        """``feed`` for the JSONL fast path: blocks of raw calls instead of events.
+    def feed_packed(self, chunks: Iterable[Packed], side: int | None, table: FormTable) -> int:
+        """``feed`` for the seed-JSONL fast path: packed chunks instead of events.
 
         The findings are ``feed``'s, computed the same way (a test holds the two equal); only
-        the per-line work is cheaper: a call's signature is found by its tool and the raw
-        bytes of its args (decoded and normalized only the first time), there is no
-        ``Event`` per line, and the per-run state lives in locals.
+        the per-line work is cheaper: the packer found each call's normalized form already
+        (``table`` maps forms to signature ids), there is no ``Event`` per line, the per-run
+        state lives in locals, and a line whose output variant is already settled for its
+        signature on its side skips the variant work.
         """
-        raw_json, raw_volatile = self._raw_json, self._raw_json_volatile
-        outs_of, sigs = self._outs, self._sigs
+        forms, sid_of = table.forms, table.sids
+        outs_of, sigs, resources = self._outs, self._sigs, self._resources
+        settled_out, settled_sides = self._settled_out, self._settled_sides
         runs = self._runs
         writes_kinds = _WRITES
         step_min = self._step_min
@@ -502,24 +484,22 @@ class Analyzer:
         cur_step: int | None = None
         untagged = False
         n = 0
-        for batch in batches:
-            calls = batch.calls
-            n += len(calls)
-            for line, c in enumerate(calls, batch.line):
-                key = (c.name, bytes(c.args))
-                sid = raw_json.get(key)
-                if sid is None:
-                    sid = raw_volatile.get(key)
-                    if sid is None:
-                        # A line whose args are not JSON is bad in any run: check it first.
-                        try:
-                            args = orjson.loads(key[1])
-                        except orjson.JSONDecodeError as exc:
-                            batch.bad(f"line is not valid JSON ({exc})", line)
-                            n -= 1
-                            continue
-                run_id = c.run
-                if run_id != last_id:
+        for chunk in chunks:
+            if chunk.forms:
+                table.add(chunk.forms)
+            first = chunk.line
+            n += len(chunk.kids)
+            for line, run_id, kid, step, out, effect, tokens in zip(
+                range(first, first + len(chunk.kids)),
+                chunk.runs,
+                chunk.kids,
+                chunk.steps,
+                chunk.outs,
+                chunk.effects,
+                chunk.tokens,
+                strict=True,
+            ):
+                if run_id is not last_id and run_id != last_id:
                     if r is not None:
                         r.tokens = tokens_sum
                     rkey = (side, run_id)
@@ -527,6 +507,7 @@ class Analyzer:
                     if r is None:
                         r = self._open(rkey, run_id, side)
                     else:
+                        # Keep the dict in last-touched order so eviction finds the stalest.
                         del runs[rkey]
                         runs[rkey] = r
                     last_id = run_id
@@ -536,9 +517,9 @@ class Analyzer:
                 if not rside:
                     continue
                 assert r is not None
-                if sid is None:
-                    sid = self._sig_raw(key, args)
-                step = c.step
+                sid = sid_of[kid]
+                if sid < 0:
+                    sid = sid_of[kid] = self._intern("tool", *forms[kid])
                 if step != cur_step:
                     # A new step (``_new_step``, inlined: a third of the lines start one).
                     if len(step_calls) > step_min:
@@ -550,28 +531,32 @@ class Analyzer:
                     r.step_first_line = line
                     r.max_step = max(r.max_step, step)
                 step_calls.append(sid)
-                tokens = c.tokens
                 if tokens:
                     tokens_sum += tokens
-                effect = c.effect
                 if effect is None and not untagged:
                     untagged = r.untagged = True
-                out = c.out
-                v = outs_of[sid].get(out)
-                if v is None:
-                    v = self._variant(sid, r, step, line, out)
-                elif not v.ok:
-                    self._check_clean(v, sigs[sid], r)
-                v.sides |= rside
+                if not (settled_sides[sid] & rside and out == settled_out[sid]):
+                    outs = outs_of[sid]
+                    v = outs.get(out)
+                    if v is None:
+                        v = self._variant(sid, r, step, line, out)
+                    elif not v.ok:
+                        self._check_clean(v, sigs[sid], r)
+                    v.sides |= rside
+                    if v.ok and outs.get(out) is v:
+                        # Settled: stored, clean for good, and seen on these sides.
+                        settled_out[sid] = out
+                        settled_sides[sid] = v.sides
                 prev = seen.get(sid)
                 if prev is None:
                     seen[sid] = (step, out, line, effect)
                 else:
                     self._repeat(r, sid, prev, step, out)
                 if effect in writes_kinds:
-                    r.writes[sigs[sid].resource] = step
+                    r.writes[resources[sid]] = step
                 if track:
-                    ev = Event(run_id, line, step, "tool", c.name, None, out, effect, line=line)
+                    name = forms[kid][0]
+                    ev = Event(run_id, line, step, "tool", name, None, out, effect, line=line)
                     self._align(track, sid, ev)
         if r is not None:
             r.tokens = tokens_sum
@@ -661,7 +646,7 @@ class Analyzer:
         if len(calls) > limits.max_calls_per_step:
             names: dict[str, int] = {}
             for sid in calls:
-                nm = self._sigs[sid].name
+                nm = self._names[sid]
                 names[nm] = names.get(nm, 0) + 1
             self._add(
                 "fanout",
@@ -675,11 +660,16 @@ class Analyzer:
                 line=r.step_first_line,
             )
         # Exploration needs more than ``exploration`` distinct args of one tool, so first more
-        # than that many distinct calls at all (a set built in C).
-        if len(calls) > limits.exploration and len(set(calls)) > limits.exploration:
+        # than that many distinct calls at all, and then of one tool (counted in C).
+        bound = limits.exploration
+        if len(calls) <= bound:
+            return
+        unique = set(calls)
+        tools = list(map(self._names.__getitem__, unique)) if len(unique) > bound else []
+        if tools and max(map(tools.count, set(tools))) > bound:
             distinct: dict[str, set[int]] = {}
             for sid in calls:
-                distinct.setdefault(self._sigs[sid].name, set()).add(sid)
+                distinct.setdefault(self._names[sid], set()).add(sid)
             for nm, sids in distinct.items():
                 if len(sids) > limits.exploration:
                     self._add(
