@@ -225,6 +225,26 @@ def test_exit_codes_from_a_real_process(tmp_path: Path, seed_files: tuple[str, s
     assert bad.stderr.startswith("tracetape: error: ")
 
 
+def test_jobs_2_reports_what_jobs_1_reports_from_a_real_process(
+    tmp_path: Path, seed_files: tuple[str, str]
+) -> None:
+    """--jobs 2 (a second process decodes) prints the same report and exit codes."""
+    exe = [str(Path(sys.executable).with_name("tracetape"))]
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*exe, *args], capture_output=True, text=True, check=False)
+
+    one, two = (cli("diff", *seed_files, "--format", "json", "--jobs", j) for j in "12")
+    assert (one.returncode, two.returncode) == (0, 0)
+    assert one.stdout == two.stdout
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(orjson.dumps(SEED_A[0]).decode() + "\n{nope\n")
+    failed = cli("check", str(bad), "--jobs", "2")
+    assert failed.returncode == 2
+    assert f"{bad}:2: " in failed.stderr
+    assert cli("check", str(bad), "--jobs", "3").returncode == 2  # 1 or 2 only
+
+
 # -- summarize -----------------------------------------------------------------------------------
 
 

@@ -487,10 +487,10 @@ class Analyzer:
         for chunk in chunks:
             if chunk.forms:
                 table.add(chunk.forms)
-            first = chunk.line
+            start = chunk.line
             n += len(chunk.kids)
             for line, run_id, kid, step, out, effect, tokens in zip(
-                range(first, first + len(chunk.kids)),
+                range(start, start + len(chunk.kids)),
                 chunk.runs,
                 chunk.kids,
                 chunk.steps,
@@ -531,8 +531,7 @@ class Analyzer:
                     r.step_first_line = line
                     r.max_step = max(r.max_step, step)
                 step_calls.append(sid)
-                if tokens:
-                    tokens_sum += tokens
+                tokens_sum += tokens
                 if effect is None and not untagged:
                     untagged = r.untagged = True
                 if not (settled_sides[sid] & rside and out == settled_out[sid]):
@@ -547,10 +546,9 @@ class Analyzer:
                         # Settled: stored, clean for good, and seen on these sides.
                         settled_out[sid] = out
                         settled_sides[sid] = v.sides
-                prev = seen.get(sid)
-                if prev is None:
-                    seen[sid] = (step, out, line, effect)
-                else:
+                first = (step, out, line, effect)
+                prev = seen.setdefault(sid, first)
+                if prev is not first:
                     self._repeat(r, sid, prev, step, out)
                 if effect in writes_kinds:
                     r.writes[resources[sid]] = step

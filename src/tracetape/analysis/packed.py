@@ -22,6 +22,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import re
 import threading
 import traceback
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -58,6 +59,32 @@ _PIPE_BYTES = 1 << 20
 _VOLATILE_CACHE = 1 << 14
 
 
+def _volatile_pairs(keys: Iterable[str]) -> Callable[[bytes, bytes], bytes] | None:
+    """``re.sub`` of a pattern matching the ``"key":"value"`` pairs of volatile keys whose
+    value is a plain string (printable ASCII, no escapes), with the comma that joins them.
+
+    Dropping such pairs from valid JSON leaves valid JSON (a ``"`` cannot start a match inside
+    a string: it would end it), and the result normalizes as the original does, since the
+    normalizer drops those keys anyway. So when the result is a raw call known to normalize
+    to itself, its form is the original's. Anything else (a volatile number, an escape, odd
+    spacing, a glob with a character class) misses, and the call is decoded as usual.
+    """
+    names = []
+    for key in keys:
+        if any(c in key for c in '[]"\\'):
+            return None
+        names.append(re.escape(key).replace(r"\*", r'[^"\\]*').replace(r"\?", r'[^"\\]'))
+    if not names:
+        return None
+    pair = rb'"(?:' + "|".join(names).encode() + rb')":"[ !#-\[\]-~]*"'
+    return re.compile(rb"," + pair + rb"|(?<=\{)" + pair + rb",?").sub
+
+
+def _compact(data: bytes) -> bytes:
+    """A copy of ``data`` without the spare capacity orjson leaves (KiBs), to be stored."""
+    return bytes(bytearray(data))
+
+
 class Packed(NamedTuple):
     """Consecutive calls of one file, one column per field: call ``i`` is on ``line + i``.
 
@@ -72,7 +99,7 @@ class Packed(NamedTuple):
     steps: Sequence[int]
     outs: Sequence[str]
     effects: Sequence[str | None]
-    tokens: Sequence[int | None]
+    tokens: Sequence[int]  # 0 where the line gives none
 
     def cut(self, lo: int, hi: int | None, forms: list[tuple[str, Any]]) -> Packed:
         """Calls ``lo`` to ``hi`` (None: to the end), introducing ``forms``."""
@@ -117,6 +144,7 @@ class Packer:
 
     def __init__(self, normalizer: Normalizer):
         self._memo = MemoNormalizer(normalizer)
+        self._strip = _volatile_pairs(normalizer.volatile_keys)
         self._raw: dict[tuple[str, bytes], int] = {}
         self._volatile: dict[tuple[str, bytes], int] = {}
         self._forms: dict[tuple[str, bytes], int] = {}
@@ -142,6 +170,12 @@ class Packer:
             start = i + 1
             key = (calls[i].name, bytes(calls[i].args))
             kid = self._volatile.get(key)
+            if kid is None and self._strip is not None:
+                # Most such calls are a known call plus a fresh id or time: drop those pairs
+                # from the text and look again (see _volatile_pairs), without decoding.
+                rest = self._strip(b"", key[1])
+                if len(rest) < len(key[1]):
+                    kid = self._raw.get((key[0], rest))
             if kid is None:
                 try:
                     kid = self._kid(key)
@@ -163,7 +197,7 @@ class Packer:
             [c.step for c in calls],
             [c.out for c in calls],
             [c.effect for c in calls],
-            [c.tokens for c in calls],
+            [c.tokens or 0 for c in calls],
         )
         if not bad:
             yield whole
@@ -199,8 +233,7 @@ class Packer:
         normalized = self._memo(args)
         kid = self._form(key[0], normalized)
         if normalized == args:
-            # orjson's bytes keep their over-allocated buffer (KiBs): store a compact copy.
-            self._raw[(key[0], bytes(bytearray(key[1])))] = kid
+            self._raw[(key[0], _compact(key[1]))] = kid
         else:
             self._remember_volatile(key, kid)
         return kid
@@ -210,17 +243,16 @@ class Packer:
             text = orjson.dumps(normalized)  # key order kept: see the module docstring
         except TypeError:
             text = canonical_json(normalized).encode()
-        form = (name, text)
-        kid = self._forms.get(form)
+        kid = self._forms.get((name, text))
         if kid is None:
-            kid = self._forms[form] = len(self._forms)
+            kid = self._forms[(name, _compact(text))] = len(self._forms)
             self._new.append((name, normalized))
         return kid
 
     def _remember_volatile(self, key: tuple[str, bytes], kid: int) -> None:
         if len(self._volatile) >= _VOLATILE_CACHE:
             self._volatile.clear()
-        self._volatile[key] = kid
+        self._volatile[(key[0], _compact(key[1]))] = kid
 
 
 class Cutter:
