@@ -125,7 +125,9 @@ def test_closing_stops_a_worker_mid_file_and_progress_moves(tmp_path: Path) -> N
 
 def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path: Path) -> None:
     """If the worker is killed, the analysis says so and how to read without one."""
-    path = write_jsonl(tmp_path / "t.jsonl", [GOOD] * 10)
+    # More packed data than the pipe holds: the worker cannot be done when it is killed.
+    records = [call(f"r{i // 30}", 1, "ls", {"i": i}, "o") for i in range(50_000)]
+    path = write_jsonl(tmp_path / "t.jsonl", records)
     worker = Worker(
         [path],
         normalizer=AnalysisConfig().normalizer,
@@ -195,3 +197,33 @@ def test_with_other_threads_alive_the_worker_is_spawned_not_forked(tmp_path: Pat
     assert one == two
     if threading.active_count() == 1:
         assert packed._context().get_start_method() == "fork"
+
+
+_KEYS = st.sampled_from(["q", "path", "ts", "request_id", "created_at", "a,b", 'x"y', "time"])
+_VALUES = st.one_of(
+    st.integers(-5, 5),
+    st.text(alphabet=st.sampled_from('ab,:{}[]"\\ -_\x01é'), max_size=6),
+)
+_ARGS = st.recursive(
+    st.dictionaries(_KEYS, _VALUES, max_size=4),
+    lambda inner: st.dictionaries(_KEYS, st.one_of(_VALUES, inner, st.lists(inner, max_size=2))),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(args=_ARGS)
+def test_dropping_volatile_pairs_from_the_text_normalizes_as_decoding_does(args: Any) -> None:
+    """The text without the volatile pairs is valid JSON that normalizes, key order and all,
+    to what the full text normalizes to: the packer may look it up instead of decoding."""
+    from tracetape.analysis.normalize import MemoNormalizer
+    from tracetape.analysis.packed import _volatile_pairs
+    from tracetape.canonical import Normalizer
+
+    normalizer = Normalizer()
+    strip = _volatile_pairs(normalizer.volatile_keys)
+    assert strip is not None
+    text = orjson.dumps(args)
+    rest = strip(b"", text)
+    memo = MemoNormalizer(normalizer)
+    assert orjson.dumps(memo(orjson.loads(rest))) == orjson.dumps(memo(orjson.loads(text)))

@@ -82,9 +82,9 @@ class Event(NamedTuple):
 class RawCall(Protocol):
     """A tool call decoded only as far as the findings need: ``args`` is still raw JSON.
 
-    The seed-JSONL fast path yields these instead of :class:`Event` s: most lines of a trace
-    repeat a few thousand distinct calls, so the findings key their work on the raw bytes of
-    ``args`` and decode them only the first time they see them.
+    The seed-JSONL block reader yields these instead of :class:`Event` s: most lines of a
+    trace repeat a few thousand distinct calls, so the packer keys its work on the raw bytes
+    of ``args`` and decodes them only the first time it sees them.
     """
 
     @property

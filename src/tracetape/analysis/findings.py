@@ -25,7 +25,9 @@ finished), and the part of the two compared runs not yet aligned (the lag betwee
 Findings kept as examples are capped per pattern; their counts stay exact.
 
 Signatures are computed on normalized args (``Normalizer``) and cached on the raw call's
-bytes, so the normalizer runs once per distinct raw call, not once per line.
+bytes, so the normalizer runs once per distinct raw call, not once per line. Seed-JSONL
+traces come packed (``feed_packed``): the packer, maybe in a second process, has already
+turned each call into a form number, which the analysis maps to a signature.
 """
 
 from __future__ import annotations

@@ -69,14 +69,15 @@ def _volatile_pairs(keys: Iterable[str]) -> Callable[[bytes, bytes], bytes] | No
     to itself, its form is the original's. Anything else (a volatile number, an escape, odd
     spacing, a glob with a character class) misses, and the call is decoded as usual.
     """
+    plain = r"[ !#-\[\]-~]"  # printable ASCII but " and \: a JSON string as it is written
     names = []
     for key in keys:
-        if any(c in key for c in '[]"\\'):
+        if not key.isascii() or any(c in key for c in '[]"\\'):
             return None
-        names.append(re.escape(key).replace(r"\*", r'[^"\\]*').replace(r"\?", r'[^"\\]'))
+        names.append(re.escape(key).replace(r"\*", plain + "*").replace(r"\?", plain))
     if not names:
         return None
-    pair = rb'"(?:' + "|".join(names).encode() + rb')":"[ !#-\[\]-~]*"'
+    pair = f'"(?:{"|".join(names)})":"{plain}*"'.encode()
     return re.compile(rb"," + pair + rb"|(?<=\{)" + pair + rb",?").sub
 
 
@@ -354,12 +355,12 @@ def _worker(
     try:
         cutters = [Cutter(Packer(normalizer).pack(batches(i))) for i in range(len(paths))]
         if group is None:
-            (cut,) = cutters
-            turn(0, cut.take(-1), lambda: False)
-        while any(c.more for c in cutters) and group is not None:
-            for i, cut in enumerate(cutters):
-                if cut.more:
-                    turn(i, cut.take(group), lambda: cut.more)  # noqa: B023 - called at once
+            turn(0, cutters[0].take(-1), lambda: False)
+        else:
+            while any(c.more for c in cutters):
+                for i, cut in enumerate(cutters):
+                    if cut.more:
+                        turn(i, cut.take(group), lambda: cut.more)  # noqa: B023 - called at once
     except TraceError as exc:
         _send(conn, ("error", exc))
     except BaseException:  # the analysis reports it, with the traceback

@@ -23,7 +23,7 @@ Supported formats (``TraceFormat``), sniffed from the first record unless named:
 Every reader but OTLP streams: memory does not grow with the file. Seed JSONL, the format of
 large traces, also has a block reader for the analysis hot path, ``read_jsonl_batches``: a
 block of lines is decoded in one ``msgspec`` call into :class:`JsonlCall` s whose ``args``
-stay raw JSON, so the findings can key their work on those bytes (``read_batches``).
+stay raw JSON (``read_batches``), which ``packed.Packer`` keys its work on.
 
 A reader is a function ``(TraceSource) -> Iterator[Event]`` registered in ``READERS``; a bad
 record goes through ``TraceSource.bad``, which raises a :class:`TraceError` naming the file,
