@@ -56,6 +56,7 @@ __all__ = [
 
 AUTO_JOBS_BYTES = 8 << 20  # below this a second process costs more than it saves
 _PIPE_BYTES = 1 << 20
+_NONE: dict[bytes, int] = {}
 _VOLATILE_CACHE = 1 << 14
 
 
@@ -146,7 +147,7 @@ class Packer:
     def __init__(self, normalizer: Normalizer):
         self._memo = MemoNormalizer(normalizer)
         self._strip = _volatile_pairs(normalizer.volatile_keys)
-        self._raw: dict[tuple[str, bytes], int] = {}
+        self._raw: dict[str, dict[bytes, int]] = {}  # tool -> raw args -> form (no tuple a line)
         self._volatile: dict[tuple[str, bytes], int] = {}
         self._forms: dict[tuple[str, bytes], int] = {}
         self._new: list[tuple[str, Any]] = []
@@ -159,8 +160,8 @@ class Packer:
     def pack_batch(self, batch: CallBatch) -> Iterator[Packed]:
         """The chunks of one block (more than one only around bad lines)."""
         calls = batch.calls
-        get = self._raw.get
-        kids = [get((c.name, bytes(c.args))) for c in calls]  # (comprehensions: fastest here)
+        raw, none = self._raw.get, _NONE
+        kids = [raw(c.name, none).get(bytes(c.args)) for c in calls]  # (fastest form measured)
         bad: list[int] = []
         start = 0
         while True:
@@ -176,7 +177,7 @@ class Packer:
                 # from the text and look again (see _volatile_pairs), without decoding.
                 rest = self._strip(b"", key[1])
                 if len(rest) < len(key[1]):
-                    kid = self._raw.get((key[0], rest))
+                    kid = self._raw.get(key[0], _NONE).get(rest)
             if kid is None:
                 try:
                     kid = self._kid(key)
@@ -225,7 +226,7 @@ class Packer:
         except TypeError:
             kid = self._form(name, self._memo(rest))
         else:
-            known = self._raw.get(rest_key)
+            known = self._raw.get(name, _NONE).get(rest_key[1])
             kid = self._form_of(rest_key, rest) if known is None else known
         self._remember_volatile(key, kid)
         return kid
@@ -234,7 +235,7 @@ class Packer:
         normalized = self._memo(args)
         kid = self._form(key[0], normalized)
         if normalized == args:
-            self._raw[(key[0], _compact(key[1]))] = kid
+            self._raw.setdefault(key[0], {})[_compact(key[1])] = kid
         else:
             self._remember_volatile(key, kid)
         return kid
