@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,19 +67,31 @@ def _reference(paths: list[Path], compare: bool) -> dict[str, Any]:
     return analyzer.finish().to_dict()
 
 
-@settings(max_examples=60, deadline=None)
-@given(
+# Two seed-JSONL traces (runs a1, a2, ... and b1, b2, ...), keys sorted or in record order.
+trace_pairs = given(
     a=st.lists(line_st, min_size=1, max_size=60),
     b=st.lists(line_st, min_size=1, max_size=60),
     keys_sorted=st.booleans(),
 )
+
+
+@contextmanager
+def written(a: list[Any], b: list[Any], keys_sorted: bool) -> Iterator[tuple[Path, Path]]:
+    """The two traces of ``trace_pairs`` as files, removed afterwards."""
+    with tempfile.TemporaryDirectory() as tmp:
+        yield (
+            _write(Path(tmp) / "a.jsonl", _trace(a, "a"), keys_sorted),
+            _write(Path(tmp) / "b.jsonl", _trace(b, "b"), keys_sorted),
+        )
+
+
+@settings(max_examples=60, deadline=None)
+@trace_pairs
 def test_fast_path_reports_what_the_event_path_reports(
     a: list[Any], b: list[Any], keys_sorted: bool
 ) -> None:
     """check and diff of seed JSONL give the event path's report, finding for finding."""
-    with tempfile.TemporaryDirectory() as tmp:
-        pa = _write(Path(tmp) / "a.jsonl", _trace(a, "a"), keys_sorted)
-        pb = _write(Path(tmp) / "b.jsonl", _trace(b, "b"), keys_sorted)
+    with written(a, b, keys_sorted) as (pa, pb):
         assert check_trace(pa).to_dict() == _reference([pa], compare=False)
         assert diff_traces(pa, pb).to_dict() == _reference([pa, pb], compare=True)
 

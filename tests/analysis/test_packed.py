@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
-import tempfile
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracetape.analysis import TraceError, check_trace, diff_traces
 from tracetape.analysis.config import AnalysisConfig
-from tracetape.analysis.packed import AUTO_JOBS_BYTES, Cutter, Packer, Skips, Worker, use_worker
+from tracetape.analysis.normalize import MemoNormalizer
+from tracetape.analysis.packed import (
+    AUTO_JOBS_BYTES,
+    Cutter,
+    Packer,
+    Skips,
+    Worker,
+    _context,
+    _volatile_pairs,
+    use_worker,
+)
 from tracetape.analysis.readers import read_batches
+from tracetape.canonical import Normalizer
 
 from .helpers import call, write_jsonl
-from .test_fast_path import _trace, _write, line_st, st
+from .test_fast_path import trace_pairs, written
 
 GOOD = call("r1", 1, "ls", {"d": "/"}, "ab")
 BAD_ARGS = b'{"run_id":"r1","step":2,"tool":"ls","args":{"d":1e999999},"output_sha":"ab"}'
@@ -34,18 +47,12 @@ def _both(run: Any) -> tuple[Any, Any]:
 
 
 @settings(max_examples=12, deadline=None)
-@given(
-    a=st.lists(line_st, min_size=1, max_size=40),
-    b=st.lists(line_st, min_size=1, max_size=40),
-    keys_sorted=st.booleans(),
-)
+@trace_pairs
 def test_a_worker_gives_the_report_of_this_process(
     a: list[Any], b: list[Any], keys_sorted: bool
 ) -> None:
     """check, diff A B and diff --runs give the same report whichever process packs."""
-    with tempfile.TemporaryDirectory() as tmp:
-        pa = _write(Path(tmp) / "a.jsonl", _trace(a, "a"), keys_sorted)
-        pb = _write(Path(tmp) / "b.jsonl", _trace(b, "b"), keys_sorted)
+    with written(a, b, keys_sorted) as (pa, pb):
         one, two = _both(lambda jobs: check_trace(pa, jobs=jobs))
         assert one == two
         one, two = _both(lambda jobs: diff_traces(pa, pb, jobs=jobs))
@@ -172,31 +179,27 @@ def test_use_worker_follows_jobs_then_size(tmp_path: Path) -> None:
     big = tmp_path / "big.jsonl"
     with big.open("wb") as fh:
         fh.truncate(AUTO_JOBS_BYTES)
-    assert use_worker(big, None) == (len(__import__("os").sched_getaffinity(0)) > 1)
+    assert use_worker(big, None) == (len(os.sched_getaffinity(0)) > 1)
     with pytest.raises(ValueError, match="jobs must be 1 or more"):
         use_worker(small, 0)
 
 
 def test_with_other_threads_alive_the_worker_is_spawned_not_forked(tmp_path: Path) -> None:
     """Forking next to other threads can deadlock: then a fresh interpreter packs."""
-    import threading
-
-    from tracetape.analysis import packed
-
     records = [call(f"r{i // 7}", 1 + i % 3, "ls", {"i": i % 11}, f"o{i % 2}") for i in range(500)]
     path = write_jsonl(tmp_path / "t.jsonl", records)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert packed._context().get_start_method() == "spawn"
+        assert _context().get_start_method() == "spawn"
         one, two = _both(lambda jobs: check_trace(path, jobs=jobs))
     finally:
         stop.set()
         other.join()
     assert one == two
     if threading.active_count() == 1:
-        assert packed._context().get_start_method() == "fork"
+        assert _context().get_start_method() == "fork"
 
 
 _KEYS = st.sampled_from(["q", "path", "ts", "request_id", "created_at", "a,b", 'x"y', "time"])
@@ -216,10 +219,6 @@ _ARGS = st.recursive(
 def test_dropping_volatile_pairs_from_the_text_normalizes_as_decoding_does(args: Any) -> None:
     """The text without the volatile pairs is valid JSON that normalizes, key order and all,
     to what the full text normalizes to: the packer may look it up instead of decoding."""
-    from tracetape.analysis.normalize import MemoNormalizer
-    from tracetape.analysis.packed import _volatile_pairs
-    from tracetape.canonical import Normalizer
-
     normalizer = Normalizer()
     strip = _volatile_pairs(normalizer.volatile_keys)
     assert strip is not None
