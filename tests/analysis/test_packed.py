@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,7 @@ from tracetape.analysis.packed import (
     Packer,
     Skips,
     Worker,
-    _context,
+    _forkable,
     _volatile_pairs,
     use_worker,
 )
@@ -127,7 +130,7 @@ def test_closing_stops_a_worker_mid_file_and_progress_moves(tmp_path: Path) -> N
     assert worker.more == [True]
     assert 0 < seen[-1] < path.stat().st_size  # bytes read so far, reported as they grow
     worker.close()
-    assert not worker._process.is_alive()
+    assert worker.exitcode == -signal.SIGTERM  # stopped mid-file, and reaped
 
 
 def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path: Path) -> None:
@@ -143,10 +146,9 @@ def test_a_worker_that_dies_is_an_error_not_a_hang(tmp_path: Path) -> None:
         progress=[None],
         skips=[Skips()],
     )
-    worker._process.kill()
-    worker._process.join()
+    os.kill(worker.pid, signal.SIGKILL)
     try:
-        with pytest.raises(RuntimeError, match="--jobs 1"):
+        with pytest.raises(RuntimeError, match=r"exit code -9\); run again with --jobs 1"):
             list(worker.turn(0))
     finally:
         worker.close()
@@ -185,21 +187,22 @@ def test_use_worker_follows_jobs_then_size(tmp_path: Path) -> None:
 
 
 def test_with_other_threads_alive_the_worker_is_spawned_not_forked(tmp_path: Path) -> None:
-    """Forking next to other threads can deadlock: then a fresh interpreter packs."""
+    """Forking next to other threads can deadlock: then a fresh interpreter packs (one
+    that does not run this test module again, as multiprocessing's spawn would)."""
     records = [call(f"r{i // 7}", 1 + i % 3, "ls", {"i": i % 11}, f"o{i % 2}") for i in range(500)]
     path = write_jsonl(tmp_path / "t.jsonl", records)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert _context().get_start_method() == "spawn"
+        assert not _forkable()
         one, two = _both(lambda jobs: check_trace(path, jobs=jobs))
     finally:
         stop.set()
         other.join()
     assert one == two
     if threading.active_count() == 1:
-        assert _context().get_start_method() == "fork"
+        assert _forkable()
 
 
 _KEYS = st.sampled_from(["q", "path", "ts", "request_id", "created_at", "a,b", 'x"y', "time"])
@@ -226,3 +229,24 @@ def test_dropping_volatile_pairs_from_the_text_normalizes_as_decoding_does(args:
     rest = strip(b"", text)
     memo = MemoNormalizer(normalizer)
     assert orjson.dumps(memo(orjson.loads(rest))) == orjson.dumps(memo(orjson.loads(text)))
+
+
+def test_an_unguarded_script_with_threads_runs_once(tmp_path: Path) -> None:
+    """A script without ``if __name__ == "__main__"`` is not run again by the worker."""
+    path = write_jsonl(tmp_path / "t.jsonl", [GOOD, call("r2", 1, "ls", {"d": "/"}, "cd")])
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import threading\n"
+        "from tracetape.analysis import diff_traces\n"
+        "threading.Thread(target=threading.Event().wait, args=(5,), daemon=True).start()\n"
+        "print('top level ran')\n"
+        f"print(diff_traces({str(path)!r}, jobs=2).replay)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "top level ran",
+        "{'unique': 1, 'mismatches': 1, 'unrecorded': 0}",
+    ]

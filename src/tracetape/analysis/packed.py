@@ -19,15 +19,18 @@ analysis reports for a signature are those of its first call, whichever process 
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pickle
 import re
+import signal
+import subprocess
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -298,10 +301,13 @@ class Skips:
 
 def use_worker(path: Path, jobs: int | None) -> bool:
     """Whether to pack ``path`` in a second process: ``jobs`` 2 (or more) says yes, 1 no,
-    None (auto) yes for a file over ``AUTO_JOBS_BYTES`` on a machine with two CPUs or more."""
+    None (auto) yes for a file over ``AUTO_JOBS_BYTES`` on a machine with two CPUs or more.
+    Only on POSIX systems (the worker inherits a pipe's file descriptor)."""
+    if jobs is not None and jobs < 1:
+        raise ValueError(f"jobs must be 1 or more, not {jobs}")
+    if os.name != "posix":
+        return False
     if jobs is not None:
-        if jobs < 1:
-            raise ValueError(f"jobs must be 1 or more, not {jobs}")
         return jobs > 1
     try:
         cpus = len(os.sched_getaffinity(0))
@@ -370,11 +376,16 @@ def _worker(
         conn.close()
 
 
-def _context() -> Any:
-    # fork is cheap, but not safe once other threads hold locks; spawn re-imports instead.
-    if "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1:
-        return multiprocessing.get_context("fork")
-    return multiprocessing.get_context("spawn")
+def _forkable() -> bool:
+    """Whether forking is safe here: not once other threads run (one may hold a lock the
+    child would wait on forever). Otherwise a fresh interpreter is started instead."""
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
+def _main() -> None:  # pragma: no cover - runs in the fresh interpreter of _start
+    """The fresh interpreter's side: arguments on stdin, messages to the inherited fd."""
+    paths, normalizer, skip_bad_lines, group = pickle.load(sys.stdin.buffer)
+    _worker(paths, normalizer, skip_bad_lines, group, Connection(int(sys.argv[1]), readable=False))
 
 
 def _widen(fd: int) -> None:
@@ -409,17 +420,46 @@ class Worker:
         self.progress = progress
         self.skips = skips
         self.more = [True] * len(paths)
-        ctx = _context()
-        self._receive, send = ctx.Pipe(duplex=False)
-        _widen(self._receive.fileno())
-        self._process = ctx.Process(
-            target=_worker,
-            args=([str(p) for p in paths], normalizer, skip_bad_lines, group, send),
-            name="tracetape-pack",
-            daemon=True,
-        )
-        self._process.start()
-        send.close()
+        receive, send = os.pipe()
+        _widen(receive)
+        args = ([str(p) for p in paths], normalizer, skip_bad_lines, group)
+        self._popen: subprocess.Popen[bytes] | None = None
+        if _forkable():
+            # fork, not multiprocessing: nothing of __main__ is imported again, and it works
+            # in a daemonic process too.
+            self.pid = os.fork()
+            if self.pid == 0:  # pragma: no cover - the child; coverage does not follow it
+                os.close(receive)
+                try:
+                    _worker(*args, Connection(send, readable=False))
+                finally:
+                    os._exit(0)
+        else:
+            # A fresh interpreter importing this very package (whatever put it on sys.path).
+            root = str(Path(__file__).resolve().parents[2])
+            code = f"import sys; sys.path.insert(0, {root!r}); import {__name__} as m; m._main()"
+            self._popen = subprocess.Popen(
+                [sys.executable, "-c", code, str(send)], stdin=subprocess.PIPE, pass_fds=[send]
+            )
+            self.pid = self._popen.pid
+            assert self._popen.stdin is not None
+            with self._popen.stdin as stdin:
+                pickle.dump(args, stdin, protocol=pickle.HIGHEST_PROTOCOL)
+        os.close(send)
+        self._receive = Connection(receive, writable=False)
+        self._status: int | None = None
+
+    @property
+    def exitcode(self) -> int | None:
+        """The worker's exit code (negative: killed by that signal), None while it runs."""
+        if self._status is None:
+            if self._popen is not None:
+                self._status = self._popen.poll()
+            else:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self._status = os.waitstatus_to_exitcode(status)
+        return self._status
 
     def _next(self) -> Any:
         try:
@@ -427,7 +467,7 @@ class Worker:
         except EOFError:
             raise RuntimeError(
                 f"the process reading {', '.join(map(str, self.paths))} stopped without a "
-                f"word (exit code {self._process.exitcode}); run again with --jobs 1 to read "
+                f"word (exit code {self.exitcode}); run again with --jobs 1 to read "
                 "in this process"
             ) from None
         if message[0] == "error":
@@ -452,6 +492,10 @@ class Worker:
     def close(self) -> None:
         """Stop the process (at once if it is still packing) and close the pipe."""
         self._receive.close()
-        if self._process.is_alive():
-            self._process.terminate()
-        self._process.join()
+        if self.exitcode is None:
+            with suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+            if self._popen is not None:
+                self._status = self._popen.wait()
+            else:
+                self._status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
