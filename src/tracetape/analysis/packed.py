@@ -7,9 +7,11 @@ normalized arguments. Finding a call's form is the expensive part of a line (cop
 JSON of the args, a lookup, and for a call with a fresh request id, decoding, dropping the
 volatile keys and encoding again); ``Analyzer.feed_packed`` then only does the findings.
 
-With ``jobs=2`` the packer runs in a second process (:class:`Worker`) and sends chunks
-through a pipe, so decoding and the findings use two cores. The pipe blocks the worker while
-the analysis is behind: memory stays flat. Errors come back as they would in this process:
+With ``jobs=2`` (and by default for files over 8 MiB on two CPUs or more, on POSIX) the
+packer runs in a second process (:class:`Worker`: a fork, or a fresh interpreter when other
+threads run) and sends chunks through a pipe, so decoding and the findings use two cores.
+The pipe blocks the worker while the analysis is behind: memory stays flat. Errors come back
+as they would in this process:
 a bad line raises the same ``TraceError`` (file, line, field) when the analysis reaches it,
 and lines skipped under ``skip_bad_lines`` are counted the same way.
 
