@@ -11,9 +11,8 @@ With ``jobs=2`` (and by default for files over 8 MiB on two CPUs or more, on POS
 packer runs in a second process (:class:`Worker`: a fork, or a fresh interpreter when other
 threads run) and sends chunks through a pipe, so decoding and the findings use two cores.
 The pipe blocks the worker while the analysis is behind: memory stays flat. Errors come back
-as they would in this process:
-a bad line raises the same ``TraceError`` (file, line, field) when the analysis reaches it,
-and lines skipped under ``skip_bad_lines`` are counted the same way.
+as they would in this process: a bad line raises the same ``TraceError`` (file, line, field)
+when the analysis reaches it, and lines skipped under ``skip_bad_lines`` count the same.
 
 A form is the tool and the normalized arguments *in their key order*, so the arguments an
 analysis reports for a signature are those of its first call, whichever process packed it.
