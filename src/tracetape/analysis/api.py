@@ -67,7 +67,7 @@ def diff_traces(
     memory holds only the lag between the aligned runs, not the files.
 
     ``jobs`` 2 decodes the seed-JSONL files in a second process while this one does the
-    findings (two cores: 1.6x to 2x the throughput on large files), 1 reads in this process;
+    findings (two cores: about 1.6x the throughput on large files), 1 reads in this process;
     None (the default) uses a second process for files over 8 MiB on a machine with two CPUs
     or more. The report, errors and skip counts are the same either way.
 

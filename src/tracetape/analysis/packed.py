@@ -462,13 +462,22 @@ class Worker:
                     self._status = os.waitstatus_to_exitcode(status)
         return self._status
 
+    def _wait(self) -> int:
+        """Wait for the worker to exit (it is exiting once its end of the pipe is closed)."""
+        if self._status is None:
+            if self._popen is not None:
+                self._status = self._popen.wait()
+            else:
+                self._status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self._status
+
     def _next(self) -> Any:
         try:
             message = pickle.loads(self._receive.recv_bytes())
         except EOFError:
             raise RuntimeError(
                 f"the process reading {', '.join(map(str, self.paths))} stopped without a "
-                f"word (exit code {self.exitcode}); run again with --jobs 1 to read "
+                f"word (exit code {self._wait()}); run again with --jobs 1 to read "
                 "in this process"
             ) from None
         if message[0] == "error":
@@ -496,7 +505,4 @@ class Worker:
         if self.exitcode is None:
             with suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGTERM)
-            if self._popen is not None:
-                self._status = self._popen.wait()
-            else:
-                self._status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        self._wait()
