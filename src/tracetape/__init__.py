@@ -12,21 +12,26 @@ from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .canonical import Normalizer, canonical_json, fingerprint, normalize
-from .cassette import Cassette, read_cassette
 from .errors import (
     CassetteError,
     CassetteNotFoundError,
     CassetteVersionError,
+    ConfigError,
     EnvironmentDriftError,
     IrreversibleEffectError,
     NetworkBlockedError,
     ReplayMiss,
     TapeError,
     TapeWarning,
+    TraceError,
     UnplayedDecisionsError,
 )
+from .formats import TraceFormat, read_records
+from .formats.cassette import Cassette, read_cassette
+from .record import Decision, Record
 from .redact import Detector, Redactor, RedactRules
-from .tape import Decision, Effect, Mode, Tape, current_tape, key
+from .stores import FileStore, RecordStore
+from .tape import Effect, Mode, Tape, current_tape, key
 
 if TYPE_CHECKING:
     from .integrations.sdk import Patch, patch, patch_sdks
@@ -56,21 +61,27 @@ __all__ = [
     "CassetteError",
     "CassetteNotFoundError",
     "CassetteVersionError",
+    "ConfigError",
     "Decision",
     "Detector",
     "Effect",
     "EnvironmentDriftError",
+    "FileStore",
     "IrreversibleEffectError",
     "Mode",
     "NetworkBlockedError",
     "Normalizer",
     "Patch",
+    "Record",
+    "RecordStore",
     "RedactRules",
     "Redactor",
     "ReplayMiss",
     "Tape",
     "TapeError",
     "TapeWarning",
+    "TraceError",
+    "TraceFormat",
     "UnplayedDecisionsError",
     "__version__",
     "canonical_json",
@@ -82,5 +93,6 @@ __all__ = [
     "patch",
     "patch_sdks",
     "read_cassette",
+    "read_records",
     "tool",
 ]

@@ -11,11 +11,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .errors import ConfigError
+
 __all__ = ["ConfigError", "find_pyproject", "load_config"]
-
-
-class ConfigError(ValueError):
-    """Raised when ``[tool.tracetape]`` holds a value of the wrong shape."""
 
 
 def find_pyproject(start: Path | None = None) -> Path | None:

@@ -5,7 +5,9 @@ The tree::
     TapeError                      base of everything tracetape raises on purpose
     ├── CassetteError              a cassette file cannot be read or written as asked
     │   ├── CassetteNotFoundError  replay asked for a missing cassette (a FileNotFoundError)
-    │   └── CassetteVersionError   the cassette was written in a format this version cannot read
+    │   ├── CassetteVersionError   the cassette was written in a format this version cannot read
+    │   └── TraceError             a trace is missing, empty, malformed or of mixed schemas
+    ├── ConfigError                [tool.tracetape] holds a value of the wrong shape (a ValueError)
     ├── ReplayMiss                 the run asked for a decision that was never recorded
     ├── UnplayedDecisionsError     strict replay closed with recorded decisions never played
     ├── EnvironmentDriftError      strict replay under a different environment or harness SHA
@@ -20,20 +22,25 @@ Every error carries the objects that explain it (``.path``, ``.line``, ``.expect
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .record import Record
 
 __all__ = [
     "CassetteError",
     "CassetteNotFoundError",
     "CassetteVersionError",
+    "ConfigError",
     "EnvironmentDriftError",
     "IrreversibleEffectError",
     "NetworkBlockedError",
     "ReplayMiss",
     "TapeError",
     "TapeWarning",
+    "TraceError",
     "UnplayedDecisionsError",
 ]
 
@@ -69,12 +76,34 @@ class CassetteVersionError(CassetteError):
     """Raised when a cassette header names a format version this tracetape cannot read."""
 
 
+class TraceError(CassetteError):
+    """Raised when a trace file is missing, empty, malformed or holds mixed schemas.
+
+    ``.path`` and ``.line`` locate the fault; ``.field`` names the record field at fault.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ):
+        self.field = field
+        super().__init__(message, path=path, line=line)
+
+
+class ConfigError(TapeError, ValueError):
+    """Raised when ``[tool.tracetape]`` holds a value of the wrong shape (names file and field)."""
+
+
 class ReplayMiss(TapeError):
     """Raised when a replayed run asks for a decision that was never recorded.
 
     The first line of the message is exactly ``{key} was never recorded — the run diverged
     here``; the rest is the diagnosis. ``.expected`` is the recorded decision the run was
-    expected to make next (a dict, or None) and ``.changes`` the input paths that differ.
+    expected to make next (a ``Record``, or None) and ``.changes`` the input paths that differ.
     """
 
     def __init__(
@@ -85,7 +114,7 @@ class ReplayMiss(TapeError):
         step: int | None,
         matched: int,
         recorded: int,
-        expected: Mapping[str, Any] | None,
+        expected: Record | None,
         changes: Sequence[str],
         diagnosis: str = "",
     ):
@@ -94,7 +123,7 @@ class ReplayMiss(TapeError):
         self.step = step
         self.matched = matched
         self.recorded = recorded
-        self.expected = dict(expected) if expected is not None else None
+        self.expected = expected
         self.changes = list(changes)
         self.diagnosis = diagnosis
         first = f"{key} was never recorded — the run diverged here"
@@ -104,8 +133,8 @@ class ReplayMiss(TapeError):
 class UnplayedDecisionsError(TapeError):
     """Raised on closing a strict replay whose cassette holds decisions the run never played."""
 
-    def __init__(self, message: str, unplayed: Sequence[Mapping[str, Any]]):
-        self.unplayed = [dict(r) for r in unplayed]
+    def __init__(self, message: str, unplayed: Sequence[Record]):
+        self.unplayed = list(unplayed)
         super().__init__(message)
 
 

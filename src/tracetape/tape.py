@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextvars
 import functools
 import hashlib
-import json
 import os
 import subprocess
 import threading
@@ -30,21 +29,15 @@ import warnings
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NamedTuple, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
 from ._enums import LoudEnum
-from .canonical import (
-    canonical_json,
-    changed_paths,
-    digest_changes,
-    excerpt,
-    field_digests,
-    key_of,
-)
-from .cassette import MAX_RECORD_BYTES, CassetteWriter, new_header, read_cassette
+from .canonical import canonical_json, field_digests, key_of
 from .config import load_config
+from .diagnose import explain_miss
 from .errors import (
     CassetteNotFoundError,
     EnvironmentDriftError,
@@ -53,9 +46,12 @@ from .errors import (
     TapeWarning,
     UnplayedDecisionsError,
 )
+from .formats.cassette import MAX_RECORD_BYTES, new_header
+from .record import Decision, Record
 from .redact import Redactor, RedactRules
+from .stores import FileStore, RecordStore
 
-__all__ = ["Decision", "Effect", "Mode", "Tape", "current_tape", "key"]
+__all__ = ["Decision", "Effect", "HookState", "Mode", "Tape", "current_tape", "key"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -93,17 +89,13 @@ def key(kind: str, payload: Any) -> str:
     return key_of(kind, _default_redactor.redact_text(canonical_json(payload)))
 
 
-class Decision(NamedTuple):
-    """One boundary input, keyed: what ``Tape.prepare`` returns and ``play``/``record`` take."""
+@dataclass
+class HookState:
+    """What the SDK and HTTP hooks keep per tape (``tape.hooks``): the lock that numbers model
+    calls, and the captures of responses still being read (written when they end)."""
 
-    kind: str
-    key: str
-    blob: str
-    step: int | None
-
-    def input(self) -> Any:
-        """The redacted input as plain JSON data."""
-        return json.loads(self.blob)
+    step_lock: threading.Lock = field(default_factory=threading.Lock)
+    pending: set[Any] = field(default_factory=set)
 
 
 _current: contextvars.ContextVar[Tape | None] = contextvars.ContextVar("tracetape", default=None)
@@ -156,14 +148,15 @@ def _harness_digest(paths: Iterable[str | os.PathLike[str]]) -> str:
 
 
 class Tape:
-    """Record or replay the decisions of one agent run in a cassette file.
+    """Record or replay the decisions of one agent run in a cassette file or another store.
 
-    ``mode`` is ``"record"`` (write ``PATH.partial``, moved over ``PATH`` on close),
-    ``"replay"`` (return recorded outputs; nothing is executed) or ``"auto"`` (replay if
-    ``PATH`` exists, else record). ``redact`` adds secret rules to the built-ins and
-    ``[tool.tracetape.redact]``; ``env_allow`` names environment variables recorded as hashes;
-    ``harness_paths`` names the agent-loop files whose content is the harness (else the git
-    HEAD is); ``strict`` turns unplayed decisions and environment drift into errors.
+    ``path`` is the cassette file (a ``FileStore``), or any ``RecordStore``. ``mode`` is
+    ``"record"`` (write ``PATH.partial``, moved over ``PATH`` on close), ``"replay"`` (return
+    recorded outputs; nothing is executed) or ``"auto"`` (replay if ``PATH`` exists, else
+    record). ``redact`` adds secret rules to the built-ins and ``[tool.tracetape.redact]``;
+    ``env_allow`` names environment variables recorded as hashes; ``harness_paths`` names the
+    agent-loop files whose content is the harness (else the git HEAD is); ``strict`` turns
+    unplayed decisions and environment drift into errors.
 
         >>> Tape("x.jsonl", mode="rec")
         Traceback (most recent call last):
@@ -173,7 +166,7 @@ class Tape:
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | RecordStore,
         mode: str | Mode = Mode.RECORD,
         *,
         redact: RedactRules | Mapping[str, Any] | Iterable[str] | None = None,
@@ -186,11 +179,15 @@ class Tape:
         store_inputs: bool = True,
         max_record_bytes: int = MAX_RECORD_BYTES,
     ):
-        self.path = Path(path)
+        if isinstance(path, str | os.PathLike):
+            self.store: RecordStore = FileStore(path, max_record_bytes)
+        else:
+            self.store = path
+        self.path = Path(self.store.name)
         harness = tuple(harness_paths)
         self.requested_mode: Mode = Mode.parse(mode)
         if self.requested_mode is Mode.AUTO:
-            self.mode: Mode = Mode.REPLAY if self.path.exists() else Mode.RECORD
+            self.mode: Mode = Mode.REPLAY if self.store.exists() else Mode.RECORD
         else:
             self.mode = self.requested_mode
         rules = RedactRules.coerce(load_config("redact") or None).merged(
@@ -203,26 +200,28 @@ class Tape:
         self.store_inputs = store_inputs
         # Model calls made so far: the SDK hooks count them, tools key their ``step`` on it.
         self.model_calls = 0
+        self.hooks = HookState()
         self._token: contextvars.Token[Tape | None] | None = None
         self._closed = False
         self._missed = False
-        self._record_lock = threading.Lock()
-        self._last_digests: dict[str, dict[str, Any]] = {}
-        self._writer: CassetteWriter | None = None
-        self.records: list[dict[str, Any]] = []
+        self._recording = False
+        # Records this tape wrote (the highest sequence number the store gave back).
+        self.written = 0
+        # Per kind, the last canonical text keyed: a conversation grows by appending.
+        self._memos: dict[str, list[bytes]] = {}
+        self.records: list[Record] = []
         self.header: dict[str, Any] | None = None
         if self.mode is Mode.RECORD:
-            self._writer = CassetteWriter(
-                self.path,
+            self.store.begin(
                 new_header(
                     harness_sha=harness_sha or _git_sha(),
                     harness_paths=[str(p) for p in harness] or None,
                     harness_digest=_harness_digest(harness) if harness else None,
                     env={name: self._env_digest(name) for name in self.env_allow} or None,
                     redact_key_id=self.redactor.key_id,
-                ),
-                max_record_bytes,
+                )
             )
+            self._recording = True
         else:
             self._load(harness_sha)
 
@@ -230,7 +229,7 @@ class Tape:
 
     def _load(self, harness_sha: str | None) -> None:
         try:
-            cassette = read_cassette(self.path)
+            cassette = self.store.load()
         except CassetteNotFoundError as exc:
             exc.args = (
                 f"{self.path}: no such cassette to replay; record it first with "
@@ -246,15 +245,14 @@ class Tape:
         self._cursor: dict[str, int] = {}
         queues, by_kind = self._queues, self._by_kind
         for i, rec in enumerate(self.records):
-            k = rec["key"]
+            k = rec.key or ""
             q = queues.get(k)
             if q is None:
                 queues[k] = q = deque()
             q.append(i)
-            kind = rec["kind"]
-            lst = by_kind.get(kind)
+            lst = by_kind.get(rec.kind)
             if lst is None:
-                by_kind[kind] = lst = []
+                by_kind[rec.kind] = lst = []
             lst.append(i)
         self._check_environment(harness_sha)
 
@@ -297,7 +295,7 @@ class Tape:
         warnings.warn(message, TapeWarning, stacklevel=4)
 
     @property
-    def unplayed(self) -> list[dict[str, Any]]:
+    def unplayed(self) -> list[Record]:
         """Recorded decisions that replay has not played (empty when recording)."""
         if self.mode is not Mode.REPLAY:
             return []
@@ -308,15 +306,27 @@ class Tape:
         """True when this tape returns recorded outputs instead of executing calls."""
         return self.mode is Mode.REPLAY
 
+    @property
+    def matched(self) -> int:
+        """How many recorded decisions replay has played so far."""
+        return self._played.count(1) if self.mode is Mode.REPLAY else 0
+
     # -- the decision API ----------------------------------------------------------------------
 
     def prepare(self, kind: str, payload: Any) -> Decision:
-        """Canonicalize, redact and key a boundary input."""
-        blob = self.redactor.redact(canonical_json(payload), kind)
+        """Canonicalize, redact and key a boundary input.
+
+        The payload may still hold SDK models and tuples: they are serialized here, at call
+        time, so the key and the stored input are a snapshot later mutation cannot reach.
+        """
+        memo = self._memos.get(kind)
+        if memo is None:
+            memo = self._memos[kind] = [b""]
+        blob = self.redactor.redact(canonical_json(payload, memo), kind)
         step = payload.get("step") if isinstance(payload, Mapping) else None
         return Decision(kind, key_of(kind, blob), blob, step if type(step) is int else None)
 
-    def play(self, decision: Decision) -> dict[str, Any]:
+    def play(self, decision: Decision) -> Record:
         """Return the next recorded record for ``decision`` or raise ``ReplayMiss``."""
         queue = self._queues.get(decision.key)
         if not queue:
@@ -330,48 +340,23 @@ class Tape:
         self, decision: Decision, out: Any, *, ms: float = 0.0, effect: str | Effect = Effect.READ
     ) -> Any:
         """Write one decision and its output; returns the output as stored (redacted)."""
-        if self._writer is None:
+        if not self._recording:
             raise RuntimeError(f"tape {self.path} is in {self.mode} mode; nothing can be recorded")
         stored, _ = self.redactor.redact_value(out)
-        rec: dict[str, Any] = {"key": decision.key, "kind": decision.kind}
-        if decision.step is not None:
-            rec["step"] = decision.step
-        rec["ms"] = round(ms, 3)
-        rec["effect"] = Effect.parse(effect).value
-        rec["out"] = stored
         data = decision.input()
-        if not isinstance(data, dict):
-            if self.store_inputs:
-                rec["input"] = data
-            self._writer.write(rec)
-            return stored
-        digests = field_digests(data)
-        with self._record_lock:
-            # A conversation grows by appending: store only the list elements that are new
-            # since the previous record of this kind, and how many it shares (``base``).
-            previous = self._last_digests.get(decision.kind, {})
-            base: dict[str, int] = {}
-            for name, elements in digests.items():
-                old = previous.get(name)
-                if not name.endswith("[]") or not old:
-                    continue
-                shared = 0
-                for a, b in zip(old, elements, strict=False):
-                    if a != b:
-                        break
-                    shared += 1
-                if shared:
-                    base[name[:-2]] = shared
-            if self.store_inputs:
-                rec["input"] = {k: v[base[k] :] if k in base else v for k, v in data.items()}
-            rec["digests"] = {
-                k: v[base[k[:-2]] :] if k[:-2] in base and k.endswith("[]") else v
-                for k, v in digests.items()
-            }
-            if base:
-                rec["base"] = base
-            self._writer.write(rec)
-            self._last_digests[decision.kind] = digests
+        seq = self.store.append(
+            Record(
+                kind=decision.kind,
+                key=decision.key,
+                step=decision.step,
+                input=data if self.store_inputs else None,
+                out=stored,
+                effect=Effect.parse(effect).value,
+                ms=round(ms, 3),
+                digests=field_digests(data) if isinstance(data, dict) else None,
+            )
+        )
+        self.written = max(self.written, seq)
         return stored
 
     def _guard(self, decision: Decision, effect: Effect, stub: Callable[[], Any] | None) -> None:
@@ -398,7 +383,7 @@ class Tape:
         """
         decision = self.prepare(kind, payload)
         if self.mode is Mode.REPLAY:
-            out: T = self.play(decision)["out"]
+            out: T = self.play(decision).out
             return out
         tag: Effect = Effect.parse(effect)
         self._guard(decision, tag, stub)
@@ -419,7 +404,7 @@ class Tape:
         """The async twin of ``call``: ``do`` (and ``stub``) return awaitables."""
         decision = self.prepare(kind, payload)
         if self.mode is Mode.REPLAY:
-            out: T = self.play(decision)["out"]
+            out: T = self.play(decision).out
             return out
         tag: Effect = Effect.parse(effect)
         self._guard(decision, tag, stub)
@@ -430,7 +415,7 @@ class Tape:
 
     # -- the miss diagnosis --------------------------------------------------------------------
 
-    def _next_unplayed(self, kind: str) -> dict[str, Any] | None:
+    def _next_unplayed(self, kind: str) -> Record | None:
         indices = self._by_kind.get(kind, [])
         cursor = self._cursor.get(kind, 0)
         while cursor < len(indices) and self._played[indices[cursor]]:
@@ -439,45 +424,22 @@ class Tape:
         return self.records[indices[cursor]] if cursor < len(indices) else None
 
     def _miss(self, decision: Decision) -> ReplayMiss:
-        matched = self._played.count(1)
-        expected = self._next_unplayed(decision.kind)
-        live = decision.input()
-        lines = [
-            f"  matched {matched} of {len(self.records)} recorded decisions before this miss "
-            f"(kind {decision.kind}, step {decision.step if decision.step is not None else '-'})"
-        ]
+        repeated = 0
         if decision.key in self._queues:
-            times = sum(1 for r in self.records if r["key"] == decision.key)
-            lines.append(
-                f"  this exact input was recorded {times} time(s) and all were already played: "
-                "the run repeated a decision more often than the recording did"
-            )
-        changes: list[str] = []
-        if expected is None:
-            lines.append(
-                f"  no unplayed {decision.kind!r} decision is left: the run went on past the end "
-                "of the recording"
-            )
-        else:
-            where = f"#{expected.get('seq', '?')} {expected['kind']}"
-            if expected.get("step") is not None:
-                where += f" step {expected['step']}"
-            lines.append(f"  expected: {where} {expected['key']}")
-            changes, details = _explain(expected, live)
-            lines += details
-        lines.append(
-            f"  if the change is intended, re-record: Tape({str(self.path)!r}, mode='record')"
-        )
-        return ReplayMiss(
-            decision.key,
-            kind=decision.kind,
-            step=decision.step,
-            matched=matched,
+            repeated = sum(1 for r in self.records if r.key == decision.key)
+        return explain_miss(
+            decision,
+            self._next_unplayed(decision.kind),
+            matched=self.matched,
             recorded=len(self.records),
-            expected=expected,
-            changes=changes,
-            diagnosis="\n".join(lines),
+            repeated=repeated,
+            rerecord=self.rerecord,
         )
+
+    @property
+    def rerecord(self) -> str:
+        """The call that records this tape again (the advice every miss ends with)."""
+        return f"Tape({str(self.path)!r}, mode='record')"
 
     # -- integrations: SDK and HTTP hooks ---------------------------------------------------
 
@@ -515,14 +477,14 @@ class Tape:
         if self._closed:
             return
         self._closed = True
-        if self._writer is not None:
-            self._writer.close()
+        if self._recording:
+            self.store.commit()
             return
         unplayed = self.unplayed
         # After a miss the rest of the recording is unplayed by definition: no second report.
         if not unplayed or failed or self._missed:
             return
-        shown = ", ".join(f"#{r.get('seq', '?')} {r['key']}" for r in unplayed[:5])
+        shown = ", ".join(f"#{'?' if r.seq is None else r.seq} {r.key}" for r in unplayed[:5])
         more = f" and {len(unplayed) - 5} more" if len(unplayed) > 5 else ""
         message = (
             f"{self.path}: {len(unplayed)} recorded decision(s) were never played: {shown}{more}"
@@ -605,41 +567,3 @@ class Tape:
         from .integrations.tools import env
 
         return env(name, default, tape=self)
-
-
-def _short(value: Any, width: int = 60) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _explain(expected: Mapping[str, Any], live: Any) -> tuple[list[str], list[str]]:
-    """Return the changed input paths and the diagnosis lines that show them."""
-    if "input" in expected:
-        changes = changed_paths(expected["input"], live)
-    elif "digests" in expected and isinstance(live, dict):
-        names = digest_changes(expected["digests"], field_digests(live))
-        return names, [
-            f"  changed: {n} (digest differs; the input copy was not stored)" for n in names
-        ]
-    else:
-        return [], [
-            "  the recorded decision has no input copy (a cassette of the seed's format): "
-            "re-record it with tracetape for a field-level diagnosis"
-        ]
-    lines = []
-    for change in changes[:10]:
-        before, after = change.before, change.after
-        if isinstance(before, str) and isinstance(after, str):
-            b, a = excerpt(before, after)
-            lines += [f"  changed: {change.path}", f"    - {b!r}", f"    + {a!r}"]
-        elif before is None:
-            lines.append(f"  added: {change.path} = {_short(after)}")
-        elif after is None:
-            lines.append(f"  removed: {change.path} (was {_short(before)})")
-        else:
-            lines.append(f"  changed: {change.path}: {_short(before)} -> {_short(after)}")
-    if len(changes) > 10:
-        lines.append(f"  ... and {len(changes) - 10} more changed paths")
-    if not changes:
-        lines.append("  the input equals the expected one: it was already played earlier")
-    return [c.path for c in changes], lines

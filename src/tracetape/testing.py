@@ -4,8 +4,8 @@
   ``record``, ``auto``, ``rewrite``), patches the SDKs for the test's duration, guards the
   network in replay, and on a clean exit still fails if the code under test swallowed a
   ``ReplayMiss`` or a blocked connection.
-* ``block_network``: a context manager under which any connection to the network (loopback
-  included unless allowed) raises ``NetworkBlockedError``.
+* ``block_network`` (from ``integrations.network``): a context manager under which any
+  connection to the network (loopback included unless allowed) raises ``NetworkBlockedError``.
 * ``default_cassette_path``: ``cassettes/<test module>/<test name>.jsonl`` beside the test.
 * ``TapeUsage``: which cassettes a session opened and which recorded decisions it never
   played, for ``--tape-report``.
@@ -18,31 +18,23 @@
     >>> with TapeCase(path, "replay", sdk=False) as tape:
     ...     tape.call("tool", {"name": "now"}, lambda: "late")
     'noon'
-
-The network guard is an audit hook (``sys.addaudithook``, events ``socket.connect`` and
-``socket.getaddrinfo``) rather than a patched ``socket.socket.connect``: it sees every
-connection, ``connect_ex`` and asyncio's included, and it cannot be undone by another plugin
-(pytest-recording) restoring *its* saved ``connect``. The hook is installed on first use, is
-never removed (Python cannot), and returns at once while no guard is active.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import re
-import socket
-import sys
-import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from ._enums import LoudEnum
-from .errors import CassetteError, CassetteNotFoundError, NetworkBlockedError, ReplayMiss
+from .errors import CassetteError, CassetteNotFoundError, ReplayMiss
+from .integrations.network import NetworkGuard, block_network
 from .integrations.watch import WatchedTape
+from .record import Record
 from .tape import Mode
 
 __all__ = [
@@ -74,117 +66,6 @@ class TestMode(LoudEnum):
     def label(cls) -> str:
         """Named "tape mode" in errors."""
         return "tape mode"
-
-
-# -- the network guard ----------------------------------------------------------------------------
-
-
-@dataclass
-class NetworkGuard:
-    """An active guard: what it allows and the connection attempts it blocked."""
-
-    allow_loopback: bool = False
-    allow_hosts: frozenset[str] = frozenset()
-    hint: str = ""
-    attempts: list[NetworkBlockedError] = field(default_factory=list)
-
-    def allows(self, host: str) -> bool:
-        """True when a connection to ``host`` may go through this guard."""
-        if host in self.allow_hosts:
-            return True
-        return self.allow_loopback and _is_loopback(host)
-
-    def block(self, what: str, address: object) -> None:
-        """Note the attempt and raise ``NetworkBlockedError``."""
-        __tracebackhide__ = True
-        message = (
-            f"tracetape: network access blocked in replay: {what}; a replayed test must not "
-            "reach the network"
-        )
-        if self.hint:
-            message += f" ({self.hint})"
-        error = NetworkBlockedError(message, address)
-        self.attempts.append(error)
-        raise error
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() in ("localhost", "localhost.localdomain", "ip6-localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
-    except ValueError:
-        return False
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return False
-    return True
-
-
-_guards: list[NetworkGuard] = []
-_guards_lock = threading.Lock()
-_hook_installed = False
-
-
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if not _guards:
-        return
-    __tracebackhide__ = True
-    if event == "socket.connect":
-        sock, address = args[0], args[1]
-        if sock.family not in (socket.AF_INET, socket.AF_INET6):
-            return  # AF_UNIX and friends are local IPC, not the network
-        host, port = str(address[0]), address[1]
-        guard = _guards[-1]
-        if not guard.allows(host):
-            guard.block(f"connect to {host}:{port}", (host, port))
-    elif event == "socket.getaddrinfo":
-        raw = args[0]
-        if raw is None:
-            return
-        host = raw.decode() if isinstance(raw, bytes | bytearray) else str(raw)
-        if _is_ip(host):
-            return  # no lookup happens; the connect that follows is checked
-        guard = _guards[-1]
-        if not (guard.allows(host) or _is_loopback(host)):
-            guard.block(f"resolve host {host!r}", host)
-
-
-@contextlib.contextmanager
-def block_network(
-    *, allow_loopback: bool = False, allow_hosts: Iterable[str] = (), hint: str = ""
-) -> Iterator[NetworkGuard]:
-    """Make every network connection in this process raise ``NetworkBlockedError``.
-
-    Loopback (``127.0.0.0/8``, ``::1``, ``localhost``) is blocked too unless
-    ``allow_loopback``; ``allow_hosts`` lets named hosts through. Unix sockets always pass.
-    The guard covers every thread; ``guard.attempts`` lists what it blocked, so a caller can
-    fail even when the code under test caught the error. ``hint`` ends each error message.
-
-        >>> import socket
-        >>> with block_network() as guard:
-        ...     socket.create_connection(("192.0.2.1", 80))
-        Traceback (most recent call last):
-        ...
-        tracetape.errors.NetworkBlockedError: tracetape: network access blocked in replay: \
-connect to 192.0.2.1:80; a replayed test must not reach the network
-    """
-    global _hook_installed  # noqa: PLW0603 - one process-wide audit hook, installed lazily
-    guard = NetworkGuard(allow_loopback, frozenset(allow_hosts), hint)
-    with _guards_lock:
-        if not _hook_installed:
-            sys.addaudithook(_audit)
-            _hook_installed = True
-        _guards.append(guard)
-    try:
-        yield guard
-    finally:
-        with _guards_lock:
-            _guards.remove(guard)
 
 
 # -- one test's tape ----------------------------------------------------------------------------
@@ -342,7 +223,7 @@ class TapeUsage:
     """What a test session did with its cassettes."""
 
     opened: set[Path] = field(default_factory=set)
-    unplayed: dict[Path, list[dict[str, Any]]] = field(default_factory=dict)
+    unplayed: dict[Path, list[Record]] = field(default_factory=dict)
 
     def note(self, case: TapeCase) -> None:
         """Record one closed ``TapeCase`` (use as its ``on_close``)."""
@@ -370,10 +251,10 @@ class TapeUsage:
             "unplayed_decisions": [
                 {
                     "cassette": str(path),
-                    "seq": rec.get("seq"),
-                    "key": rec["key"],
-                    "kind": rec["kind"],
-                    "step": rec.get("step"),
+                    "seq": rec.seq,
+                    "key": rec.key,
+                    "kind": rec.kind,
+                    "step": rec.step,
                 }
                 for path, recs in sorted(self.unplayed.items())
                 for rec in recs

@@ -1,15 +1,16 @@
 """Diff runs, not logs: read traces of any supported format, find and classify what changed.
 
-The data flow is one-directional: **reader -> events -> findings -> classification -> report**.
+The data flow is one-directional: **formats -> records -> findings -> classification ->
+report**.
 
-* ``readers``: one function per trace format (tracetape cassettes, the seed's JSONL traces,
-  span records, OTLP/JSON with the GenAI conventions), all yielding ``Event`` s;
+* ``tracetape.formats`` reads every trace format (tracetape cassettes, the seed's JSONL
+  traces, span records, OTLP/JSON with the GenAI conventions) as ``Record`` s; seed JSONL, the
+  format of large traces, also in raw blocks that ``packed`` turns into columns;
 * ``findings``: the streaming ``Analyzer`` (first divergence, repeats, drift, write echoes,
   exploration, fanout, budgets, mock replay);
 * ``rules``: the rule table giving every pattern a severity and a suggested fix;
 * ``render`` and ``summarize``: text, Markdown and JSON reports, and the one-line summary
-  (by the rules, or by a model behind an OpenAI-compatible endpoint);
-* ``otel``: the reverse direction, a cassette written as OTLP/JSON.
+  (by the rules, or by a model behind an OpenAI-compatible endpoint).
 
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
@@ -25,21 +26,19 @@ The data flow is one-directional: **reader -> events -> findings -> classificati
 
 from __future__ import annotations
 
+from ..errors import TraceError
+from ..formats import TraceFormat, detect_format, read_records
 from .api import check_trace, diff_traces
 from .config import AnalysisConfig, Limits
-from .events import Event, TraceError, TraceFormat
 from .findings import Analyzer, Divergence, Finding, Report
-from .readers import READERS, detect_format, read_events
 from .render import render_markdown, render_text, summary_lines
 from .rules import RULES, Rule, Severity
 
 __all__ = [
-    "READERS",
     "RULES",
     "AnalysisConfig",
     "Analyzer",
     "Divergence",
-    "Event",
     "Finding",
     "Limits",
     "Report",
@@ -50,7 +49,7 @@ __all__ = [
     "check_trace",
     "detect_format",
     "diff_traces",
-    "read_events",
+    "read_records",
     "render_markdown",
     "render_text",
     "summary_lines",

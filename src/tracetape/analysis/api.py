@@ -10,13 +10,17 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from ..errors import TraceError
+from ..formats import TraceFormat, TraceSource, detect_format, read_records
+from ..formats.jsonl import read_blocks_of
+from ..record import Record
 from .config import AnalysisConfig
-from .events import Event, TraceError, TraceFormat
 from .findings import SIDE_A, SIDE_B, Analyzer, Report
 from .packed import Cutter, FormTable, Packed, Packer, Skips, Worker, use_worker
-from .readers import TraceSource, detect_format, read_batches, read_events
 
-__all__ = ["check_trace", "diff_traces"]
+__all__ = ["check_trace", "diff_traces", "fill_steps"]
 
 _SLICE = 8192
 Progress = Callable[[Path, int], None]
@@ -164,12 +168,44 @@ def _feeders(
         if worker is not None and i in remote:
             feeders.append(_remote_feeder(worker, remote.index(i), step))
         elif kinds[i] is TraceFormat.JSONL:
-            chunks = Packer(config.normalizer).pack(read_batches(path, **options))
+            blocks = read_blocks_of(
+                path,
+                normalizer=config.normalizer,
+                skip_bad_lines=skip_bad_lines,
+                progress=options["progress"],
+                sources=options["source"],
+            )
+            chunks = Packer(config.normalizer).pack(blocks)
             stack.callback(chunks.close)
             feeders.append(_packed_feeder(chunks, step))
         else:
-            feeders.append(_event_feeder(read_events(path, kinds[i], **options), step))
+            records = read_records(
+                path,
+                kinds[i],
+                normalizer=options["normalizer"],
+                skip_bad_lines=skip_bad_lines,
+                progress=options["progress"],
+                sources=options["source"],
+            )
+            if kinds[i] is TraceFormat.CASSETTE:
+                records = fill_steps(records)
+            feeders.append(_event_feeder(records, step))
     return feeders
+
+
+def fill_steps(records: Iterator[Record]) -> Iterator[Record]:
+    """Give a cassette's records without a step the step of the model turn they belong to:
+    each ``llm`` record without one starts a step (as do records before the first turn)."""
+    step = 0
+    replace = msgspec.structs.replace
+    for rec in records:
+        if rec.step is not None:
+            step = rec.step
+            yield rec
+            continue
+        if rec.kind == "llm" or step == 0:
+            step += 1
+        yield replace(rec, step=step)
 
 
 def _packed_feeder(chunks: Iterator[Packed], step: int | None) -> Feeder:
@@ -200,7 +236,7 @@ def _remote_feeder(worker: Worker, i: int, step: int | None) -> Feeder:
     return feed_turn
 
 
-def _event_feeder(events: Iterator[Event], step: int | None) -> Feeder:
+def _event_feeder(events: Iterator[Record], step: int | None) -> Feeder:
     if step is None:
 
         def feed_events(analyzer: Analyzer, side: int | None) -> bool:

@@ -41,8 +41,8 @@ from typing import Any
 import orjson
 
 from ..canonical import Change, canonical_json, changed_paths
+from ..record import Record, call_args
 from .config import AnalysisConfig
-from .events import Event
 from .normalize import MemoNormalizer
 from .packed import FormTable, Packed
 from .rules import INVARIANTS, Severity
@@ -265,15 +265,17 @@ class _Run:
 class Analyzer:
     """Stream events through ``feed`` and get a ``Report`` from ``finish``.
 
-    ``compare`` turns on the two-sided findings (divergence and mock replay). Events are
+    ``compare`` turns on the two-sided findings (divergence and mock replay). Records are
     fed per side (``SIDE_A`` is the baseline, ``SIDE_B`` the candidate); ``baseline`` and
     ``candidate`` name the runs aligned for the first divergence (default: the first run seen
     on each side). With ``runs=(A, B)`` and ``side=None``, one file's events are split: run A
     is side A, run B side B, other runs are ignored.
 
-    >>> from tracetape.analysis.events import Event
+    >>> from tracetape import Record
     >>> an = Analyzer(compare=False)
-    >>> an.feed([Event("r", i, 1, "tool", "ls", {"d": "/"}, "x") for i in (1, 2)], SIDE_A)
+    >>> calls = [Record(kind="tool", run="r", step=1, name="ls", input={"args": {"d": "/"}},
+    ...                 out_digest="x", line=i) for i in (1, 2)]
+    >>> an.feed(calls, SIDE_A)
     2
     >>> [f.message for f in an.finish().findings]
     ['repeat: r step 1 == step 1 (same args, same output)']
@@ -318,7 +320,7 @@ class Analyzer:
         self._nruns = 0
         self._findings: dict[str, list[Finding]] = {}
         self._counts: dict[str, int] = {}
-        self._queues: dict[int, deque[tuple[int, Event]]] = {SIDE_A: deque(), SIDE_B: deque()}
+        self._queues: dict[int, deque[tuple[int, Record]]] = {SIDE_A: deque(), SIDE_B: deque()}
         self._aligned = 0
         self._divergence: Divergence | None = None
         self._stats: dict[int, dict[str, Any]] = {}
@@ -388,7 +390,7 @@ class Analyzer:
 
     # -- the hot loop --------------------------------------------------------------------------
 
-    def feed(self, events: Iterable[Event], side: int | None) -> int:
+    def feed(self, events: Iterable[Record], side: int | None) -> int:
         """Consume events of one side (``None``: split by run as ``runs`` says); count them."""
         # The hot loop: per-run fields live in locals and are written back on a run switch.
         raw_cache, volatile_cache = self._raw, self._raw_volatile
@@ -405,7 +407,9 @@ class Analyzer:
         untagged = False
         n = 0
         for ev in events:
-            run_id, _seq, step, kind, name, args, out, effect, tokens, _ms, _ts, _sp, _pa, line = ev
+            run_id, step, kind, line = ev.run or "", ev.step, ev.kind, ev.line
+            effect, tokens, out = ev.effect, ev.tokens, ev.out_digest
+            name, args = ev.name or kind, call_args(ev)
             n += 1
             if run_id is not last_id and run_id != last_id:
                 if r is not None:
@@ -468,7 +472,7 @@ class Analyzer:
 
         The findings are ``feed``'s, computed the same way (a test holds the two equal); only
         the per-line work is cheaper: the packer found each call's normalized form already
-        (``table`` maps forms to signature ids), there is no ``Event`` per line, the per-run
+        (``table`` maps forms to signature ids), there is no ``Record`` per line, the per-run
         state lives in locals, and a line whose output variant is already settled for its
         signature on its side skips the variant work.
         """
@@ -556,7 +560,15 @@ class Analyzer:
                     r.writes[resources[sid]] = step
                 if track:
                     name = forms[kid][0]
-                    ev = Event(run_id, line, step, "tool", name, None, out, effect, line=line)
+                    ev = Record(
+                        kind="tool",
+                        run=run_id,
+                        name=name,
+                        step=step,
+                        out_digest=out,
+                        effect=effect,
+                        line=line,
+                    )
                     self._align(track, sid, ev)
         if r is not None:
             r.tokens = tokens_sum
@@ -686,7 +698,7 @@ class Analyzer:
 
     # -- alignment -----------------------------------------------------------------------------
 
-    def _align(self, track: int, sid: int, ev: Event) -> None:
+    def _align(self, track: int, sid: int, ev: Record) -> None:
         if self._divergence is not None:
             return
         other = self._queues[SIDE_B if track == SIDE_A else SIDE_A]
@@ -700,7 +712,7 @@ class Analyzer:
         a, b = ((sid, ev), (osid, oev)) if track == SIDE_A else ((osid, oev), (sid, ev))
         self._diverge(a, b)
 
-    def _call(self, sid: int, ev: Event) -> dict[str, Any]:
+    def _call(self, sid: int, ev: Record) -> dict[str, Any]:
         sig = self._sigs[sid]
         return {
             "run": ev.run,
@@ -709,11 +721,11 @@ class Analyzer:
             "kind": sig.kind,
             "name": sig.name,
             "args": sig.args,
-            "out": ev.out,
+            "out": ev.out_digest,
             "effect": ev.effect,
         }
 
-    def _diverge(self, a: tuple[int, Event] | None, b: tuple[int, Event] | None) -> None:
+    def _diverge(self, a: tuple[int, Record] | None, b: tuple[int, Record] | None) -> None:
         position = self._aligned + 1
         ca = self._call(*a) if a else None
         cb = self._call(*b) if b else None

@@ -1,6 +1,6 @@
 """Seed-JSONL calls packed for the analysis hot loop, in this process or in a second one.
 
-The reader decodes a block of lines into :class:`JsonlCall` s (``read_batches``); a
+The reader decodes a block of lines into :class:`JsonlCall` s (``formats.jsonl.read_blocks``); a
 :class:`Packer` turns each block into a :class:`Packed` chunk: one column per field, and in
 place of each call's arguments a small integer, its *form*, naming the tool and the
 normalized arguments. Finding a call's form is the expensive part of a line (copying the raw
@@ -43,9 +43,10 @@ except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
 from ..canonical import Normalizer, canonical_json
-from .events import CallBatch, TraceError
+from ..errors import TraceError
+from ..formats import TraceSource
+from ..formats.jsonl import CallBatch, read_blocks_of
 from .normalize import MemoNormalizer
-from .readers import TraceSource, read_batches
 
 __all__ = [
     "AUTO_JOBS_BYTES",
@@ -343,12 +344,12 @@ def _worker(
         def progress(done: int) -> None:
             positions[i] = done
 
-        return read_batches(
+        return read_blocks_of(
             paths[i],
             normalizer=normalizer,
             skip_bad_lines=skip_bad_lines,
             progress=progress,
-            source=sources,
+            sources=sources,
         )
 
     def turn(i: int, chunks: Iterable[Packed], more: Callable[[], bool]) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ..analysis.otel import cassette_to_otlp
+from ..formats.otlp import cassette_to_otlp
 from ._common import handle_errors
 
 

@@ -9,21 +9,9 @@ from typing import Any
 
 import click
 
-from ..cassette import read_cassette
 from ..errors import CassetteError
+from ..formats.cassette import read_cassette
 from ._common import EXIT_BAD_INPUT, EXIT_FAILED, echo_json, handle_errors, output_options
-
-
-def _name(rec: dict[str, Any]) -> str:
-    data = rec.get("input")
-    if isinstance(data, dict):
-        params = data.get("params")
-        if isinstance(params, dict) and params.get("model"):
-            return str(params["model"])
-        for field in ("name", "model", "tool", "url"):
-            if isinstance(data.get(field), str):
-                return str(data[field])
-    return ""
 
 
 def rows(path: Path) -> list[dict[str, Any]]:
@@ -31,13 +19,13 @@ def rows(path: Path) -> list[dict[str, Any]]:
     cassette = read_cassette(path)
     return [
         {
-            "seq": rec.get("seq", i),
-            "step": rec.get("step"),
-            "kind": rec["kind"],
-            "name": _name(rec),
-            "ms": rec.get("ms"),
-            "key": rec["key"],
-            "effect": rec.get("effect"),
+            "seq": i if rec.seq is None else rec.seq,
+            "step": rec.step,
+            "kind": rec.kind,
+            "name": rec.name or "",
+            "ms": rec.ms,
+            "key": rec.key,
+            "effect": rec.effect,
         }
         for i, rec in enumerate(cassette.records, 1)
     ]
@@ -99,8 +87,8 @@ def verify(cassette: Path, fmt: str) -> None:
     if tape is not None:
         kinds: dict[str, int] = {}
         for rec in tape.records:
-            kinds[rec["kind"]] = kinds.get(rec["kind"], 0) + 1
-        seqs = [rec["seq"] for rec in tape.records if "seq" in rec]
+            kinds[rec.kind] = kinds.get(rec.kind, 0) + 1
+        seqs = [rec.seq for rec in tape.records if rec.seq is not None]
         if seqs != sorted(seqs) or len(set(seqs)) != len(seqs):
             problems.append("sequence numbers are not strictly increasing (records were reordered)")
             summary["ok"] = False

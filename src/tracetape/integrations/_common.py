@@ -10,9 +10,9 @@ arguments, the HTTP level from the request's JSON body, and both give::
 so a cassette recorded at one level replays at the other. Headers, the API key and the base
 URL never enter it.
 
-The key is hashed from the seed's canonical JSON text, produced here through orjson when the
-result is provably the same bytes (see ``_encode``; property-tested against ``canonical_json``):
-keying is most of an SDK-level replay's cost.
+The key is hashed by ``Tape.prepare`` from the canonical JSON text (``canonical.canonical_json``,
+the one keying code), with a memo per kind so a growing conversation is checked only where it
+grew: keying is most of an SDK-level replay's cost.
 
 The SSE parser is our own (about 60 lines) rather than ``httpx-sse`` because it must run
 incrementally over raw byte chunks inside a transport, keep ``event``/``id``/``retry`` exactly,
@@ -24,22 +24,17 @@ from __future__ import annotations
 import base64
 import contextvars
 import json
-import re
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime
-from enum import Enum
 from typing import Any
 
-import orjson
-
-from ..canonical import key_of
+from ..diagnose import truncated_stream_miss as _truncated
 from ..errors import CassetteError, ReplayMiss, TapeWarning
-from ..redact import common_prefix
-from ..tape import Decision, Effect, Tape, current_tape
+from ..record import Decision, Record
+from ..tape import Effect, Tape, current_tape
 
 __all__ = [
     "ENDPOINTS",
@@ -87,8 +82,7 @@ def set_default_tape(tape: Tape | None) -> Tape | None:
 
 def next_model_step(tape: Tape) -> int:
     """Count one more model call on ``tape`` (``tape.model_calls``) and return its step number."""
-    lock: threading.Lock = tape.__dict__.setdefault("_tt_step_lock", threading.Lock())
-    with lock:
+    with tape.hooks.step_lock:
         tape.model_calls += 1
         n = tape.model_calls
     return n
@@ -158,100 +152,9 @@ def llm_payload(ep: Endpoint, body: Mapping[str, Any], step: int) -> dict[str, A
     return {"messages": messages, "tools": schemas, "params": params, "step": step}
 
 
-_dumpers: dict[type, Callable[[Any], Any] | None] = {}
-
-
-def _dumper(cls: type) -> Callable[[Any], Any] | None:
-    # SDK models (a response message appended to the conversation) serialize as the SDK sends
-    # them: set fields only, JSON mode, minus the fields the SDK never sends. Looked up once
-    # per class: pydantic's instance __getattr__ is slow on a miss.
-    dump = getattr(cls, "model_dump", None)
-    if not callable(dump):
-        return None
-    exclude = getattr(cls, "__api_exclude__", None)
-
-    def dumper(value: Any) -> Any:
-        return value.model_dump(mode="json", exclude_unset=True, exclude=exclude)
-
-    return dumper
-
-
-def _default(value: Any) -> Any:
-    cls = type(value)
-    try:
-        dump = _dumpers[cls]
-    except KeyError:
-        dump = _dumpers[cls] = _dumper(cls)
-    if dump is not None:
-        return dump(value)
-    if isinstance(value, Enum):
-        return value.value  # as orjson writes it, so both encoders agree
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, set | frozenset):
-        return sorted(value, key=repr)
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    return str(value)
-
-
-_stdlib_encode = json.JSONEncoder(
-    ensure_ascii=True, sort_keys=True, separators=(",", ":"), default=_default
-).encode
-
-_ORJSON_OPTIONS = (
-    orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | (orjson.OPT_PASSTHROUGH_DATACLASS)
-)
-# A number token (right after ``:``, ``,`` or ``[`` in compact JSON) that orjson may print
-# differently from Python's float repr: exponents, and small magnitudes Python writes as 1e-05.
-_FLOAT_RISK = re.compile(rb"[:,\[]-?(?:[0-9]+(?:\.[0-9]+)?[eE]|0\.0000)")
-
-
-def _encode(payload: Any, memo: list[bytes] | None = None) -> str:
-    """The seed's canonical JSON text (``canonical_json``), about 5x faster when it can be.
-
-    orjson's sorted compact output is byte-identical to ``json.dumps(sort_keys=True,
-    separators=(",", ":"))`` for ASCII text and ordinary floats; when the output holds anything
-    else (non-ASCII or DEL characters, which the stdlib escapes; a float orjson may format
-    differently; an int beyond 64 bits; a non-str key) the stdlib encoder is used instead. The
-    one input orjson cannot be told apart on is a NaN or infinite float (it writes ``null``):
-    no SDK can send one (their JSON encoders refuse NaN), so no such call is ever recorded.
-
-    ``memo`` holds the previous output of the same stream that passed the float check: a
-    conversation grows by appending, so only the bytes after the common prefix are searched
-    (a multi-byte search costs about a nanosecond a byte; a 20 KB prompt, 50 us).
-    """
-    try:
-        raw = orjson.dumps(payload, default=_default, option=_ORJSON_OPTIONS)
-    except TypeError:  # orjson.JSONEncodeError: big ints, non-str keys, invalid str...
-        return _stdlib_encode(payload)
-    if not raw.isascii() or b"\x7f" in raw:
-        return _stdlib_encode(payload)
-    # A float token is at most ~25 bytes: backing up 32 covers one straddling the prefix.
-    start = max(0, common_prefix(memo[0], raw) - 32) if memo else 0
-    region = raw[start:] if start else raw
-    # orjson writes every exponent with its sign: look for those before the regex
-    if (b"e+" in region or b"e-" in region or b"0.0000" in region) and _FLOAT_RISK.search(region):
-        if memo:
-            memo[0] = b""
-        return _stdlib_encode(payload)
-    if memo:
-        memo[0] = raw
-    return raw.decode()
-
-
 def llm_decision(tape: Tape, payload: Mapping[str, Any]) -> Decision:
-    """Key an ``llm`` payload the way ``tape.prepare("llm", payload)`` does, in one pass.
-
-    The payload may still hold SDK models and tuples: they are serialized here, at call time,
-    so the key and the stored input are a snapshot that later mutation cannot reach.
-    """
-    memo: list[bytes] = tape.__dict__.setdefault("_tt_encode_memo", [b""])
-    blob = tape.redactor.redact(_encode(payload, memo), "llm")
-    step = payload.get("step")
-    return Decision("llm", key_of("llm", blob), blob, step if type(step) is int else None)
+    """Key an ``llm`` payload (``tape.prepare("llm", payload)``)."""
+    return tape.prepare("llm", payload)
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None), list, tuple, dict})
@@ -513,28 +416,15 @@ class Capture:
             warnings.warn(f"a response finished after its tape closed: {exc}", TapeWarning, 2)
 
 
-def truncated_stream_miss(tape: Tape, decision: Decision, rec: Mapping[str, Any]) -> ReplayMiss:
+def truncated_stream_miss(tape: Tape, decision: Decision, rec: Record) -> ReplayMiss:
     """The miss raised when a replay reads a stream past where the recorded run abandoned it."""
-    events = len(rec["out"].get("events", ()))
-    played = getattr(tape, "_played", b"")
-    return ReplayMiss(
-        decision.key,
-        kind=decision.kind,
-        step=decision.step,
-        matched=played.count(1),
-        recorded=len(tape.records),
-        expected=rec,
-        changes=[],
-        diagnosis=(
-            f"  the recorded run stopped reading this stream after {events} event(s) "
-            "(it abandoned it); this run reads further, past what was recorded\n"
-            f"  if the change is intended, re-record: Tape({str(tape.path)!r}, mode='record')"
-        ),
+    return _truncated(
+        decision, rec, matched=tape.matched, recorded=len(tape.records), rerecord=tape.rerecord
     )
 
 
 def _pending(tape: Tape) -> set[Capture]:
-    pending: set[Capture] = tape.__dict__.setdefault("_tt_pending", set())
+    pending: set[Capture] = tape.hooks.pending
     return pending
 
 

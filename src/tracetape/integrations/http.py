@@ -34,7 +34,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from ..errors import ReplayMiss
-from ..tape import Decision, Tape, _current
+from ..record import Decision, Record
+from ..tape import Tape, _current
 from ._common import (
     Capture,
     capture_var,
@@ -153,7 +154,7 @@ def _replayed(module: Any, tape: Tape, decision: Decision, request: Any, *, aio:
     except ReplayMiss as miss:
         raise sdk_compatible_miss(miss, request) from None
     beyond = beyond_recording(tape, decision, rec)
-    return _replay_response(module, request, rec["out"], aio=aio, beyond=beyond)
+    return _replay_response(module, request, rec.out, aio=aio, beyond=beyond)
 
 
 def _replay_response(
@@ -175,9 +176,9 @@ def _replay_response(
     )
 
 
-def beyond_recording(tape: Tape, decision: Decision, rec: Mapping[str, Any]) -> Any:
+def beyond_recording(tape: Tape, decision: Decision, rec: Record) -> Any:
     """For a stream the recorded run abandoned: what raises if this run reads past its end."""
-    if rec["out"].get("complete") is not False:
+    if rec.out.get("complete") is not False:
         return None
     return lambda: truncated_stream_miss(tape, decision, rec)
 

@@ -14,7 +14,7 @@ writes a small JSON report to a file named by the parent, which turns it into an
 * ``EXIT_UNPLAYED`` (4): ``strict`` replay ended with recorded decisions never played;
 * ``EXIT_NETWORK`` (5): replay tried to reach the network (blocked, see ``network``).
 
-In replay the network is blocked (``tracetape.testing.block_network``, loopback included) unless
+In replay the network is blocked (``integrations.network.block_network``, loopback included) unless
 ``network`` is ``"loopback"`` (loopback allowed) or ``"allow"``: what the hooks do not tape
 must not silently go live.
 
@@ -178,7 +178,7 @@ def start_from_environment() -> None:
         _enter_hooks(tape, hook, hooks)
         guard = None
         if tape.replaying and network != "allow":
-            from ..testing import block_network
+            from .network import block_network
 
             guard = hooks.enter_context(
                 block_network(
@@ -224,12 +224,12 @@ def start_from_environment() -> None:
                 final["error"] = str(exc)
                 final["error_type"] = type(exc).__name__
         final["warnings"] = [str(w.message) for w in caught] + final.pop("warnings_extra", [])
-        if not tape.replaying and tape._writer is not None:
-            final["written"] = tape._writer.count
+        if not tape.replaying:
+            final["written"] = tape.written
         if tape.replaying:
             final["recorded"] = len(tape.records)
             final["unplayed"] = [
-                {"seq": r.get("seq"), "key": r["key"], "kind": r["kind"]} for r in tape.unplayed
+                {"seq": r.seq, "key": r.key, "kind": r.kind} for r in tape.unplayed
             ]
         if guard is not None and guard.attempts:
             final["network"] = [str(error) for error in guard.attempts]
@@ -299,7 +299,7 @@ def _check_cassette(tape: Path, mode: Mode, command: Sequence[str], hook: str) -
     """Refuse to start a replay whose cassette is missing or corrupt; return the message."""
     if mode is Mode.RECORD or (mode is Mode.AUTO and not tape.exists()):
         return None
-    from ..cassette import read_cassette
+    from ..formats.cassette import read_cassette
 
     if not tape.exists():
         hint = _rerun_hint(tape, command, hook)

@@ -224,7 +224,7 @@ class _Call:
         """The recorded output (sets ``beyond`` for a stream the recorded run abandoned)."""
         rec = self.tape.play(self.decision)
         self.beyond = beyond_recording(self.tape, self.decision, rec)
-        out: Mapping[str, Any] = rec["out"]
+        out: Mapping[str, Any] = rec.out
         return out
 
     def start(self) -> contextvars.Token[Capture | None]:

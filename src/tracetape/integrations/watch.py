@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ReplayMiss
-from ..tape import Decision, Tape
+from ..record import Decision
+from ..tape import Tape
 
 __all__ = ["WatchedTape"]
 

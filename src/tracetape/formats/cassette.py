@@ -13,7 +13,12 @@ header) are format 0 and read unchanged. Records are appended one line at a time
 so a killed process loses at most its last, torn, line: a torn *last* line is skipped with a
 warning, a corrupt line anywhere else is an error naming the file and line.
 
-This module imports nothing of tracetape's but its errors.
+A conversation grows by appending, so a record stores only the list elements that are new
+since the previous record of its kind, and ``base`` says how many it shares: the encoder
+(``CassetteEncoder``) and the expansion (``CassetteReader``) live here together.
+
+A cassette names no run: the reader takes the run id from the header's ``run_id``, else from
+the source's name (``runs/412.jsonl`` is run ``412``).
 """
 
 from __future__ import annotations
@@ -21,25 +26,34 @@ from __future__ import annotations
 import io
 import json
 import os
-import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
 
-from ._version import __version__
-from .errors import CassetteError, CassetteNotFoundError, CassetteVersionError, TapeWarning
+from .._version import __version__
+from ..canonical import Normalizer, fingerprint, json_default
+from ..errors import CassetteError, CassetteNotFoundError, CassetteVersionError, TapeWarning
+from ..record import Record
+from ._source import TraceSource
+from .schemas import EFFECTS
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_RECORD_BYTES",
     "Cassette",
+    "CassetteEncoder",
     "CassetteReader",
-    "CassetteWriter",
+    "dumps_record",
+    "name_of",
+    "new_header",
     "read_cassette",
+    "read_records",
+    "tokens_of",
 ]
 
 FORMAT_VERSION = 1
@@ -48,12 +62,13 @@ _RECORD_FIELDS = ("key", "kind", "out")
 
 
 def _default(value: Any) -> Any:
-    # Pydantic models (SDK responses) and objects with a dict form serialize as their data.
+    # Stored outputs keep every field of a model (replay hands them back to the agent) and
+    # refuse what has no JSON form, where a key falls back to ``str``.
     dump = getattr(value, "model_dump", None)
     if callable(dump):
         return dump(mode="json")
-    if isinstance(value, set | frozenset):
-        return sorted(value, key=repr)
+    if isinstance(value, set | frozenset | Mapping):
+        return json_default(value)
     raise TypeError(f"{type(value).__name__} is not JSON-serializable")
 
 
@@ -78,12 +93,12 @@ def dumps_record(record: Mapping[str, Any]) -> bytes:
 class Cassette:
     """A cassette read into memory: its header (None for the seed's format 0) and records.
 
-    ``records`` are plain dicts in file order; ``skipped`` counts torn last lines dropped.
+    ``records`` are ``Record`` s in file order; ``skipped`` counts torn last lines dropped.
     """
 
     path: Path
     header: dict[str, Any] | None
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     skipped: int = 0
 
     @property
@@ -91,7 +106,7 @@ class Cassette:
         """The format version: 1 for tracetape cassettes, 0 for the seed's reference ones."""
         return int(self.header["tracetape"]) if self.header else 0
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Record]:
         return iter(self.records)
 
     def __len__(self) -> int:
@@ -138,7 +153,7 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
         ) from None
     except OSError as exc:
         raise CassetteError(f"cannot read cassette: {exc.strerror}", path=path) from exc
-    reader = CassetteReader(io.BytesIO(data), path)
+    reader = CassetteReader(io.BytesIO(data), path, run=path.name.split(".")[0] or path.name)
     records = list(reader)
     return Cassette(path, reader.header, records, reader.skipped)
 
@@ -148,11 +163,13 @@ class CassetteReader:
 
     ``lines`` yields raw lines (a binary file object will do). ``header`` is set once the
     first line is read. A torn last line is skipped with a ``TapeWarning``. A bad line raises
-    ``CassetteError``, or, when ``on_error`` is given, is passed to it and skipped.
+    ``CassetteError``, or, when ``on_error`` is given, is passed to it and skipped. With a
+    ``normalizer``, each record also gets its ``out_digest`` and ``tokens`` (for the analysis).
+    ``run`` is the run id of a cassette whose header names none.
 
         >>> import io
         >>> reader = CassetteReader(io.BytesIO(b'{"key":"tool:1","kind":"tool","out":1}\\n'))
-        >>> [r["out"] for r in reader], reader.header
+        >>> [r.out for r in reader], reader.header
         ([1], None)
     """
 
@@ -161,10 +178,15 @@ class CassetteReader:
         lines: Iterable[bytes],
         path: str | os.PathLike[str] = "<cassette>",
         on_error: Callable[[CassetteError], None] | None = None,
+        *,
+        normalizer: Normalizer | None = None,
+        run: str | None = None,
     ):
         self.lines = lines
         self.path = Path(path)
         self.on_error = on_error
+        self.normalizer = normalizer
+        self.run = run
         self.header: dict[str, Any] | None = None
         self.skipped = 0
 
@@ -173,7 +195,40 @@ class CassetteReader:
             raise error
         self.on_error(error)
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Record]:
+        source, norm = str(self.path), self.normalizer
+        run: str | None = None
+        for lineno, rec in self._lines():
+            if run is None:
+                header = self.header or {}
+                named = header.get("run_id")
+                run = self.run = named if isinstance(named, str) else self.run
+            kind, data, out = rec["kind"], rec.get("input"), rec["out"]
+            seq, step, ms, effect = (
+                rec.get("seq"),
+                rec.get("step"),
+                rec.get("ms"),
+                rec.get("effect"),
+            )
+            yield Record(
+                kind=kind,
+                key=rec["key"],
+                seq=seq if type(seq) is int else None,
+                run=run,
+                name=name_of(data),
+                step=step if type(step) is int else None,
+                input=data,
+                out=out,
+                out_digest=None if norm is None else fingerprint(out, norm),
+                effect=effect if type(effect) is str and effect in EFFECTS else None,
+                tokens=None if norm is None else tokens_of(out),
+                ms=ms if isinstance(ms, int | float) and not isinstance(ms, bool) else None,
+                digests=rec.get("digests"),
+                source=source,
+                line=lineno,
+            )
+
+    def _lines(self) -> Iterator[tuple[int, dict[str, Any]]]:
         path = self.path
         loads = orjson.loads
         previous: dict[str, dict[str, Any]] = {}
@@ -189,7 +244,7 @@ class CassetteReader:
                         f"{path}:{lineno}: skipped a torn last line (the recording process was "
                         "killed mid-write); the records before it replay",
                         TapeWarning,
-                        stacklevel=2,
+                        stacklevel=3,
                     )
                     return
                 self._bad(
@@ -238,7 +293,63 @@ class CassetteReader:
                     self._bad(error)
                     continue
             previous[kind] = rec
-            yield rec
+            yield lineno, rec
+
+
+def name_of(data: Any) -> str | None:
+    """The tool or model a decision's input names (``params.model``, ``name``, ``tool``...).
+
+    >>> name_of({"messages": [], "params": {"model": "gpt-4o"}}), name_of([1])
+    ('gpt-4o', None)
+    """
+    if isinstance(data, dict):
+        params = data.get("params")
+        if isinstance(params, dict) and isinstance(params.get("model"), str):
+            return str(params["model"])
+        for name in ("name", "tool", "model", "url"):
+            if isinstance(data.get(name), str):
+                return str(data[name])
+    return None
+
+
+def tokens_of(out: Any) -> int | None:
+    """Total tokens of a provider response (OpenAI or Anthropic ``usage``), if it has one.
+
+    >>> tokens_of({"usage": {"input_tokens": 3, "output_tokens": 4}})
+    7
+    """
+    usage = out.get("usage") if isinstance(out, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    total = usage.get("total_tokens")
+    if isinstance(total, int):
+        return total
+    parts = [
+        usage.get(k)
+        for k in ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens")
+    ]
+    counted = [p for p in parts if isinstance(p, int)]
+    return sum(counted) if counted else None
+
+
+def read_records(src: TraceSource) -> Iterator[Record]:
+    """The records of a cassette source (format 1, or the seed's format 0) for ``read_records``.
+
+    The run id is the header's ``run_id``, else the source's name (a cassette names no run).
+    """
+    reader = CassetteReader(
+        (raw for _, raw in src.lines()),
+        src.name,
+        src.skip_error,
+        normalizer=src.normalizer,
+        run=src.stem,
+    )
+    try:
+        yield from reader
+    finally:
+        if reader.skipped:
+            src.skipped += reader.skipped
+            src.first_skipped.append(f"{src.name}: torn last line skipped")
 
 
 def _expand(
@@ -269,85 +380,73 @@ def _expand(
     del rec["base"]
 
 
+class CassetteEncoder:
+    """Turn records into cassette lines, storing shared list prefixes as ``base`` (deltas).
+
+    A record whose input is a mapping carries its per-field ``digests``; the list elements
+    it shares with the previous record of its kind (that was ``written``) are left out of
+    ``input`` and ``digests`` and counted in ``base``. Not thread-safe: the store calls it
+    under its lock.
+
+    >>> enc = CassetteEncoder()
+    >>> msgs = [{"role": "user", "content": "hi"}]
+    >>> from tracetape.canonical import field_digests
+    >>> def rec(m): return Record(kind="llm", key="llm:1", input={"messages": m},
+    ...                           digests=field_digests({"messages": m}), out="ok", ms=1.0)
+    >>> enc.written(rec(msgs))
+    >>> line = enc.encode(rec(msgs + [{"role": "user", "content": "more"}]))
+    >>> line["base"], line["input"]
+    ({'messages': 1}, {'messages': [{'role': 'user', 'content': 'more'}]})
+    """
+
+    def __init__(self) -> None:
+        self._last_digests: dict[str, dict[str, Any]] = {}
+
+    def encode(self, rec: Record) -> dict[str, Any]:
+        """The cassette line of ``rec`` (without ``seq``, which the writer assigns)."""
+        line: dict[str, Any] = {"key": rec.key, "kind": rec.kind}
+        if rec.step is not None:
+            line["step"] = rec.step
+        line["ms"] = round(rec.ms or 0.0, 3)
+        line["effect"] = rec.effect or "read"
+        line["out"] = rec.out
+        digests = rec.digests
+        if digests is None:
+            if rec.input is not None:
+                line["input"] = rec.input
+            return line
+        previous = self._last_digests.get(rec.kind, {})
+        base: dict[str, int] = {}
+        for name, elements in digests.items():
+            old = previous.get(name)
+            if not name.endswith("[]") or not old:
+                continue
+            shared = 0
+            for a, b in zip(old, elements, strict=False):
+                if a != b:
+                    break
+                shared += 1
+            if shared:
+                base[name[:-2]] = shared
+        if rec.input is not None:
+            line["input"] = {k: v[base[k] :] if k in base else v for k, v in rec.input.items()}
+        line["digests"] = {
+            k: v[base[k[:-2]] :] if k[:-2] in base and k.endswith("[]") else v
+            for k, v in digests.items()
+        }
+        if base:
+            line["base"] = base
+        return line
+
+    def written(self, rec: Record) -> None:
+        """``rec``'s line was written: the next record of its kind is encoded against it."""
+        if rec.digests is not None:
+            self._last_digests[rec.kind] = rec.digests
+
+
 def new_header(**fields: Any) -> dict[str, Any]:
     """Return a format-1 header with the current time and tracetape version, plus ``fields``."""
     now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     header: dict[str, Any] = {"tracetape": FORMAT_VERSION, "version": __version__, "created": now}
     header.update({k: v for k, v in fields.items() if v is not None})
     return header
-
-
-class CassetteWriter:
-    """Append records to ``PATH.partial`` and move it over ``PATH`` on ``close()``.
-
-    Thread-safe: each record is written and flushed as one line under a lock, so records from
-    several threads or asyncio tasks never interleave.
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        header: Mapping[str, Any],
-        max_record_bytes: int = MAX_RECORD_BYTES,
-    ):
-        self.path = Path(path)
-        self.max_record_bytes = max_record_bytes
-        self.partial = self.path.with_name(self.path.name + ".partial")
-        self._lock = threading.Lock()
-        self._seq = 0
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh: IO[bytes] | None = self.partial.open("wb")
-        except OSError as exc:
-            raise CassetteError(
-                f"cannot write cassette: {exc.strerror}", path=self.partial
-            ) from exc
-        self._write(dumps_record(header))
-
-    def _write(self, line: bytes) -> None:
-        assert self._fh is not None
-        self._fh.write(line)
-        self._fh.flush()
-
-    def write(self, record: dict[str, Any]) -> int:
-        """Append one record, assigning and returning its sequence number."""
-        with self._lock:
-            if self._fh is None:
-                raise CassetteError(
-                    "cassette is closed; no more records can be written", path=self.path
-                )
-            self._seq += 1
-            record = {"seq": self._seq, **record}
-            try:
-                line = dumps_record(record)
-            except TypeError as exc:
-                self._seq -= 1
-                raise CassetteError(
-                    f"decision {record.get('key')} cannot be stored: {exc}; return plain "
-                    "JSON data (dict, list, str, number) from the call",
-                    path=self.path,
-                ) from None
-            if len(line) > self.max_record_bytes:
-                self._seq -= 1
-                raise CassetteError(
-                    f"decision {record.get('key')} is {len(line):,} bytes, over the "
-                    f"{self.max_record_bytes:,}-byte record limit; return less data from the "
-                    "call, or raise the limit with Tape(..., max_record_bytes=N)",
-                    path=self.path,
-                )
-            self._write(line)
-            return self._seq
-
-    @property
-    def count(self) -> int:
-        """How many records were written."""
-        return self._seq
-
-    def close(self) -> None:
-        """Flush, close and move ``PATH.partial`` over ``PATH`` (idempotent)."""
-        with self._lock:
-            if self._fh is None:
-                return
-            self._fh.close()
-            self._fh = None
-            self.partial.replace(self.path)

@@ -1,0 +1,124 @@
+"""``ReplayMiss`` diagnosis: which recorded decision was expected, and what changed.
+
+A miss names how far the run agreed with the recording, the recorded decision the run was
+expected to make next (the next unplayed one of the same kind) and the input paths that
+differ, with a short before/after excerpt; where the input copy was not stored, the
+per-field digests still name the changed fields.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .canonical import changed_paths, digest_changes, excerpt, field_digests
+from .errors import ReplayMiss
+from .record import Decision, Record
+
+__all__ = ["explain_miss", "truncated_stream_miss"]
+
+
+def explain_miss(
+    decision: Decision,
+    expected: Record | None,
+    *,
+    matched: int,
+    recorded: int,
+    repeated: int,
+    rerecord: str,
+) -> ReplayMiss:
+    """The ``ReplayMiss`` of ``decision``, which was never recorded (or recorded ``repeated``
+    times and all played); ``rerecord`` is the call that records again."""
+    step = decision.step if decision.step is not None else "-"
+    lines = [
+        f"  matched {matched} of {recorded} recorded decisions before this miss "
+        f"(kind {decision.kind}, step {step})"
+    ]
+    if repeated:
+        lines.append(
+            f"  this exact input was recorded {repeated} time(s) and all were already played: "
+            "the run repeated a decision more often than the recording did"
+        )
+    changes: list[str] = []
+    if expected is None:
+        lines.append(
+            f"  no unplayed {decision.kind!r} decision is left: the run went on past the end "
+            "of the recording"
+        )
+    else:
+        where = f"#{'?' if expected.seq is None else expected.seq} {expected.kind}"
+        if expected.step is not None:
+            where += f" step {expected.step}"
+        lines.append(f"  expected: {where} {expected.key}")
+        changes, details = _explain(expected, decision.input())
+        lines += details
+    lines.append(f"  if the change is intended, re-record: {rerecord}")
+    return ReplayMiss(
+        decision.key,
+        kind=decision.kind,
+        step=decision.step,
+        matched=matched,
+        recorded=recorded,
+        expected=expected,
+        changes=changes,
+        diagnosis="\n".join(lines),
+    )
+
+
+def truncated_stream_miss(
+    decision: Decision, rec: Record, *, matched: int, recorded: int, rerecord: str
+) -> ReplayMiss:
+    """The miss raised when a replay reads a stream past where the recorded run abandoned it."""
+    events = len(rec.out.get("events", ()))
+    return ReplayMiss(
+        decision.key,
+        kind=decision.kind,
+        step=decision.step,
+        matched=matched,
+        recorded=recorded,
+        expected=rec,
+        changes=[],
+        diagnosis=(
+            f"  the recorded run stopped reading this stream after {events} event(s) "
+            "(it abandoned it); this run reads further, past what was recorded\n"
+            f"  if the change is intended, re-record: {rerecord}"
+        ),
+    )
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _explain(expected: Record, live: Any) -> tuple[list[str], list[str]]:
+    """Return the changed input paths and the diagnosis lines that show them."""
+    if expected.input is not None:
+        changes = changed_paths(expected.input, live)
+    elif expected.digests is not None and isinstance(live, dict):
+        names = digest_changes(expected.digests, field_digests(live))
+        return names, [
+            f"  changed: {n} (digest differs; the input copy was not stored)" for n in names
+        ]
+    else:
+        return [], [
+            "  the recorded decision has no input copy (a cassette of the seed's format): "
+            "re-record it with tracetape for a field-level diagnosis"
+        ]
+    lines = []
+    for change in changes[:10]:
+        before, after = change.before, change.after
+        if isinstance(before, str) and isinstance(after, str):
+            b, a = excerpt(before, after)
+            lines += [f"  changed: {change.path}", f"    - {b!r}", f"    + {a!r}"]
+        elif before is None:
+            lines.append(f"  added: {change.path} = {_short(after)}")
+        elif after is None:
+            lines.append(f"  removed: {change.path} (was {_short(before)})")
+        else:
+            lines.append(f"  changed: {change.path}: {_short(before)} -> {_short(after)}")
+    if len(changes) > 10:
+        lines.append(f"  ... and {len(changes) - 10} more changed paths")
+    if not changes:
+        lines.append("  the input equals the expected one: it was already played earlier")
+    return [c.path for c in changes], lines

@@ -1,0 +1,97 @@
+"""``Record``: the one shape of a decision, from the tape to every format, store and report.
+
+A record is one decision of one run (a model request, a tool call, an environment read) with
+what it returned. The tape writes them, the cassette and trace readers yield them, the stores
+keep them, the analysis and the OTLP export read them, and ``ReplayMiss.expected`` is one. A
+format that does not hold a field leaves it ``None`` (the seed's JSONL trace stores only the
+output's digest, so its ``out`` is ``None`` and its ``out_digest`` is set).
+
+``Decision`` is a record before it has an output: a boundary input, canonicalized, redacted
+and keyed. ``Tape.prepare`` makes one, ``Tape.play`` looks it up and ``Tape.record`` turns it
+into a ``Record``.
+
+This module imports nothing of tracetape's.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+import msgspec
+
+__all__ = ["Decision", "Record", "call_args"]
+
+
+class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One decision of one run and its output, whatever file, store or hook it came from.
+
+    ``kind`` is ``"llm"``, ``"tool"``, ``"env"``... and ``key`` the decision key
+    (``kind:<16 hex>``) when the source has or allows one. ``name`` is the tool or model,
+    ``input`` the redacted copy of the decision's input (``None`` when not stored), ``out``
+    the output and ``out_digest`` its digest (the normalized fingerprint, or the trace's own
+    ``output_sha``). ``seq`` is the record's number as the source gives it (``None`` where the
+    format numbers nothing), ``digests`` the per-field digests of the input
+    (``canonical.field_digests``), ``extra`` whatever fields of the source line have no place
+    here (a span's ``model_decision``), and ``source``/``line`` where it was read from.
+
+    >>> rec = Record(kind="tool", key="tool:7d66ff5c9b68eeda", name="search", step=1,
+    ...              input={"name": "search", "args": {"q": "x"}, "step": 1}, out=["#12"])
+    >>> rec.name, rec.out, call_args(rec)
+    ('search', ['#12'], {'q': 'x'})
+    """
+
+    kind: str
+    key: str | None = None
+    seq: int | None = None
+    run: str | None = None
+    name: str | None = None
+    step: int | None = None
+    input: Any = None
+    out: Any = None
+    out_digest: str | None = None
+    effect: str | None = None
+    tokens: int | None = None
+    ms: float | None = None
+    ts: str | None = None
+    span_id: str | None = None
+    parent_id: str | None = None
+    digests: dict[str, Any] | None = None
+    extra: dict[str, Any] | None = None
+    source: str = ""
+    line: int = 0
+
+
+def call_args(rec: Record) -> Any:
+    """The call's arguments, for comparing calls: ``input["args"]``, else the input without
+    its ``step``; a record whose input was not stored is compared by its key.
+
+    >>> call_args(Record(kind="llm", key="llm:1", input={"messages": [], "step": 2}))
+    {'messages': []}
+    >>> call_args(Record(kind="llm", key="llm:1"))
+    {'key': 'llm:1'}
+    """
+    data = rec.input
+    if data is None:
+        return {"key": rec.key}
+    if isinstance(data, dict):
+        if "args" in data:
+            return data["args"]
+        return {k: v for k, v in data.items() if k != "step"}
+    return data
+
+
+class Decision(NamedTuple):
+    """A boundary input, keyed: what ``Tape.prepare`` returns and ``play``/``record`` take.
+
+    ``blob`` is the redacted canonical JSON text the key was hashed from.
+    """
+
+    kind: str
+    key: str
+    blob: str
+    step: int | None
+
+    def input(self) -> Any:
+        """The redacted input as plain JSON data."""
+        return json.loads(self.blob)
