@@ -1,21 +1,22 @@
 """Prove that every user-visible ``tracetape`` report is byte-identical across a refactor.
 
-Three steps, each a subcommand:
-
 * ``corpus DIR`` writes a deterministic corpus of inputs into DIR with the standard library
   only (tracetape is never imported, so every version gets the same bytes): seed JSONL traces,
-  span records, OTLP/JSON, and tracetape cassettes (format 1 recorded once with the baseline
-  and embedded below, format 0, torn, corrupt, unknown version...), plus pyproject configs;
+  span records, OTLP/JSON, tracetape cassettes (format 1 recorded once with the baseline and
+  embedded below, format 0, torn, corrupt, unknown version...) and two pyproject configs;
 * ``run DIR --out MANIFEST`` runs every report command (``show``, ``verify``, ``export``,
-  ``diff``, ``check``, ``summarize``; never ``run`` nor ``summarize --llm``) over the corpus,
-  each as a fresh ``PY -m tracetape`` subprocess (cwd DIR, COLUMNS=120, NO_COLOR=1,
-  TERM=dumb, stdin from /dev/null), and records exit code, stdout, stderr and any ``-o`` file,
-  with DIR and the package's source folder replaced by ``<DIR>`` / ``<PKG>``;
+  ``diff``, ``check``, ``summarize``; never ``run`` nor ``summarize --llm``) over it, each a
+  fresh ``PY -m tracetape`` subprocess (cwd DIR, COLUMNS=120, NO_COLOR=1, TERM=dumb, stdin
+  /dev/null, 2 at a time), and records exit code, stdout, stderr and any ``-o`` file;
 * ``compare BEFORE AFTER`` prints each command whose results differ, with a unified diff, and
   exits 1 if any do.
 
+Normalized before storing: the corpus path (``<DIR>``), the imported package's folder
+(``<PKG>``), and the location line Python prints for a warning (``<PKG>/x.py:142: TapeWarning:
+...`` plus the echoed source line), which names internals that a refactor moves.
+
     python benchmarks/check_reports.py corpus /tmp/corpus
-    python benchmarks/check_reports.py run /tmp/corpus --pythonpath /work/baseline/src --out before.json
+    python benchmarks/check_reports.py run /tmp/corpus --pythonpath ../baseline/src --out before.json
     python benchmarks/check_reports.py run /tmp/corpus --out after.json
     python benchmarks/check_reports.py compare before.json after.json
 """
@@ -26,21 +27,24 @@ from __future__ import annotations
 import argparse
 import difflib
 import hashlib
+import itertools
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 # Recorded with the baseline's Tape(path, mode="record", harness_sha="fixed"), then "created"
-# and every "ms" replaced by fixed values. Record 10 holds a beyond-64-bit int ("bigint": true).
+# and every "ms" set to fixed values. Record 10 holds a beyond-64-bit int ("bigint": true).
 CASSETTE_A = r"""{"tracetape":1,"version":"0.1.0","created":"2026-08-31T09:00:00Z","harness_sha":"fixed","redact_key_id":"adc29479b274"}
 {"seq":1,"key":"env:d5d8f88885b6d708","kind":"env","ms":37.5,"effect":"read","out":{"TT_REGION":"eu-west-1"},"input":{"name":"TT_REGION"},"digests":{"name":"c150e1ebc4eb3639"}}
 {"seq":2,"key":"llm:9cba5cbeb3a6ad25","kind":"llm","step":1,"ms":75.0,"effect":"read","out":{"content":"calling read_file","tool":"read_file","args":{"path":"tests/test_io.py"},"usage":{"prompt_tokens":102,"completion_tokens":21}},"input":{"messages":[{"content":"You fix CI.","role":"system"},{"content":"fix tests/test_io.py","role":"user"}],"params":{"model":"gpt-4o-mini","temperature":0},"step":1,"tools":[{"name":"read_file"},{"name":"write_file"},{"name":"deploy"}]},"digests":{"messages":"117aa56aa180ca4c","messages[]":["30039c9e839bb6f6","c98615207b5eb3c0"],"params":"c780b50fb25bb895","step":"6b86b273ff34fce1","tools":"789b1c14f8248f59","tools[]":["246105683a6d3a9d","d4d40fe368f53ed6","e073292a2775c102"]}}
@@ -76,37 +80,40 @@ CASSETTE_NOINPUT = r"""{"tracetape":1,"version":"0.1.0","created":"2026-08-31T09
 """  # store_inputs=False: digests, no input
 
 Record = dict[str, Any]
-Cmd = tuple[str, tuple[str, ...]]  # (cwd below DIR, arguments after "-m tracetape")
+Args = tuple[str, ...]
+Cmd = tuple[str, Args]  # (cwd below DIR, the arguments after "-m tracetape")
+TS = "2026-08-31T09:{:02d}:{:02d}Z"
 
 
 def _jsonl(records: list[Record]) -> str:
     return "".join(json.dumps(r) + "\n" for r in records)
 
 
-def _call(run: str, step: int, tool: str, args: Any, out: str, **extra: Any) -> Record:
-    n = _call.count = getattr(_call, "count", 0) + 1  # type: ignore[attr-defined]
-    ts = f"2026-08-31T09:{n // 60 % 60:02d}:{n % 60:02d}Z"
-    rec = {"run_id": run, "step": step, "tool": tool, "args": args, "output_sha": out}
-    return {**rec, "tokens": extra.pop("tokens", 100 + n % 50), "ts": ts, **extra}
+def _caller() -> Callable[..., Record]:
+    """A seed-JSONL record maker with its own clock for ``ts`` and ``tokens``."""
+    clock = itertools.count(1)
+
+    def call(run: str, step: int, tool: str, args: Any, out: str, **extra: Any) -> Record:
+        n = next(clock)
+        rec = {"run_id": run, "step": step, "tool": tool, "args": args, "output_sha": out}
+        rec["tokens"] = extra.pop("tokens", 100 + n % 50)
+        return {**rec, "ts": TS.format(n // 60 % 60, n % 60), **extra}
+
+    return call
 
 
 def _big(lines: int, seed: int, prefix: str) -> list[str]:
     """Many runs over a shared pool of calls, like benchmarks/bench_diff.py's ``generate``."""
-    rnd, uuids, out = random.Random(seed), random.Random(seed + 1), []
+    rnd, uuids, out, run = random.Random(seed), random.Random(seed + 1), [], 0
     tools = ("search_issues", "read_file", "write_file", "list_dir", "run_tests", "fetch_url")
-    run = 0
     while len(out) < lines:
         run, step = run + 1, 1
         for _ in range(rnd.randint(20, 80)):
             step += rnd.random() < 0.35
             tool = rnd.choice(tools)
+            args: Record = {"path": f"src/pkg/module_{rnd.randint(0, 300)}.py"}
             if tool in ("search_issues", "fetch_url"):
-                args: Record = {
-                    "q": f"label:bug area:{rnd.randint(0, 400)}",
-                    "page": rnd.randint(1, 3),
-                }
-            else:
-                args = {"path": f"src/pkg/module_{rnd.randint(0, 300)}.py"}
+                args = {"q": f"label:bug area:{rnd.randint(0, 400)}", "page": rnd.randint(1, 3)}
             if tool == "write_file":
                 args["content"] = f"patch-{rnd.randint(0, 5)}"
             if rnd.random() < 0.10:
@@ -116,8 +123,7 @@ def _big(lines: int, seed: int, prefix: str) -> list[str]:
             sha = f"{base ^ (rnd.getrandbits(64) if rnd.random() < 0.03 else 0):064x}"
             n = len(out)
             rec = {"run_id": f"{prefix}_{run:06d}", "step": step, "tool": tool, "args": args,
-                   "output_sha": sha, "tokens": rnd.randint(200, 1500),
-                   "ts": f"2026-08-31T09:{n // 60 % 60:02d}:{n % 60:02d}Z",
+                   "output_sha": sha, "tokens": rnd.randint(200, 1500), "ts": TS.format(n // 60 % 60, n % 60),
                    "effect": "write" if tool == "write_file" else "read"}  # fmt: skip
             out.append(json.dumps(rec) + "\n")
             if len(out) >= lines:
@@ -125,20 +131,35 @@ def _big(lines: int, seed: int, prefix: str) -> list[str]:
     return out
 
 
-def _span(trace: str, sid: str, name: str, start: int, ms: int, attrs: Record) -> Record:  # noqa: PLR0917
-    def value(v: Any) -> Record:
-        if isinstance(v, bool):
-            return {"boolValue": v}
-        if isinstance(v, int):
-            return {"intValue": str(v)}
-        if isinstance(v, list):
-            return {"arrayValue": {"values": [value(x) for x in v]}}
-        return {"stringValue": v if isinstance(v, str) else json.dumps(v)}
+def _value(v: Any) -> Record:
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, list):
+        return {"arrayValue": {"values": [_value(x) for x in v]}}
+    return {"stringValue": v if isinstance(v, str) else json.dumps(v)}
 
+
+def _span(trace: str, sid: str, start: int, ms: int, attrs: Record) -> Record:
     t0 = 1788166800_000_000_000 + start * 1_000_000
-    return {"traceId": trace, "spanId": sid, "parentSpanId": "00000000000000aa", "name": name,
-            "kind": 1, "startTimeUnixNano": str(t0), "endTimeUnixNano": str(t0 + ms * 1_000_000),
-            "attributes": [{"key": k, "value": value(v)} for k, v in attrs.items()]}  # fmt: skip
+    return {"traceId": trace * 16, "spanId": f"{sid:0>16}", "parentSpanId": "00000000000000aa",
+            "name": attrs.get("gen_ai.operation.name", "span"), "kind": 1, "startTimeUnixNano": str(t0),
+            "endTimeUnixNano": str(t0 + ms * 1_000_000),
+            "attributes": [{"key": k, "value": _value(v)} for k, v in attrs.items()]}  # fmt: skip
+
+
+def _chat(trace: str, sid: str, start: int, msgs: list[Any], out: Any) -> Record:
+    return _span(trace, sid, start, 300, {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
+                 "gen_ai.conversation.id": "conv-1", "gen_ai.input.messages": msgs, "gen_ai.output.messages": out,
+                 "gen_ai.usage.input_tokens": 40 * len(msgs), "gen_ai.usage.output_tokens": 9})  # fmt: skip
+
+
+def _tool(trace: str, sid: str, start: int, call: tuple[str, Any, Any, str]) -> Record:
+    name, args, result, effect = call
+    return _span(trace, sid, start, 50, {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                 "gen_ai.tool.call.arguments": args, "gen_ai.tool.call.result": result,
+                 "tracetape.effect": effect, "tracetape.retry": False, "tracetape.tags": ["ci", 2]})  # fmt: skip
 
 
 def _otlp(spans: list[Record]) -> Record:
@@ -146,110 +167,68 @@ def _otlp(spans: list[Record]) -> Record:
     return {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": spans}]}]}
 
 
-def _chat(trace: str, sid: str, start: int, msgs: list[Any], out: Any, conv: str) -> Record:  # noqa: PLR0917
-    attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
-             "gen_ai.conversation.id": conv, "gen_ai.input.messages": msgs,
-             "gen_ai.output.messages": out, "gen_ai.usage.input_tokens": 40 * len(msgs),
-             "gen_ai.usage.output_tokens": 9}  # fmt: skip
-    return _span(trace, sid, "chat gpt-4o", start, 300, attrs)
-
-
-def _tool(  # noqa: PLR0917
-    trace: str, sid: str, start: int, name: str, args: Any, result: Any, effect: str
-) -> Record:
-    attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
-             "gen_ai.tool.call.arguments": args, "gen_ai.tool.call.result": result,
-             "tracetape.effect": effect, "tracetape.retry": False, "tracetape.tags": ["ci", 2]}  # fmt: skip
-    return _span(trace, sid, f"execute_tool {name}", start, 50, attrs)
-
-
 def _seed0(kind: str, payload: Any, ms: float, out: Any) -> Record:
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
-    return {
-        "key": f"{kind}:{hashlib.sha256(text.encode()).hexdigest()[:16]}",
-        "kind": kind,
-        "ms": ms,
-        "out": out,
-    }
+    key = f"{kind}:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    return {"key": key, "kind": kind, "ms": ms, "out": out}
 
 
+# fmt: off
 def corpus_files() -> dict[str, str]:
     """Every corpus file by name; the same text whatever is installed."""
-    c = _call
+    c, f = _caller(), {}
     q = {"q": "broken:true", "page": 1}
-    f: dict[str, str] = {}
     f["run_0042.jsonl"] = _jsonl([
-        c("run_0042", 1, "search_issues", q, "a1b2c3", tokens=812),
-        c("run_0042", 2, "search_issues", q, "a1b2c3", tokens=812),
+        c("run_0042", 1, "search_issues", q, "a1b2c3", tokens=812), c("run_0042", 2, "search_issues", q, "a1b2c3", tokens=812),
         c("run_0042", 3, "read_file", {"path": "src/app.py"}, "f00d01", effect="read"),
         c("run_0042", 3, "write_file", {"path": "src/app.py", "content": "fix"}, "w1", effect="write"),
-        c("run_0042", 4, "run_tests", {"target": "tests/"}, "t1", effect="read", ms=812.5),
-    ])  # fmt: skip
+        c("run_0042", 4, "run_tests", {"target": "tests/"}, "t1", effect="read", ms=812.5)])
     f["run_0043.jsonl"] = _jsonl([
         c("run_0043", 1, "search_issues", q, "d4e5f6", tokens=817),
         c("run_0043", 2, "read_file", {"path": "src/app.py"}, "f00d01", effect="read"),
         c("run_0043", 2, "write_file", {"path": "src/app.py", "content": "other"}, "w2", effect="write"),
         c("run_0043", 3, "read_file", {"path": "src/app.py"}, "f00d02", effect="read"),
-        c("run_0043", 4, "run_tests", {"target": "tests/"}, "t2", effect="read", span_id="s5", parent_id="s0"),
-    ])  # fmt: skip
+        c("run_0043", 4, "run_tests", {"target": "tests/"}, "t2", effect="read", span_id="s5", parent_id="s0")])
     plan = [("ls", {"path": "."}), ("read_file", {"path": "setup.cfg"}), ("grep", {"pattern": "TODO"}),
-            ("read_file", {"path": "src/x.py"}), ("write_file", {"path": "src/x.py", "content": "y"}),
-            ("run_tests", {"k": "x"})]  # fmt: skip
-    runs = [[c(r, i // 2 + 1, t, a if (r, i) != ("r2", 3) else {"path": "src/z.py"},
-               f"o{i}" if r != "r3" or i < 4 else f"o{i}x") for i, (t, a) in enumerate(plan)]
-            for r in ("r1", "r2", "r3")]  # fmt: skip
-    f["runs.jsonl"] = _jsonl([run[i] for i in range(len(plan)) for run in runs])
+            ("read_file", {"path": "src/x.py"}), ("write_file", {"path": "src/x.py", "content": "y"}), ("run_tests", {"k": "x"})]
+    runs = [[c(r, i // 2 + 1, t, {"path": "src/z.py"} if (r, i) == ("r2", 3) else a, f"o{i}" if r != "r3" or i < 4 else f"o{i}x")
+             for i, (t, a) in enumerate(plan)] for r in ("r1", "r2", "r3")]
+    f["runs.jsonl"] = _jsonl([run[i] for i in range(len(plan)) for run in runs])  # interleaved line by line
     vol = []
     for r, n in (("v1", 1), ("v2", 2)):
         rid = str(uuid.UUID(int=n * 7919))
-        vol += [
-            c(r, 1, "fetch", {"url": "https://api.example.com/items", "request_id": rid, "ts": f"2026-08-31T10:0{n}:00Z"}, "i1"),
-            c(r, 1, "save", {"path": f"/tmp/tmp{n}x8q/out.txt", "note": f"req {rid} done", "nonce": n * 17}, "s1", effect="write"),
-            c(r, 2, "auth", {"api_key": "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123456789", "headers": {"Authorization": "Bearer eyJhbGciOi.eyJzdWIi.c2lnbmF0dXJl"}}, "k1"),
-            c(r, 3, "lookup", {"session": f"sess-{n:04x}ab", "user": "ann" if n == 1 else "bob", "token": f"ghp_{'a' * 36}"}, "l1"),
-        ]  # fmt: skip
+        vol += [c(r, 1, "fetch", {"url": "https://api.example.com/items", "request_id": rid, "ts": f"2026-08-31T10:0{n}:00Z"}, "i1"),
+                c(r, 1, "save", {"path": f"/tmp/tmp{n}x8q/out.txt", "note": f"req {rid} done", "nonce": n * 17}, "s1", effect="write"),
+                c(r, 2, "auth", {"api_key": "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123456789", "headers": {"Authorization": "Bearer eyJhbGciOi.eyJzdWIi.c2lnbmF0dXJl"}}, "k1"),
+                c(r, 3, "lookup", {"session": f"sess-{n:04x}ab", "user": "ann" if n == 1 else "bob", "token": f"ghp_{'a' * 36}"}, "l1")]
     f["volatile.jsonl"] = _jsonl(vol)
     pat = [c("p1", 1, "read_file", {"path": "a.txt"}, "o1", effect="read")] * 2
-    pat += [
-        c("p1", 2, "fetch_url", {"url": "https://x/status"}, o, effect="read") for o in ("u1", "u2")
-    ]
-    pat += [c("p1", 3, "write_file", {"path": "a.txt", "content": "x"}, "wa", effect="write"),
-            c("p1", 3, "read_file", {"path": "a.txt"}, "o2", effect="read")]  # fmt: skip
+    pat += [c("p1", 2, "fetch_url", {"url": "https://x/status"}, o, effect="read") for o in ("u1", "u2")]
+    pat += [c("p1", 3, "write_file", {"path": "a.txt", "content": "x"}, "wa", effect="write"), c("p1", 3, "read_file", {"path": "a.txt"}, "o2", effect="read")]
     pat += [c("p1", 4, "send_email", {"to": "ops", "id": "m1"}, "e1", effect="irreversible")] * 2
     pat += [c("p1", 5, "update_db", {"sql": "UPDATE t SET x=1"}, "d1", effect="write")]
-    pat += [
-        c("p1", 5, "query_db", {"sql": "SELECT x FROM t"}, o, effect="read") for o in ("q1", "q2")
-    ]
+    pat += [c("p1", 5, "query_db", {"sql": "SELECT x FROM t"}, o, effect="read") for o in ("q1", "q2")]
     pat += [c("p1", 6, "list_dir", {"path": f"dir{i}"}, f"ls{i}", effect="read") for i in range(12)]
     pat += [c("p1", 7, "search", {"q": f"term {i}"}, f"h{i}") for i in range(5)]
-    pat += [c("p1", 8, "read_file", {"path": "a.txt"}, "o2", effect="read")]
-    pat += [c("p2", 1, "read_file", {"path": "a.txt"}, "o9", effect="read"),
-            c("p2", 2, "fetch_url", {"url": "https://x/status"}, "u3", effect="read"),
-            c("p2", 2, "lookup", {"id": 1}, "l1"), c("p2", 3, "lookup", {"id": 1}, "l2")]  # fmt: skip
+    pat += [c("p1", 8, "read_file", {"path": "a.txt"}, "o2", effect="read"), c("p2", 1, "read_file", {"path": "a.txt"}, "o9", effect="read"),
+            c("p2", 2, "fetch_url", {"url": "https://x/status"}, "u3", effect="read"), c("p2", 2, "lookup", {"id": 1}, "l1"), c("p2", 3, "lookup", {"id": 1}, "l2")]
     f["patterns.jsonl"] = _jsonl(pat)
     bud = [c("b1", i + 1, "summarize", {"doc": i}, f"s{i}", tokens=90_000) for i in range(3)]
-    bud += [c("b2", i + 1, "step", {"n": i}, f"x{i}") for i in range(52)]
-    bud += [c("b3", i + 1, "step", {"n": i}, f"x{i}") for i in range(50)]
-    bud += [c("b4", i // 10 + 1, f"t{i % 10}", {"n": i}, "y") for i in range(501)]
-    bud += [c("b5", i + 1, "poll", {"job": 7}, "pending") for i in range(4)]
+    bud += [c("b2", i + 1, "step", {"n": i}, f"x{i}") for i in range(52)] + [c("b3", i + 1, "step", {"n": i}, f"x{i}") for i in range(50)]
+    bud += [c("b4", i // 10 + 1, f"t{i % 10}", {"n": i}, "y") for i in range(501)] + [c("b5", i + 1, "poll", {"job": 7}, "pending") for i in range(4)]
     f["budget.jsonl"] = _jsonl(bud)
-    big = _big(33_000, 7, "big")  # over 8 MiB: the default --jobs decodes in a worker
+    big = _big(33_000, 7, "big")  # over 8 MiB: the default --jobs decodes it in a second process
     f["big.jsonl"] = "".join(big)
-    bad_big = list(big)
-    bad_big[14_999] = big[14_999][:40] + "\n"
-    bad_big[20_000] = big[20_000].replace('"step": ', '"step": "x", "was": ', 1)
-    f["big_bad.jsonl"] = "".join(bad_big)
+    bad = list(big)
+    bad[14_999], bad[20_000] = big[14_999][:40] + "\n", big[20_000].replace('"step": ', '"step": "x", "was": ', 1)
+    f["big_bad.jsonl"] = "".join(bad)
     good = f["run_0042.jsonl"].splitlines(keepends=True)
-    f["bad.jsonl"] = "".join([*good[:2], '{"run_id": "run_0042", "step": 3, "tool"\n',
-                              '{"run_id": "run_0042", "step": 3, "tool": "x", "args": {}}\n', good[2],
-                              '{"run_id": "run_0042", "step": "4", "tool": "x", "args": {}, "output_sha": "z"}\n',
-                              '{"run_id": "run_0042", "step": 4, "tool": "x", "args": {}, "output_sha": "z", "effect": "delete"}\n',
-                              "[1, 2]\n", "\n", *good[3:]])  # fmt: skip
+    f["bad.jsonl"] = "".join([*good[:2], '{"run_id": "run_0042", "step": 3, "tool"\n', '{"run_id": "run_0042", "step": 3, "tool": "x", "args": {}}\n',
+                              good[2], '{"run_id": "run_0042", "step": "4", "tool": "x", "args": {}, "output_sha": "z"}\n',
+                              '{"run_id": "run_0042", "step": 4, "tool": "x", "args": {}, "output_sha": "z", "effect": "delete"}\n', "[1, 2]\n", "\n", *good[3:]])
     f["mixed.jsonl"] = good[0] + '{"span_id": "s1", "tool_call": {"argv": ["ls"]}}\n' + good[1]
-    f["pyrepr.jsonl"] = "{'run_id': 'run_0042', 'step': 1}\n"
-    f["unknown.jsonl"] = '{"event": "start", "at": 1}\n'
-    f["empty.jsonl"] = ""
-    f["blank.jsonl"] = "\n\n"
+    f["pyrepr.jsonl"], f["unknown.jsonl"] = "{'run_id': 'run_0042', 'step': 1}\n", '{"event": "start", "at": 1}\n'
+    f["empty.jsonl"], f["blank.jsonl"] = "", "\n\n"
     for name, n in (("spans_a.jsonl", 0), ("spans_b.jsonl", 1)):
         f[name] = _jsonl([
             {"span_id": "s1", "tool_call": {"argv": ["ls", "-la", f"/tmp/tmpq{n}w2e3"], "env_digest": "e1", "timeout": 30},
@@ -258,176 +237,129 @@ def corpus_files() -> dict[str, str]:
             {"span_id": 3, "model_decision": {"tool_name": "search", "args": {"q": "flaky"}}, "tool_result": None},
             {"span_id": "s4", "tool_call": {"name": "write", "args": {"path": "x"}}, "tool_result": "ok", "effect": "write", "tokens": 55, "ms": 3.5},
             {"span_id": "s5", "run_id": "sp-9", "tool_call": {"argv": ["make", "test" if n == 0 else "lint"]}, "tool_result": {"exit": n}},
-            {"span_id": "s6", "trace_id": "t-9", "parent_id": "s5", "tool_call": {"argv": ["git", "status"]}, "tool_result": "clean", "step": 1},
-        ])  # fmt: skip
+            {"span_id": "s6", "trace_id": "t-9", "parent_id": "s5", "tool_call": {"argv": ["git", "status"]}, "tool_result": "clean", "step": 1}])
     msgs = [{"role": "user", "parts": [{"type": "text", "content": "fix the build"}]}]
     reply = [{"role": "assistant", "parts": [{"type": "tool_call", "name": "read_file"}]}]
-    doc = [
-        _span("ab" * 16, "00000000000000aa", "invoke_agent", 0, 900, {"gen_ai.operation.name": "invoke_agent"}),
-        _chat("ab" * 16, "0000000000000001", 1, msgs, reply, "conv-1"),
-        _tool("ab" * 16, "0000000000000002", 310, "read_file", {"path": "setup.cfg"}, {"text": "v1"}, "read"),
-        _chat("ab" * 16, "0000000000000003", 400, [*msgs, *reply], "done", "conv-1"),
-        _tool("ab" * 16, "0000000000000004", 720, "write_file", {"path": "setup.cfg"}, {"ok": True}, "write"),
-        _tool("cd" * 16, "0000000000000005", 800, "ping", {"host": "db"}, "pong", "read"),
-    ]  # fmt: skip
+    read, write = ("read_file", {"path": "setup.cfg"}, {"text": "v1"}, "read"), ("write_file", {"path": "setup.cfg"}, {"ok": True}, "write")
+    doc = [_span("ab", "aa", 0, 900, {"gen_ai.operation.name": "invoke_agent"}), _chat("ab", "1", 1, msgs, reply),
+           _tool("ab", "2", 310, read), _chat("ab", "3", 400, [*msgs, *reply], "done"), _tool("ab", "4", 720, write),
+           _tool("cd", "5", 800, ("ping", {"host": "db"}, "pong", "read"))]
     f["otlp.json"] = json.dumps(_otlp(doc), indent=2) + "\n"
-    doc2 = [_chat("ef" * 16, "0000000000000011", 1, msgs, reply, "conv-1"),
-            _tool("ef" * 16, "0000000000000012", 310, "read_file", {"path": "setup.cfg"}, {"text": "v2"}, "read")]  # fmt: skip
-    doc3 = [_tool("ef" * 16, "0000000000000013", 720, "write_file", {"path": "setup.cfg"}, {"ok": True}, "write"),
-            {"traceId": "ef" * 16, "name": "no span id"}]  # fmt: skip
-    f["otlp_lines.jsonl"] = _jsonl([_otlp(doc2), _otlp(doc3)])
-    f["otlp_bad.jsonl"] = json.dumps(_otlp(doc2)) + "\n{not json\n" + json.dumps(_otlp(doc3)) + "\n"
+    lines = [_otlp([_chat("ef", "11", 1, msgs, reply), _tool("ef", "12", 310, (*read[:2], {"text": "v2"}, "read"))]),
+             _otlp([_tool("ef", "13", 720, write)])]  # one document a line; spans ordered across them
+    f["otlp_lines.jsonl"] = _jsonl(lines)
+    f["otlp_bad.jsonl"] = _jsonl(lines[:1]) + "{not json\n" + _jsonl([_otlp([{"traceId": "ef" * 16, "name": "no span id"}]), lines[1]])
     a = CASSETTE_A.splitlines(keepends=True)
-    f["cas_a.jsonl"], f["cas_b.jsonl"], f["cas_noinput.jsonl"] = (
-        CASSETTE_A,
-        CASSETTE_B,
-        CASSETTE_NOINPUT,
-    )
+    f["cas_a.jsonl"], f["cas_b.jsonl"], f["cas_noinput.jsonl"] = CASSETTE_A, CASSETTE_B, CASSETTE_NOINPUT
     f["cas_torn.jsonl"] = "".join(a[:-1]) + a[-1][: len(a[-1]) // 2]
     f["cas_corrupt.jsonl"] = "".join([*a[:4], a[4][:60] + "\n", *a[5:]])
-    f["cas_badbase.jsonl"] = "".join([*a[:4], *a[5:]])  # an llm record gone: the next base is wrong
+    f["cas_badbase.jsonl"] = "".join([*a[:4], *a[5:]])  # an llm record gone: the next one's base is wrong
     f["cas_reordered.jsonl"] = "".join([*a[:3], a[5], a[4], a[3], *a[6:]])
     f["cas_header_only.jsonl"] = a[0]
-    f["cas_v9.jsonl"] = a[0].replace('"tracetape":1', '"tracetape":9').replace(
-        "0.1.0", "9.0.0"
-    ) + "".join(a[1:])
+    f["cas_v9.jsonl"] = a[0].replace('"tracetape":1', '"tracetape":9').replace("0.1.0", "9.0.0") + "".join(a[1:])
     f["cas_badheader.jsonl"] = a[0].replace('"tracetape":1', '"tracetape":"1"') + "".join(a[1:])
-    f["cas_notrecord.jsonl"] = (
-        a[0] + a[1] + '["not", "a", "record"]\n' + '{"seq": 9, "kind": "tool", "out": 1}\n'
-    )
-    seed = [("llm", {"messages": [{"role": "user", "content": "hi"}], "step": 1}, 812.4, {"content": "ls", "usage": {"total_tokens": 50}}),
-            ("tool", {"name": "ls", "args": {"path": "."}, "step": 1}, 3.2, ["a", "b"]),
-            ("llm", {"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "content": "a b"}], "step": 2}, 640.0, {"content": "done"}),
-            ("tool", {"name": "ls", "args": {"path": "."}, "step": 2}, 2.9, ["a", "b", "c"])]  # fmt: skip
-    f["cas_seed0.jsonl"] = _jsonl([_seed0(*s) for s in seed])
+    f["cas_notrecord.jsonl"] = a[0] + a[1] + '["not", "a", "record"]\n{"seq": 9, "kind": "tool", "out": 1}\n'
+    hi, ls = [{"role": "user", "content": "hi"}], {"name": "ls", "args": {"path": "."}}
+    f["cas_seed0.jsonl"] = _jsonl([
+        _seed0("llm", {"messages": hi, "step": 1}, 812.4, {"content": "ls", "usage": {"total_tokens": 50}}),
+        _seed0("tool", {**ls, "step": 1}, 3.2, ["a", "b"]),
+        _seed0("llm", {"messages": [*hi, {"role": "tool", "content": "a b"}], "step": 2}, 640.0, {"content": "done"}),
+        _seed0("tool", {**ls, "step": 2}, 2.9, ["a", "b", "c"])])
     f["cfg/pyproject.toml"] = (
         '[tool.tracetape.normalize]\nextra_volatile_keys = ["nonce"]\nmasks = { "sess-[0-9a-f]+" = "<session>" }\n\n'
         '[tool.tracetape.check]\nmax_repeats = 1\nmax_calls_per_step = 4\nexploration = 2\nresource_keys = ["path"]\n\n'
-        '[tool.tracetape.severity]\nduplicate-call = "fatal"\nexternal-drift = "expected"\n'
-    )  # fmt: skip
+        '[tool.tracetape.severity]\nduplicate-call = "fatal"\nexternal-drift = "expected"\n')
     f["cfg_bad/pyproject.toml"] = '[tool.tracetape.severity]\nduplicate-call = "catastrophic"\n'
     return f
 
 
-JSONL = ["run_0042.jsonl", "run_0043.jsonl", "runs.jsonl", "volatile.jsonl", "patterns.jsonl",
-         "budget.jsonl", "big.jsonl", "big_bad.jsonl", "bad.jsonl", "mixed.jsonl"]  # fmt: skip
-CASSETTES = ["cas_a.jsonl", "cas_b.jsonl", "cas_noinput.jsonl", "cas_seed0.jsonl", "cas_torn.jsonl",
-             "cas_corrupt.jsonl", "cas_badbase.jsonl", "cas_reordered.jsonl", "cas_header_only.jsonl",
-             "cas_v9.jsonl", "cas_badheader.jsonl", "cas_notrecord.jsonl"]  # fmt: skip
-OTHER = ["spans_a.jsonl", "spans_b.jsonl", "otlp.json", "otlp_lines.jsonl", "otlp_bad.jsonl"]
-ERRORS = ["pyrepr.jsonl", "unknown.jsonl", "empty.jsonl", "blank.jsonl", "missing.jsonl"]
-BAD = {"big_bad.jsonl", "bad.jsonl", "mixed.jsonl", "otlp_bad.jsonl", "cas_torn.jsonl",
-       "cas_corrupt.jsonl", "cas_badbase.jsonl", "cas_notrecord.jsonl"}  # fmt: skip
-DIFFS: list[tuple[str, ...]] = [
-    ("run_0042.jsonl", "run_0043.jsonl"), ("run_0043.jsonl", "run_0042.jsonl"), ("runs.jsonl",),
-    ("runs.jsonl", "--runs", "r1", "r3"), ("runs.jsonl", "--runs", "r2", "r1"),
-    ("runs.jsonl", "--runs", "r1", "nope"), ("runs.jsonl", "runs.jsonl"), ("run_0042.jsonl",),
-    ("volatile.jsonl",), ("patterns.jsonl",), ("budget.jsonl", "--runs", "b2", "b3"),
-    ("patterns.jsonl", "budget.jsonl"), ("big.jsonl", "--runs", "big_000001", "big_000002"),
-    ("big.jsonl", "run_0042.jsonl"), ("spans_a.jsonl", "spans_b.jsonl"), ("otlp.json", "otlp_lines.jsonl"),
-    ("cas_a.jsonl", "cas_b.jsonl"), ("cas_b.jsonl", "cas_a.jsonl"), ("cas_a.jsonl", "cas_noinput.jsonl"),
-    ("cas_seed0.jsonl", "cas_a.jsonl"), ("cas_header_only.jsonl", "cas_a.jsonl"),
+JSONL = ["run_0042.jsonl", "run_0043.jsonl", "runs.jsonl", "volatile.jsonl", "patterns.jsonl", "budget.jsonl", "big.jsonl"]
+GOOD_CASSETTES = ["cas_a.jsonl", "cas_b.jsonl", "cas_noinput.jsonl", "cas_seed0.jsonl", "cas_torn.jsonl", "cas_reordered.jsonl"]
+BAD_CASSETTES = ["cas_corrupt.jsonl", "cas_badbase.jsonl", "cas_header_only.jsonl", "cas_v9.jsonl", "cas_badheader.jsonl", "cas_notrecord.jsonl"]
+OTHER = ["spans_a.jsonl", "spans_b.jsonl", "otlp.json", "otlp_lines.jsonl"]
+BAD = ["big_bad.jsonl", "bad.jsonl", "mixed.jsonl", "otlp_bad.jsonl", "cas_corrupt.jsonl", "cas_notrecord.jsonl"]  # --skip-bad-lines reads them
+ERRORS = ["pyrepr.jsonl", "unknown.jsonl", "empty.jsonl", "blank.jsonl", "missing.jsonl", "cas_badbase.jsonl", "cas_v9.jsonl", "cas_badheader.jsonl"]
+DIFFS: list[Args] = [
+    ("run_0042.jsonl", "run_0043.jsonl"), ("run_0043.jsonl", "run_0042.jsonl"), ("runs.jsonl",), ("runs.jsonl", "--runs", "r1", "r3"),
+    ("runs.jsonl", "--runs", "r2", "r1"), ("runs.jsonl", "runs.jsonl"), ("volatile.jsonl",), ("patterns.jsonl",),
+    ("budget.jsonl", "--runs", "b2", "b3"), ("patterns.jsonl", "budget.jsonl"), ("big.jsonl", "--runs", "big_000001", "big_000002"),
+    ("big.jsonl", "run_0042.jsonl"), ("spans_a.jsonl", "spans_b.jsonl"), ("otlp.json", "otlp_lines.jsonl"), ("cas_a.jsonl", "cas_b.jsonl"),
+    ("cas_b.jsonl", "cas_a.jsonl"), ("cas_a.jsonl", "cas_noinput.jsonl"), ("cas_seed0.jsonl", "cas_a.jsonl"), ("cas_torn.jsonl", "cas_b.jsonl"),
     ("cas_a.jsonl", "run_0042.jsonl"), ("spans_a.jsonl", "otlp.json"), ("run_0042.jsonl", "spans_a.jsonl"),
-    ("run_0042.jsonl", "run_0043.jsonl", "--input-format", "jsonl"),
-    ("run_0042.jsonl", "run_0043.jsonl", "--input-format", "spans"),
-    ("cas_a.jsonl", "cas_b.jsonl", "--input-format", "otlp"),
-    ("bad.jsonl", "run_0042.jsonl"), ("big_bad.jsonl", "--runs", "big_000001", "big_000300"),
-    ("mixed.jsonl", "run_0043.jsonl"), ("otlp_bad.jsonl", "otlp.json"), ("cas_torn.jsonl", "cas_b.jsonl"),
-    ("cas_corrupt.jsonl", "cas_b.jsonl"), ("cas_badbase.jsonl", "cas_a.jsonl"),
-    ("cas_notrecord.jsonl", "cas_a.jsonl"), ("cas_v9.jsonl", "cas_a.jsonl"),
-    ("cas_badheader.jsonl", "cas_a.jsonl"), ("missing.jsonl", "run_0042.jsonl"),
-    ("run_0042.jsonl", "missing.jsonl"), ("empty.jsonl", "run_0042.jsonl"), ("blank.jsonl", "run_0042.jsonl"),
-    ("pyrepr.jsonl", "run_0042.jsonl"), ("unknown.jsonl", "run_0042.jsonl"),
-]  # fmt: skip
+    ("run_0042.jsonl", "run_0043.jsonl", "--input-format", "jsonl"), ("cas_a.jsonl", "cas_b.jsonl", "--input-format", "cassette")]
+DIFF_ERRORS: list[Args] = [  # bad input: exit 2 (but BAD files read with --skip-bad-lines)
+    ("bad.jsonl", "run_0042.jsonl"), ("big_bad.jsonl", "--runs", "big_000001", "big_000300"), ("mixed.jsonl", "run_0043.jsonl"),
+    ("otlp_bad.jsonl", "otlp.json"), ("cas_corrupt.jsonl", "cas_b.jsonl"), ("cas_notrecord.jsonl", "cas_a.jsonl"),
+    ("cas_badbase.jsonl", "cas_a.jsonl"), ("cas_v9.jsonl", "cas_a.jsonl"), ("cas_badheader.jsonl", "cas_a.jsonl"),
+    ("cas_header_only.jsonl", "cas_a.jsonl"), ("missing.jsonl", "run_0042.jsonl"), ("run_0042.jsonl", "missing.jsonl"),
+    ("empty.jsonl", "run_0042.jsonl"), ("blank.jsonl", "run_0042.jsonl"), ("pyrepr.jsonl", "run_0042.jsonl"),
+    ("unknown.jsonl", "run_0042.jsonl"), ("runs.jsonl", "--runs", "r1", "nope"), ("run_0042.jsonl",),
+    ("run_0042.jsonl", "run_0043.jsonl", "--input-format", "spans"), ("cas_a.jsonl", "cas_b.jsonl", "--input-format", "otlp"),
+    ("run_0042.jsonl", "run_0043.jsonl", "--fail-on", "bogus"), ("runs.jsonl", "--runs", "r1"), ("run_0042.jsonl", "run_0043.jsonl", "-o", "nodir/x.txt")]
+LIMITS = ["--max-repeats 0", "--max-calls-per-step 3", "--max-tokens 1000", "--max-steps 3", "--max-calls 5", "--max-repeats 1 --max-steps 60 --max-calls 600"]
+# fmt: on
 
 
-def _seed_jsonl(args: tuple[str, ...]) -> bool:
-    return any(a in JSONL for a in args)
+def _jobs(args: Args) -> list[Args]:
+    """--jobs variants: default and 1, and 2 when a seed-JSONL file is read."""
+    seed = any(a in JSONL or a in BAD[:3] for a in args)
+    return [(), ("--jobs", "1"), *([("--jobs", "2")] if seed else [])]
 
 
 def commands() -> list[list[Cmd]]:
-    """Every command, in stages: a stage reads the ``out/`` files the one before wrote."""
-    one: list[tuple[str, ...]] = []
-    two: list[tuple[str, ...]] = []
-    for cas in [*CASSETTES, "run_0042.jsonl", "empty.jsonl", "missing.jsonl"]:
-        one += [("show", cas), ("show", cas, "--format", "json"), ("verify", cas)]
-        one += [("verify", cas, "--format", "json"), ("export", "--otel", cas)]
-        one += [("export", "--otel", cas, "-o", f"out/{cas.split('.')[0]}.otlp.json")]
-    one += [
-        ("export", "--otel", "cas_a.jsonl", "--service-name", "ci-agent"),
-        ("export", "cas_a.jsonl"),
-    ]
-    for trace in [*JSONL, *CASSETTES[:5], *OTHER, *ERRORS]:
-        skips = [(), ("--skip-bad-lines",)] if trace in BAD else [()]
-        jobs = [(), ("--jobs", "1"), ("--jobs", "2")] if trace in JSONL else [(), ("--jobs", "1")]
-        one += [
-            ("check", trace, *f, *s, *j)
-            for f in ((), ("--format", "json"))
-            for s in skips
-            for j in jobs
-        ]
+    """Every command, in two stages: the second reads the ``out/`` files the first wrote."""
+    one: list[Args] = []
+    two: list[Args] = []
+    json_fmt = ("--format", "json")
+    for cas in [*GOOD_CASSETTES, *BAD_CASSETTES, "run_0042.jsonl", "empty.jsonl", "missing.jsonl"]:
+        stem = cas.split(".")[0]
+        one += [(cmd, cas, *f) for cmd in ("show", "verify") for f in ((), json_fmt)]
+        one += [("export", "--otel", cas), ("export", "--otel", cas, "-o", f"out/{stem}.otlp.json")]
+    one += [("export", "--otel", "cas_a.jsonl", "--service-name", "ci"), ("export", "cas_a.jsonl")]
+    for trace in [*JSONL, *GOOD_CASSETTES, *OTHER, *BAD, *ERRORS]:
+        if trace in BAD or trace in ERRORS:  # the error, once per format
+            one += [("check", trace), ("check", trace, *json_fmt), ("check", trace, "--jobs", "1")]
+        if trace not in ERRORS:
+            skip = ("--skip-bad-lines",) if trace in BAD else ()
+            jobs = _jobs((trace,))
+            one += [("check", trace, *skip, *f, *j) for f in ((), json_fmt) for j in jobs]
     for trace in ("patterns.jsonl", "budget.jsonl", "spans_a.jsonl", "cas_a.jsonl"):
-        for opt in ("--max-repeats 0", "--max-calls-per-step 3", "--max-tokens 1000",
-                    "--max-steps 3", "--max-calls 5", "--max-repeats 1 --max-steps 60 --max-calls 600"):  # fmt: skip
-            one += [
-                ("check", trace, *opt.split()),
-                ("check", trace, *opt.split(), "--format", "json"),
-            ]
+        one += [("check", trace, *lim.split(), *f) for lim in LIMITS for f in ((), json_fmt)]
     for trace, fmt in (("run_0042.jsonl", "spans"), ("spans_a.jsonl", "spans"), ("otlp.json", "otlp"),
                        ("cas_a.jsonl", "jsonl"), ("cas_a.jsonl", "cassette"), ("otlp_lines.jsonl", "jsonl")):  # fmt: skip
         one.append(("check", trace, "--input-format", fmt))
-    one += [("check", "run_0042.jsonl", "--max-repeats", "-1"), ("check", "run_0042.jsonl", "--jobs", "3"),
-            ("check", "run_0042.jsonl", "--input-format", "csv"), ("check", "run_0042.jsonl", "--format", "markdown")]  # fmt: skip
-    for i, spec in enumerate(DIFFS):
-        skips = [(), ("--skip-bad-lines",)] if BAD & set(spec) else [()]
-        jobs = (
-            [(), ("--jobs", "1"), ("--jobs", "2")] if _seed_jsonl(spec) else [(), ("--jobs", "1")]
-        )
-        for s in skips:
-            for j in jobs:
-                one += [
-                    ("diff", *spec, *s, *j, "--format", f) for f in ("text", "json", "markdown")
-                ]
-            one += [("diff", *spec, *s, "--fail-on", f) for f in ("suspicious", "never", "fatal")]
-            one += [("diff", *spec, *s, "--format", "json", "-o", f"out/diff{i}{''.join(s)}.json")]
-            two += [
-                ("summarize", f"out/diff{i}{''.join(s)}.json", *f)
-                for f in ((), ("--format", "json"))
-            ]
-        one += [
-            (
-                "diff",
-                *spec,
-                "--format",
-                "markdown",
-                "--fail-on",
-                "suspicious",
-                "-o",
-                f"out/diff{i}.md",
-            )
-        ]
+    for bad in ("--max-repeats -1", "--jobs 3", "--input-format csv", "--format markdown"):
+        one.append(("check", "run_0042.jsonl", *bad.split()))
+    skipped = [(*s, "--skip-bad-lines") for s in DIFF_ERRORS if set(s) & set(BAD)]
+    for i, spec in enumerate(DIFFS + skipped):
+        md = f"out/diff{i}.md"
+        for j in _jobs(spec):
+            one += [("diff", *spec, *j, "--format", f) for f in ("text", "json", "markdown")]
+        one += [("diff", *spec, "--fail-on", f) for f in ("suspicious", "never", "fatal")]
+        one += [("diff", *spec, "--format", "json", "-o", f"out/diff{i}.json")]
+        one += [("diff", *spec, "--format", "markdown", "--fail-on", "suspicious", "-o", md)]
         one += [("diff", *spec, "-o", f"out/diff{i}.txt")]
-    one += [("diff", "run_0042.jsonl", "run_0043.jsonl", "--fail-on", "bogus"), ("diff",),
-            ("diff", "runs.jsonl", "--runs", "r1"), ("diff", "run_0042.jsonl", "-o", "nodir/x.txt")]  # fmt: skip
+        two += [("summarize", f"out/diff{i}.json"), ("summarize", f"out/diff{i}.json", *json_fmt)]
+    for spec in DIFF_ERRORS:
+        one += [("diff", *spec), ("diff", *spec, *json_fmt), ("diff", *spec, "--jobs", "1")]
+    one.append(("diff",))
     for other in ("cas_a.jsonl", "out/cas_b.otlp.json", "run_0042.jsonl"):
         two += [("diff", "out/cas_a.otlp.json", other, "--format", f) for f in ("text", "json")]
-    two += [
-        ("check", "out/cas_seed0.otlp.json"),
-        ("check", "out/cas_torn.otlp.json", "--format", "json"),
-    ]
+    two += [("check", "out/cas_seed0.otlp.json"), ("check", "out/cas_torn.otlp.json", *json_fmt)]
     for bad in ("missing.json", "run_0042.jsonl", "otlp.json", "empty.jsonl", "out/diff0.md"):
-        two += [("summarize", bad), ("summarize", bad, "--format", "json")]
-    cfg: list[Cmd] = []
-    for sub in ("cfg", "cfg_bad"):
-        for spec in (("check", "../patterns.jsonl"), ("check", "../volatile.jsonl", "--format", "json"),
-                     ("diff", "../volatile.jsonl"), ("diff", "../volatile.jsonl", "--format", "json"),
-                     ("diff", "../patterns.jsonl", "--format", "markdown"), ("diff", "../run_0042.jsonl", "../run_0043.jsonl")):  # fmt: skip
-            cfg.append((sub, spec))
-    return [[("", c) for c in one] + cfg, [("", c) for c in two]]
+        two += [("summarize", bad), ("summarize", bad, *json_fmt)]
+    cfg = [("check", "../patterns.jsonl"), ("check", "../volatile.jsonl", *json_fmt),
+           ("diff", "../volatile.jsonl"), ("diff", "../volatile.jsonl", *json_fmt),
+           ("diff", "../patterns.jsonl", "--format", "markdown"), ("diff", "../run_0042.jsonl", "../run_0043.jsonl")]  # fmt: skip
+    configured = [(sub, args) for sub in ("cfg", "cfg_bad") for args in cfg]
+    return [[("", args) for args in one] + configured, [("", args) for args in two]]
 
 
 def _label(cmd: Cmd) -> str:
     return (f"(cd {cmd[0]}) " if cmd[0] else "") + shlex.join(cmd[1])
+
+
+_WARNING = re.compile(r"^<PKG>/\S+:\d+: (\w+Warning: .*)\n(  .*\n)?", re.MULTILINE)
 
 
 def run_all(root: Path, python: str, pythonpath: str | None) -> dict[str, Record]:
@@ -436,32 +368,28 @@ def run_all(root: Path, python: str, pythonpath: str | None) -> dict[str, Record
     env |= {"COLUMNS": "120", "NO_COLOR": "1", "TERM": "dumb", "LANG": "C.UTF-8"}
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
-    probe = [
-        python,
-        "-c",
-        "import tracetape, pathlib; print(pathlib.Path(tracetape.__file__).parent)",
-    ]
-    pkg = subprocess.run(probe, env=env, capture_output=True, text=True, check=True).stdout.strip()
-    subs = [(str(root.resolve()), "<DIR>"), (str(root), "<DIR>"), (pkg, "<PKG>")]
+    probe = "import tracetape, pathlib; print(pathlib.Path(tracetape.__file__).parent)"
+    pkg = subprocess.run([python, "-c", probe], env=env, capture_output=True, check=True).stdout
+    subs = [(str(root.resolve()), "<DIR>"), (str(root.absolute()), "<DIR>")]
+    subs.append((pkg.decode().strip(), "<PKG>"))
 
-    def clean(text: str) -> str:
+    def clean(data: bytes) -> str:
+        text = data.decode(errors="backslashreplace")
         for old, new in subs:
             text = text.replace(old, new)
-        return text
+        return _WARNING.sub(r"<warning> \1\n", text)
 
     def one(cmd: Cmd) -> tuple[str, Record]:
-        cwd = root / cmd[0]
-        args = cmd[1]
+        cwd, args = root / cmd[0], cmd[1]
         out = cwd / args[args.index("-o") + 1] if "-o" in args else None
         if out is not None:
             out.unlink(missing_ok=True)
         done = subprocess.run([python, "-m", "tracetape", *args], cwd=cwd, env=env,
                               stdin=subprocess.DEVNULL, capture_output=True, check=False)  # fmt: skip
-        rec: Record = {"exit": done.returncode,
-                       "stdout": clean(done.stdout.decode(errors="replace")),
-                       "stderr": clean(done.stderr.decode(errors="replace"))}  # fmt: skip
+        rec: Record = {"exit": done.returncode}
+        rec |= {"stdout": clean(done.stdout), "stderr": clean(done.stderr)}
         if out is not None:
-            rec["file"] = clean(out.read_text(errors="replace")) if out.exists() else None
+            rec["file"] = clean(out.read_bytes()) if out.exists() else None
         return _label(cmd), rec
 
     shutil.rmtree(root / "out", ignore_errors=True)
@@ -474,7 +402,7 @@ def run_all(root: Path, python: str, pythonpath: str | None) -> dict[str, Record
 
 
 def compare(before: dict[str, Record], after: dict[str, Record]) -> int:
-    """Print every command whose results differ; the number of such commands."""
+    """Print every command whose results differ, with a short diff; return how many."""
     differ = 0
     for label in [*before, *(k for k in after if k not in before)]:
         a, b = before.get(label), after.get(label)
@@ -489,11 +417,11 @@ def compare(before: dict[str, Record], after: dict[str, Record]) -> int:
             x, y = a.get(field), b.get(field)
             if x == y:
                 continue
-            if field == "exit" or x is None or y is None:
+            if not isinstance(x, str) or not isinstance(y, str):
                 print(f"  {field}: {x!r} -> {y!r}")
                 continue
-            lines = list(difflib.unified_diff(str(x).splitlines(), str(y).splitlines(),
-                                              f"before {field}", f"after {field}", n=1, lineterm=""))  # fmt: skip
+            old, new = x.splitlines(), y.splitlines()
+            lines = list(difflib.unified_diff(old, new, "before", "after", n=1, lineterm=""))
             print("\n".join("  " + line for line in lines[:40]))
             if len(lines) > 40:
                 print(f"  ... {len(lines) - 40} more diff lines")
@@ -501,45 +429,40 @@ def compare(before: dict[str, Record], after: dict[str, Record]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
     sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("corpus", help="write the corpus").add_argument("dir", type=Path)
-    run = sub.add_parser("run", help="run every command over the corpus")
+    sub.add_parser("corpus", help="write the corpus into DIR").add_argument("dir", type=Path)
+    run = sub.add_parser("run", help="run every command over the corpus in DIR")
     run.add_argument("dir", type=Path)
-    run.add_argument("--out", type=Path, required=True)
-    run.add_argument("--python", default=sys.executable)
-    run.add_argument("--pythonpath")
-    cmp = sub.add_parser("compare", help="compare two manifests")
+    run.add_argument("--out", type=Path, required=True, help="the manifest to write")
+    run.add_argument("--python", default=sys.executable, help="the interpreter to run")
+    run.add_argument("--pythonpath", help="PYTHONPATH for the commands (e.g. a baseline's src)")
+    cmp = sub.add_parser("compare", help="compare two manifests; exit 1 if any command differs")
     cmp.add_argument("before", type=Path)
     cmp.add_argument("after", type=Path)
     args = parser.parse_args(argv)
     if args.cmd == "corpus":
-        for name, text in corpus_files().items():
-            path = args.dir / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(text.encode())
-        print(f"wrote {len(corpus_files())} files to {args.dir}")
+        files = corpus_files()
+        for name, text in files.items():
+            (args.dir / name).parent.mkdir(parents=True, exist_ok=True)
+            (args.dir / name).write_bytes(text.encode())
+        print(f"wrote {len(files)} files to {args.dir}")
         return 0
     if args.cmd == "run":
         start = time.monotonic()
         results = run_all(args.dir, args.python, args.pythonpath)
         seconds = time.monotonic() - start
         meta = {"python": args.python, "pythonpath": args.pythonpath, "seconds": round(seconds, 1)}
-        args.out.write_text(
-            json.dumps({"meta": meta, "commands": results}, indent=1, ensure_ascii=False) + "\n"
-        )
+        manifest = {"meta": meta, "commands": results}
+        args.out.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
         codes: dict[int, int] = {}
         for rec in results.values():
             codes[rec["exit"]] = codes.get(rec["exit"], 0) + 1
-        print(
-            f"{len(results)} commands in {seconds:.1f}s, exit codes {dict(sorted(codes.items()))}: {args.out}"
-        )
+        print(f"{len(results)} commands in {seconds:.0f}s, exits {dict(sorted(codes.items()))}")
         return 0
     before = json.loads(args.before.read_text())["commands"]
-    after = json.loads(args.after.read_text())["commands"]
-    differ = compare(before, after)
+    differ = compare(before, json.loads(args.after.read_text())["commands"])
     if differ:
         print(f"{differ} of {len(before)} commands differ")
         return 1

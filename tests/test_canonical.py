@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from openai.types.chat import ChatCompletionMessage
 
 from tests import _seed
 from tracetape import key
@@ -21,6 +26,7 @@ from tracetape.canonical import (
     field_digests,
     fingerprint,
     normalize,
+    reference_json,
 )
 
 # Secret-free JSON values: text from an alphabet that can spell neither a secret shape nor a
@@ -55,7 +61,8 @@ def test_key_ignores_dict_order(payload: dict[str, Any]) -> None:
         pytest.param({"messages": [{"content": "naïve café — 東京"}], "step": 1}, id="unicode"),
         pytest.param({"t": 0.1, "big": 1e16, "small": 1e-7, "neg": -0.0}, id="floats"),
         pytest.param({"n": float("inf"), "m": -math.inf}, id="infinities"),
-        pytest.param({"s": {1, 2}, "o": object.__name__, "b": b"x"}, id="non-json-values"),
+        # sets are the one exception: sorted lists, not the seed's hash-ordered str()
+        pytest.param({"o": object.__name__, "b": b"x"}, id="non-json-values"),
         pytest.param({"a": {"b": {"c": [1, [2, [3, {"d": None}]]]}}}, id="deep-nesting"),
     ],
 )
@@ -141,3 +148,108 @@ def test_fingerprint_ignores_fresh_request_uuids(args: dict[str, str], u1: str, 
 def test_normalize_is_idempotent(value: Any) -> None:
     """Normalizing twice gives the same result as normalizing once."""
     assert normalize(normalize(value)) == normalize(value)
+
+
+any_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(any_json)
+@settings(max_examples=10_000, deadline=None)
+def test_fast_encoder_is_the_canonical_json(value: Any) -> None:
+    """The orjson fast path gives the reference text for any JSON value, top-level scalars
+    (the float ``1.439488178100376e-07``) included."""
+    assert canonical_json(value) == reference_json(value)
+
+
+@given(st.lists(st.lists(any_json, min_size=1, max_size=3), min_size=1, max_size=6))
+@settings(max_examples=200)
+def test_fast_encoder_with_memory_is_the_canonical_json(steps: list[list[Any]]) -> None:
+    """Checking only what follows the previous safe text still gives canonical_json's text,
+    for a conversation that grows by appending values of any kind (floats included)."""
+    memo = [b""]
+    messages: list[Any] = [{"content": "x" * 100}]
+    for appended in steps:
+        messages = [*messages, *appended]
+        payload = {"messages": messages, "params": {"temperature": 0.5}, "step": len(messages)}
+        assert canonical_json(payload, memo) == reference_json(payload)
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+@settings(max_examples=2000)
+def test_fast_encoder_floats(value: float) -> None:
+    """Every finite float is written as Python's json writes it."""
+    assert canonical_json(value) == reference_json(value)
+    assert canonical_json({"t": value, "l": [value]}) == reference_json({"t": value, "l": [value]})
+
+
+def test_fast_encoder_agrees_on_objects() -> None:
+    """SDK models, enums, tuples, dates and dataclasses encode the same on both paths."""
+    import dataclasses
+    import datetime
+    import enum
+
+    class Color(enum.Enum):
+        RED = "red"
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    message = ChatCompletionMessage.construct(role="assistant", content="4")
+    payload = {
+        "m": [message, (1, 2)],
+        "e": Color.RED,
+        "d": datetime.date(2026, 1, 2),
+        "p": Point(1),
+        "s": {"b"},
+    }
+    stdlib = reference_json(payload)
+    assert canonical_json(payload) == stdlib
+    assert canonical_json({**payload, "u": "é"}) == reference_json({**payload, "u": "é"})
+    assert '"e":"red"' in stdlib
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param(1.439488178100376e-7, id="top-level-small-float"),
+        pytest.param(1e16, id="top-level-big-float"),
+        pytest.param(-0.00001, id="top-level-negative-small"),
+        pytest.param(float("nan"), id="nan"),
+        pytest.param({"t": float("inf"), "u": [float("-inf")]}, id="infinities"),
+        pytest.param({"a": None, "b": float("nan")}, id="nan-beside-null"),
+        pytest.param(2**70, id="big-int"),
+    ],
+)
+def test_fast_path_edge_values(value: Any) -> None:
+    """Top-level floats, non-finite floats (written NaN/Infinity as the seed's json.dumps
+    writes them) and big integers give the reference text."""
+    assert canonical_json(value) == reference_json(value)
+
+
+def test_set_keys_do_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
+    """A payload holding a set has the same key in processes with different hash seeds."""
+    code = (
+        "from tracetape import key; "
+        "print(key('tool', {'name': 'f', 'args': {'tags': {'alpha', 'beta', 'gamma', 'delta'}}}))"
+    )
+    keys = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            cwd=tmp_path,
+        ).stdout
+        for seed in (1, 2, 3, 4)
+    }
+    assert len(keys) == 1

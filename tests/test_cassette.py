@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracetape import CassetteError, CassetteNotFoundError, CassetteVersionError, TapeWarning
-from tracetape.cassette import FORMAT_VERSION, CassetteWriter, new_header, read_cassette
+from tracetape.formats.cassette import FORMAT_VERSION, new_header, read_cassette
+from tracetape.stores.file import CassetteWriter
 
 RECORD = {"key": "tool:0123456789abcdef", "kind": "tool", "ms": 1.0, "effect": "read", "out": 1}
 
@@ -36,7 +37,7 @@ def test_writer_writes_a_header_then_numbered_records(tmp_path: Path) -> None:
     cassette = read_cassette(tmp_path / "c.jsonl")
     assert cassette.format == 1 and cassette.header is not None
     assert cassette.header["harness_sha"] == "abc"
-    assert [r["seq"] for r in cassette] == [1, 2]
+    assert [r.seq for r in cassette] == [1, 2]
 
 
 def test_writer_leaves_only_the_partial_file_until_closed(tmp_path: Path) -> None:
@@ -140,7 +141,7 @@ def test_unserializable_output_is_a_clear_error(tmp_path: Path) -> None:
         writer.write({**RECORD, "out": object()})
     writer.write(dict(RECORD))
     writer.close()
-    assert [r["seq"] for r in read_cassette(tmp_path / "c.jsonl")] == [1]
+    assert [r.seq for r in read_cassette(tmp_path / "c.jsonl")] == [1]
 
 
 def test_threads_never_interleave_or_lose_records(tmp_path: Path) -> None:
@@ -158,8 +159,8 @@ def test_threads_never_interleave_or_lose_records(tmp_path: Path) -> None:
         t.join()
     writer.close()
     records = read_cassette(tmp_path / "c.jsonl").records
-    assert sorted(r["seq"] for r in records) == list(range(1, 1601))
-    assert {(r["out"]["thread"], r["out"]["i"]) for r in records} == {
+    assert sorted(r.seq for r in records) == list(range(1, 1601))
+    assert {(r.out["thread"], r.out["i"]) for r in records} == {
         (n, i) for n in range(8) for i in range(200)
     }
 
@@ -190,7 +191,7 @@ def test_records_round_trip_through_the_file(
             {"key": f"{kind}:{i:016x}", "kind": kind, "ms": 0.0, "effect": "read", "out": out}
         )
     writer.close()
-    assert [(r["kind"], r["out"]) for r in read_cassette(path)] == items
+    assert [(r.kind, r.out) for r in read_cassette(path)] == items
 
 
 @settings(max_examples=60, deadline=None)
@@ -211,7 +212,7 @@ def test_arbitrary_bytes_never_crash_the_reader(
 
 def test_the_streaming_reader_can_report_and_skip_bad_lines(tmp_path: Path) -> None:
     """With on_error, bad lines are reported with their line numbers and the rest is read."""
-    from tracetape.cassette import CassetteReader
+    from tracetape.formats.cassette import CassetteReader
 
     path = write_lines(
         tmp_path / "c.jsonl", header_line(), json.dumps(RECORD), "{bad", "[]", json.dumps(RECORD)
@@ -231,5 +232,5 @@ def test_integers_beyond_64_bits_round_trip_exactly(tmp_path: Path) -> None:
     writer.write(dict(RECORD))
     writer.close()
     records = read_cassette(tmp_path / "c.jsonl").records
-    assert records[0]["out"] == {"id": 2**70 + 1, "s": "é"} and "bigint" not in records[0]
-    assert records[1]["out"] == 1
+    assert records[0].out == {"id": 2**70 + 1, "s": "é"} and records[0].extra is None
+    assert records[1].out == 1

@@ -72,7 +72,7 @@ def test_record_then_replay_from_the_default_cassette(pytester: pytest.Pytester)
     make(pytester, ONE)
     run(pytester, "--tape-mode=record").assert_outcomes(passed=1)
     cassette = pytester.path / "cassettes" / "test_agent" / "test_one.jsonl"
-    assert [r["input"]["name"] for r in read_cassette(cassette).records] == ["lookup"]
+    assert [r.input["name"] for r in read_cassette(cassette).records] == ["lookup"]
     run(pytester).assert_outcomes(passed=1)
     assert ran(pytester) == ["Oslo"]
 

@@ -27,7 +27,7 @@ from tracetape import (
     UnplayedDecisionsError,
     key,
 )
-from tracetape.cassette import read_cassette
+from tracetape.formats.cassette import read_cassette
 
 OPENAI_KEY = "sk-proj-Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0Pp"
 DB_PASSWORD = "correct-horse-battery"
@@ -116,7 +116,7 @@ def test_record_moves_the_partial_file_into_place_even_when_the_agent_raises(
     with pytest.raises(ZeroDivisionError), Tape(path, mode="record") as tape:
         tape.call("tool", {"name": "ok", "step": 1}, lambda: 1)
         tape.call("tool", {"name": "boom", "step": 2}, lambda: 1 / 0)
-    assert [r["key"] for r in read_cassette(path)] == [key("tool", {"name": "ok", "step": 1})]
+    assert [r.key for r in read_cassette(path)] == [key("tool", {"name": "ok", "step": 1})]
     assert not (tmp_path / "fail.jsonl.partial").exists()
 
 
@@ -178,7 +178,7 @@ def test_replay_miss_names_the_changed_field_with_before_and_after(tmp_path: Pat
     assert miss.kind == "llm" and miss.step == 1
     assert (miss.matched, miss.recorded) == (0, 9)
     assert miss.changes == ["messages[0].content"]
-    assert miss.expected is not None and miss.expected["seq"] == 1
+    assert miss.expected is not None and miss.expected.seq == 1
     text = str(miss)
     assert "matched 0 of 9 recorded decisions" in text
     assert "bug" in text and "issue" in text
@@ -252,7 +252,7 @@ def test_tracetape_cassettes_keep_the_seeds_keys(tmp_path: Path) -> None:
     record(ours)
     run_agent(_seed.Tape(str(seed), "record"), "find the bug", ScriptedModel(4), lookup)
     seed_keys = [json.loads(line)["key"] for line in seed.read_text().splitlines()]
-    assert [r["key"] for r in read_cassette(ours)] == seed_keys
+    assert [r.key for r in read_cassette(ours)] == seed_keys
 
 
 def test_records_hold_step_effect_redacted_input_and_digests(tmp_path: Path) -> None:
@@ -260,9 +260,10 @@ def test_records_hold_step_effect_redacted_input_and_digests(tmp_path: Path) -> 
     path = tmp_path / "run.jsonl"
     record(path, steps=1)
     first = read_cassette(path).records[0]
-    assert set(first) == {"seq", "key", "kind", "step", "ms", "effect", "out", "input", "digests"}
-    assert first["input"]["messages"][0]["content"] == "find the bug"
-    assert {"messages", "messages[]", "tools", "tools[]", "step"} <= set(first["digests"])
+    line = json.loads(path.read_text().splitlines()[1])
+    assert set(line) == {"seq", "key", "kind", "step", "ms", "effect", "out", "input", "digests"}
+    assert first.input["messages"][0]["content"] == "find the bug"
+    assert {"messages", "messages[]", "tools", "tools[]", "step"} <= set(first.digests)
 
 
 def test_growing_conversations_are_stored_as_deltas(tmp_path: Path) -> None:
@@ -274,9 +275,9 @@ def test_growing_conversations_are_stored_as_deltas(tmp_path: Path) -> None:
     llm = [r for r in raw if r["kind"] == "llm"]
     assert "base" not in llm[0] and llm[-1]["base"] == {"messages": 11, "tools": 1}
     assert len(llm[-1]["input"]["messages"]) == 2
-    full = [r for r in read_cassette(path).records if r["kind"] == "llm"]
-    assert [len(r["input"]["messages"]) for r in full] == [1, 3, 5, 7, 9, 11, 13]
-    assert all(len(r["digests"]["messages[]"]) == len(r["input"]["messages"]) for r in full)
+    full = [r for r in read_cassette(path).records if r.kind == "llm"]
+    assert [len(r.input["messages"]) for r in full] == [1, 3, 5, 7, 9, 11, 13]
+    assert all(len(r.digests["messages[]"]) == len(r.input["messages"]) for r in full)
     with Tape(path, mode="replay", strict=True) as tape:
         run_agent(tape, "find the bug", ScriptedModel(6), failing)
 
@@ -291,7 +292,7 @@ def test_an_edited_earlier_message_is_stored_in_full(tmp_path: Path) -> None:
         tape.call("llm", {"messages": msgs, "step": 2}, lambda: 2)
     second = json.loads(path.read_text().splitlines()[2])
     assert second["base"] == {"messages": 2}
-    assert read_cassette(path).records[1]["input"]["messages"] == msgs
+    assert read_cassette(path).records[1].input["messages"] == msgs
 
 
 def test_a_record_whose_base_is_missing_is_corrupt(tmp_path: Path) -> None:
@@ -413,7 +414,7 @@ def test_irreversible_tools_need_a_stub_or_consent_to_record(tmp_path: Path) -> 
     with Tape(tmp_path / "b.jsonl", mode="record", allow_irreversible=True) as tape:
         tape.call("tool", {"name": "send"}, lambda: sent.append("real"), effect="irreversible")
     assert sent == ["real"]
-    assert read_cassette(tmp_path / "a.jsonl").records[0]["effect"] == "irreversible"
+    assert read_cassette(tmp_path / "a.jsonl").records[0].effect == "irreversible"
     with Tape(tmp_path / "a.jsonl", mode="replay") as tape:
         assert tape.call("tool", {"name": "send"}, failing, effect="irreversible") == "stubbed"
 
@@ -463,7 +464,7 @@ def test_threads_with_their_own_tapes_never_mix(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     for name in ("left", "right"):
-        outs = [r["out"] for r in read_cassette(tmp_path / f"{name}.jsonl")]
+        outs = [r.out for r in read_cassette(tmp_path / f"{name}.jsonl")]
         assert outs == [f"{name}-{i}" for i in range(100)]
 
 
@@ -493,7 +494,7 @@ def test_store_inputs_false_still_explains_misses_by_digest(tmp_path: Path) -> N
     """Without input copies, a miss still names the changed fields from the per-field digests."""
     path = tmp_path / "d.jsonl"
     record(path, store_inputs=False)
-    assert "input" not in read_cassette(path).records[0]
+    assert read_cassette(path).records[0].input is None
     with Tape(path, mode="replay") as tape, pytest.raises(ReplayMiss) as info:
         run_agent(tape, "find the bugs", ScriptedModel(4), failing)
     assert info.value.changes == ["messages[0]"]
@@ -517,7 +518,7 @@ def test_oversized_outputs_are_refused_without_losing_the_recording(tmp_path: Pa
         tape.call("tool", {"name": "small"}, lambda: "ok")
         with pytest.raises(CassetteError, match="over the 10,000-byte record limit"):
             tape.call("tool", {"name": "huge"}, lambda: "x" * 20_000)
-    assert [r["out"] for r in read_cassette(path)] == ["ok"]
+    assert [r.out for r in read_cassette(path)] == ["ok"]
 
 
 def test_one_tape_shared_by_threads_keeps_every_input_whole(tmp_path: Path) -> None:
@@ -541,7 +542,7 @@ def test_one_tape_shared_by_threads_keeps_every_input_whole(tmp_path: Path) -> N
             t.join()
     got: dict[str, list[Any]] = {}
     for rec in read_cassette(path):
-        got.setdefault(rec["input"]["thread"], []).append(rec["input"]["messages"])
+        got.setdefault(rec.input["thread"], []).append(rec.input["messages"])
     assert got == sent
 
 

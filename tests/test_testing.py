@@ -142,7 +142,7 @@ def test_rewrite_overwrites_and_usage_tracks_unplayed(tmp_path: Path) -> None:
         with TapeCase(path, "rewrite", sdk=False, on_close=usage.note) as tape:
             for i, out in enumerate(outs):
                 tape.call("tool", {"name": "t", "i": i}, lambda out=out: out)
-    assert [r["out"] for r in read_cassette(path).records] == [3, 4]
+    assert [r.out for r in read_cassette(path).records] == [3, 4]
     with (
         pytest.warns(UserWarning, match="never played"),
         TapeCase(path, "replay", sdk=False, on_close=usage.note) as tape,

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracetape.analysis import Analyzer, TraceError, check_trace, diff_traces, read_events
+from tracetape.analysis import Analyzer, TraceError, check_trace, diff_traces, read_records
 from tracetape.analysis.findings import SIDE_A, SIDE_B
-from tracetape.analysis.readers import read_batches
+from tracetape.formats.jsonl import read_blocks_of
+from tracetape.record import call_args
 
 from .helpers import call
 
@@ -60,10 +61,10 @@ def _write(path: Path, records: list[dict[str, Any]], keys_sorted: bool) -> Path
 
 
 def _reference(paths: list[Path], compare: bool) -> dict[str, Any]:
-    """The report of the event path: ``Analyzer.feed`` over ``read_events``."""
+    """The report of the event path: ``Analyzer.feed`` over ``read_records``."""
     analyzer = Analyzer(compare=compare, inputs=[str(p) for p in paths])
     for side, path in zip((SIDE_A, SIDE_B), paths, strict=False):
-        analyzer.feed(read_events(path), side)
+        analyzer.feed(read_records(path), side)
     return analyzer.finish().to_dict()
 
 
@@ -99,15 +100,15 @@ def test_fast_path_reports_what_the_event_path_reports(
 def _rows_of_batches(path: Path, **kw: Any) -> list[tuple[Any, ...]]:
     return [
         (c.run, line, c.step, c.name, orjson.loads(bytes(c.args)), c.out, c.effect, c.tokens)
-        for batch in read_batches(path, **kw)
+        for batch in read_blocks_of(path, **kw)
         for line, c in enumerate(batch.calls, batch.line)
     ]
 
 
 def _rows_of_events(path: Path, **kw: Any) -> list[tuple[Any, ...]]:
     return [
-        (e.run, e.line, e.step, e.name, e.args, e.out, e.effect, e.tokens)
-        for e in read_events(path, **kw)
+        (e.run, e.line, e.step, e.name, call_args(e), e.out_digest, e.effect, e.tokens)
+        for e in read_records(path, **kw)
     ]
 
 
@@ -162,5 +163,5 @@ def test_line_numbers_run_on_across_blocks(tmp_path: Path) -> None:
     """Calls of a file read in many blocks keep their file line numbers."""
     records = [call(f"r{i // 50}", 1 + i % 7, "ls", {"i": i}, "o") for i in range(30_000)]
     path = _write(tmp_path / "t.jsonl", records, keys_sorted=False)
-    assert len(list(read_batches(path))) > 1
+    assert len(list(read_blocks_of(path))) > 1
     assert _rows_of_batches(path) == _rows_of_events(path)

@@ -10,7 +10,6 @@ import pytest
 from tracetape.analysis import (
     AnalysisConfig,
     Analyzer,
-    Event,
     Limits,
     Report,
     Severity,
@@ -20,6 +19,7 @@ from tracetape.analysis import (
 )
 from tracetape.analysis.findings import SIDE_A
 from tracetape.analysis.rules import classify_table
+from tracetape.record import Record
 
 from .helpers import SEED_A, SEED_B, call, write_jsonl
 
@@ -257,14 +257,14 @@ def test_state_is_bounded_by_signatures_and_open_runs() -> None:
     """Many short runs of the same calls keep one signature table and a bounded set of runs."""
     analyzer = Analyzer(AnalysisConfig(max_open_runs=8), compare=False)
     events = [
-        Event(
-            f"run_{r}",
-            i,
-            i,
-            "tool",
-            "s",
-            {"q": i % 3, "request_id": f"{r:08d}-0000-4000-8000-000000000000"},
-            "o",
+        Record(
+            kind="tool",
+            run=f"run_{r}",
+            seq=i,
+            step=i,
+            name="s",
+            input={"args": {"q": i % 3, "request_id": f"{r:08d}-0000-4000-8000-000000000000"}},
+            out_digest="o",
             line=i,
         )
         for r in range(500)
@@ -282,7 +282,14 @@ def test_examples_are_capped_but_counts_are_exact() -> None:
     """Past max_examples a pattern's findings are counted but not all kept."""
     analyzer = Analyzer(AnalysisConfig(max_examples=5), compare=False)
     analyzer.feed(
-        [Event(f"r{r}", 1, s, "tool", "s", {}, "o", line=1) for r in range(20) for s in (1, 2)],
+        [
+            Record(
+                kind="tool", run=f"r{r}", seq=1, step=s, name="s", input={"args": {}},
+                out_digest="o", line=1,
+            )
+            for r in range(20)
+            for s in (1, 2)
+        ],
         SIDE_A,
     )
     report = analyzer.finish()
@@ -306,7 +313,14 @@ def test_runs_interleaved_past_the_open_bound_are_reported_split() -> None:
     analyzer = Analyzer(AnalysisConfig(max_open_runs=2), compare=False)
     order = ["r1", "r2", "r3", "r1"]
     analyzer.feed(
-        [Event(r, i, 1, "tool", "s", {}, "o", line=i) for i, r in enumerate(order)], SIDE_A
+        [
+            Record(
+                kind="tool", run=r, seq=i, step=1, name="s", input={"args": {}},
+                out_digest="o", line=i,
+            )
+            for i, r in enumerate(order)
+        ],
+        SIDE_A,
     )
     report = analyzer.finish()
     assert report.reopened_runs == 1

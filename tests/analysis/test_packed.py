@@ -28,8 +28,8 @@ from tracetape.analysis.packed import (
     _volatile_pairs,
     use_worker,
 )
-from tracetape.analysis.readers import read_batches
 from tracetape.canonical import Normalizer
+from tracetape.formats.jsonl import read_blocks_of
 
 from .helpers import call, write_jsonl
 from .test_fast_path import trace_pairs, written
@@ -163,7 +163,7 @@ def test_packer_forms_keep_the_first_key_order_and_drop_volatile_keys(tmp_path: 
         call("r", 1, "ls", {"a": 2, "b": 1}, "o"),
     ]
     path = write_jsonl(tmp_path / "t.jsonl", records)
-    (chunk,) = Packer(AnalysisConfig().normalizer).pack(read_batches(path))
+    (chunk,) = Packer(AnalysisConfig().normalizer).pack(read_blocks_of(path))
     assert chunk.kids == [0, 0, 1]
     assert chunk.forms == [("ls", {"b": 1, "a": 2}), ("ls", {"a": 2, "b": 1})]
     head, tail = chunk.split(2)

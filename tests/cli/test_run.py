@@ -105,7 +105,7 @@ def test_record_then_replay_passes_the_exit_code_through(
     assert replayed.returncode == int(code), replayed.stderr
     assert replayed.stdout == recorded.stdout == "sum 3 region eu\n"
     assert "add ran" not in replayed.stderr
-    kinds = [r["kind"] for r in read_cassette(tmp_path / "t.jsonl").records]
+    kinds = [r.kind for r in read_cassette(tmp_path / "t.jsonl").records]
     assert kinds == ["tool", "env"]
     assert "tracetape run: recorded 2 decision(s) to t.jsonl" in recorded.stderr
     assert "tracetape run: replayed 2 of 2 recorded decision(s) from t.jsonl" in replayed.stderr
@@ -276,7 +276,7 @@ def test_only_the_first_python_of_a_shell_command_is_taped(tmp_path: Path, agent
     assert done.returncode == 0, done.stderr
     assert done.stdout == "sum 3 region eu\nsum 6 region eu\n"
     assert "runs untaped" in done.stderr
-    outs = [r["out"] for r in read_cassette(tmp_path / "t.jsonl").records]
+    outs = [r.out for r in read_cassette(tmp_path / "t.jsonl").records]
     assert outs == [3, {"AGENT_REGION": "eu"}]
 
 

@@ -16,8 +16,6 @@ from tracetape import Tape
 from tracetape.canonical import canonical_json
 from tracetape.integrations._common import (
     SSEParser,
-    _encode,
-    _stdlib_encode,
     endpoint_for_path,
     llm_decision,
     sse_encode,
@@ -34,69 +32,6 @@ json_values = st.recursive(
 )
 
 
-any_json = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**80), max_value=2**80)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=20,
-)
-
-
-@given(any_json)
-@settings(max_examples=500)
-def test_fast_encoder_is_the_canonical_json(value: Any) -> None:
-    """The hooks' encoder gives canonical_json's exact text for any finite JSON value."""
-    assert _encode(value) == canonical_json(value)
-
-
-@given(st.lists(st.lists(any_json, min_size=1, max_size=3), min_size=1, max_size=6))
-@settings(max_examples=200)
-def test_fast_encoder_with_memory_is_the_canonical_json(steps: list[list[Any]]) -> None:
-    """Checking only what follows the previous safe text still gives canonical_json's text,
-    for a conversation that grows by appending values of any kind (floats included)."""
-    memo = [b""]
-    messages: list[Any] = [{"content": "x" * 100}]
-    for appended in steps:
-        messages = [*messages, *appended]
-        payload = {"messages": messages, "params": {"temperature": 0.5}, "step": len(messages)}
-        assert _encode(payload, memo) == canonical_json(payload)
-
-
-@given(st.floats(allow_nan=False, allow_infinity=False))
-@settings(max_examples=2000)
-def test_fast_encoder_floats(value: float) -> None:
-    """Every finite float is written as Python's json writes it."""
-    assert _encode({"t": value, "l": [value]}) == canonical_json({"t": value, "l": [value]})
-
-
-def test_fast_encoder_agrees_on_objects() -> None:
-    """SDK models, enums, tuples, dates and dataclasses encode the same on both paths."""
-    import dataclasses
-    import datetime
-    import enum
-
-    class Color(enum.Enum):
-        RED = "red"
-
-    @dataclasses.dataclass
-    class Point:
-        x: int
-
-    message = ChatCompletionMessage.construct(role="assistant", content="4")
-    payload = {
-        "m": [message, (1, 2)],
-        "e": Color.RED,
-        "d": datetime.date(2026, 1, 2),
-        "p": Point(1),
-        "s": {"b"},
-    }
-    stdlib = _stdlib_encode(payload)
-    assert _encode(payload) == stdlib
-    assert _encode({**payload, "u": "é"}) == _stdlib_encode({**payload, "u": "é"})
-    assert '"e":"red"' in stdlib
 
 
 @given(st.dictionaries(st.text(max_size=10), json_values, max_size=5))

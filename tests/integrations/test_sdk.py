@@ -100,8 +100,8 @@ def test_agent_replays_with_server_stopped(
     server.stop()
     assert _run(path, "replay", sdk, level, stream=stream, base=server.base_url) == ANSWER
     records = read_cassette(path).records
-    assert [r["step"] for r in records] == list(range(1, 14))
-    assert all(r["kind"] == "llm" for r in records)
+    assert [r.step for r in records] == list(range(1, 14))
+    assert all(r.kind == "llm" for r in records)
 
 
 @pytest.mark.parametrize(("sdk", "level", "stream"), CASES)
@@ -274,8 +274,8 @@ def test_threads_with_their_own_tapes_never_mix(tmp_path: Path, server: FakeServ
     assert results == {"a": "The total is 10.", "b": "The total is 21."}
     for name, task, steps in (("a", "sum 1 to 4", 5), ("b", "sum 1 to 6", 7)):
         records = read_cassette(tmp_path / f"{name}.jsonl").records
-        assert [r["step"] for r in records] == list(range(1, steps + 1))
-        assert all(r["input"]["messages"][0]["content"] == task for r in records)
+        assert [r.step for r in records] == list(range(1, steps + 1))
+        assert all(r.input["messages"][0]["content"] == task for r in records)
 
 
 def test_replay_returns_the_sdk_types(tmp_path: Path, server: FakeServer) -> None:
@@ -322,7 +322,7 @@ def test_other_endpoints_round_trip(tmp_path: Path, server: FakeServer) -> None:
     server.stop()
     with Tape(path, mode="replay") as tape, tape.patch_sdks():
         assert calls(_openai(server.base_url)) == live
-    assert [r["input"]["params"].get("encoding_format") for r in read_cassette(path)][3] == "base64"
+    assert [r.input["params"].get("encoding_format") for r in read_cassette(path)][3] == "base64"
 
 
 def test_abandoned_stream_is_recorded_as_far_as_read(tmp_path: Path, server: FakeServer) -> None:
@@ -337,10 +337,10 @@ def test_abandoned_stream_is_recorded_as_far_as_read(tmp_path: Path, server: Fak
     with Tape(second, mode="record") as tape, tape.patch_sdks():
         _openai(server.base_url).chat.completions.create(model="m", messages=messages)
     (rec,) = read_cassette(first).records
-    assert rec["out"]["complete"] is False
-    assert rec["out"]["events"][0]["data"] == head.model_dump(mode="json", exclude_unset=True)
+    assert rec.out["complete"] is False
+    assert rec.out["events"][0]["data"] == head.model_dump(mode="json", exclude_unset=True)
     (other,) = read_cassette(second).records
-    assert "events" not in other["out"]
+    assert "events" not in other.out
     server.stop()
     with Tape(first, mode="replay") as tape, tape.patch_sdks():
         stream = _openai(server.base_url).chat.completions.create(
@@ -356,21 +356,21 @@ def test_stored_bodies_are_json_and_tools_sorted(tmp_path: Path, server: FakeSer
     path = tmp_path / "run.jsonl"
     _run(path, "record", "anthropic", "sdk", stream=False, base=server.base_url)
     rec = read_cassette(path).records[0]
-    assert rec["out"]["body"]["type"] == "message"
-    assert [t["name"] for t in rec["input"]["tools"]] == ["add", "noop"]
-    assert rec["input"]["params"] == {
+    assert rec.out["body"]["type"] == "message"
+    assert [t["name"] for t in rec.input["tools"]] == ["add", "noop"]
+    assert rec.input["params"] == {
         "max_tokens": 256,
         "model": "claude-test",
         "system": "You add numbers.",
     }
-    assert set(rec["input"]) == {"messages", "tools", "params", "step"}
+    assert set(rec.input) == {"messages", "tools", "params", "step"}
 
 
 def test_messages_are_copied_at_call_time(tmp_path: Path, server: FakeServer) -> None:
     """Each recorded request holds the conversation as it was then, not the final list."""
     path = tmp_path / "run.jsonl"
     _run(path, "record", "openai", "sdk", stream=False, base=server.base_url)
-    lengths = [len(r["input"]["messages"]) for r in read_cassette(path).records]
+    lengths = [len(r.input["messages"]) for r in read_cassette(path).records]
     assert lengths == sorted(set(lengths))
     assert lengths[0] == 1
 
@@ -387,8 +387,8 @@ def test_plain_http_requests_are_keyed_without_secret_params(
     ):
         live = client.post(url, json={"x": 1}, headers={"Authorization": "Bearer abc"}).json()
     (rec,) = read_cassette(path).records
-    assert rec["kind"] == "http"
-    assert rec["input"] == {
+    assert rec.kind == "http"
+    assert rec.input == {
         "method": "POST",
         "url": server.base_url + "/echo?q=1",
         "body": {"x": 1},
@@ -478,16 +478,16 @@ def test_plain_httpx_client_and_half_read_http_stream(tmp_path: Path, server: Fa
     ):
         first = next(response.iter_lines())
     (rec,) = read_cassette(path).records
-    assert rec["kind"] == "llm"
-    assert rec["out"]["complete"] is False
-    assert json.loads(first.removeprefix("data: ")) == rec["out"]["events"][0]["data"]
+    assert rec.kind == "llm"
+    assert rec.out["complete"] is False
+    assert json.loads(first.removeprefix("data: ")) == rec.out["events"][0]["data"]
     server.stop()
     with (
         Tape(path, mode="replay") as tape,
         httpx.Client(transport=tape.http_transport(flavor="httpx")) as client,
         client.stream("POST", url, json=body) as response,
     ):
-        assert json.loads(next(response.iter_lines())[6:]) == rec["out"]["events"][0]["data"]
+        assert json.loads(next(response.iter_lines())[6:]) == rec.out["events"][0]["data"]
 
 
 def test_asyncio_tasks_with_their_own_tapes_never_mix(tmp_path: Path, server: FakeServer) -> None:
@@ -505,8 +505,8 @@ def test_asyncio_tasks_with_their_own_tapes_never_mix(tmp_path: Path, server: Fa
     assert asyncio.run(main()) == ["The total is 6.", "The total is 15."]
     for name, task, steps in (("a", "sum 1 to 3", 4), ("b", "sum 1 to 5", 6)):
         records = read_cassette(tmp_path / f"{name}.jsonl").records
-        assert [r["step"] for r in records] == list(range(1, steps + 1))
-        assert {r["input"]["messages"][0]["content"] for r in records} == {task}
+        assert [r.step for r in records] == list(range(1, steps + 1))
+        assert {r.input["messages"][0]["content"] for r in records} == {task}
 
 
 def test_patch_is_removed_on_exit(tmp_path: Path) -> None:
@@ -547,7 +547,7 @@ def test_structured_output_parse_replays(tmp_path: Path, server: FakeServer) -> 
         assert call() == Answer(answer=42)
     with Tape(path, mode="replay") as tape, tape.patch_http():
         assert call() == Answer(answer=42)  # the HTTP level sends the same body
-    params = read_cassette(path).records[0]["input"]["params"]
+    params = read_cassette(path).records[0].input["params"]
     assert params["stream"] is False
     assert params["response_format"]["json_schema"]["name"] == "Answer"
 
@@ -568,7 +568,7 @@ def test_multipart_uploads_replay_despite_random_boundaries(
     server.stop()
     with Tape(path, mode="replay") as tape:
         assert upload(tape) == 200
-    assert "BOUNDARY" in read_cassette(path).records[0]["input"]["body"]
+    assert "BOUNDARY" in read_cassette(path).records[0].input["body"]
 
 
 @pytest.mark.parametrize("aio", [pytest.param(False, id="sync"), pytest.param(True, id="async")])
@@ -606,6 +606,6 @@ def test_anthropic_stream_helper_keys_the_body_it_sends(
     server.stop()
     with Tape(path, mode="replay") as tape, tape.patch_http():
         assert call() == live
-    params = read_cassette(path).records[0]["input"]["params"]
+    params = read_cassette(path).records[0].input["params"]
     assert params["output_config"]["format"]["type"] == "json_schema"
     assert params["stream"] is True

@@ -52,10 +52,10 @@ def test_tool_key_payload_is_name_args_step(tmp_path: Path) -> None:
         tape.model_calls = 3
         Agent().save("hi")
     (rec,) = read_cassette(path).records
-    assert rec["kind"] == "tool"
-    assert rec["effect"] == "write"
-    assert rec["step"] == 3
-    assert rec["input"] == {"name": "save", "args": {"text": "hi", "tags": ["a"]}, "step": 3}
+    assert rec.kind == "tool"
+    assert rec.effect == "write"
+    assert rec.step == 3
+    assert rec.input == {"name": "save", "args": {"text": "hi", "tags": ["a"]}, "step": 3}
 
 
 def test_positional_and_keyword_calls_are_the_same_decision(tmp_path: Path) -> None:
@@ -143,8 +143,8 @@ def test_arguments_are_captured_at_call_time(tmp_path: Path) -> None:
         items.append(2)
         send(items)
     first, second = read_cassette(path).records
-    assert first["input"]["args"] == {"items": [1]}
-    assert second["input"]["args"] == {"items": [1, 2]}
+    assert first.input["args"] == {"items": [1]}
+    assert second.input["args"] == {"items": [1, 2]}
 
 
 def test_ignored_arguments_stay_out_of_the_key(tmp_path: Path) -> None:
@@ -247,7 +247,7 @@ def test_irreversible_tool_needs_a_stub_to_record(tmp_path: Path) -> None:
     with Tape(tmp_path / "b.jsonl", mode="replay"):
         assert wire2(10) == "stubbed 10"
     assert sent == []
-    assert read_cassette(tmp_path / "b.jsonl").records[0]["effect"] == "irreversible"
+    assert read_cassette(tmp_path / "b.jsonl").records[0].effect == "irreversible"
 
 
 def test_tool_without_a_tape_is_a_plain_call() -> None:
@@ -319,7 +319,7 @@ def test_threads_each_record_on_their_own_tape(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     for name in ("a", "b"):
-        outs = [r["out"] for r in read_cassette(tmp_path / f"{name}.jsonl").records]
+        outs = [r.out for r in read_cassette(tmp_path / f"{name}.jsonl").records]
         assert outs == [f"{name}-{i}" for i in range(50)]
 
 

@@ -19,6 +19,7 @@ naming the source, line and field, or counts the line when ``skip_bad_lines`` is
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
 from itertools import islice
 from typing import IO
@@ -28,7 +29,6 @@ import orjson
 from ..canonical import Normalizer
 from ..errors import TraceError
 from ..record import Record
-from . import cassette, jsonl, otlp, spans
 from ._source import Source, TraceFormat, TraceSource, open_source, rewound
 from .schemas import fmt_of, schema_of
 
@@ -45,11 +45,25 @@ __all__ = [
 
 Reader = Callable[[TraceSource], Iterator[Record]]
 
+
+
+def _reader(module: str) -> Reader:
+    """A format module's ``read_records``, imported on first use: ``import tracetape``
+    (the tape needs only the cassette format) stays light."""
+
+    def read(src: TraceSource) -> Iterator[Record]:
+        reader: Reader = importlib.import_module(f"{__name__}.{module}").read_records
+        return reader(src)
+
+    read.__qualname__ = read.__name__ = f"{module}.read_records"
+    return read
+
+
 READERS: dict[TraceFormat, Reader] = {
-    TraceFormat.CASSETTE: cassette.read_records,
-    TraceFormat.JSONL: jsonl.read_records,
-    TraceFormat.SPANS: spans.read_records,
-    TraceFormat.OTLP: otlp.read_records,
+    TraceFormat.CASSETTE: _reader("cassette"),
+    TraceFormat.JSONL: _reader("jsonl"),
+    TraceFormat.SPANS: _reader("spans"),
+    TraceFormat.OTLP: _reader("otlp"),
 }
 
 _SCAN_LINES = 1000

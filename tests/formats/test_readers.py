@@ -1,4 +1,4 @@
-"""The readers: every trace format becomes the same events; bad input is named precisely."""
+"""The readers: every trace format becomes the same records; bad input is named precisely."""
 
 from __future__ import annotations
 
@@ -9,26 +9,27 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracetape import Tape
-from tracetape.analysis import Event, TraceError, TraceFormat, detect_format, read_events
-from tracetape.errors import CassetteVersionError, TapeWarning
+from tracetape import Record, Tape
+from tracetape.errors import CassetteVersionError, TapeWarning, TraceError
+from tracetape.formats import TraceFormat, detect_format, read_records
+from tracetape.record import call_args
 
-from .helpers import SEED_A, call, write_jsonl
+from ..analysis.helpers import SEED_A, call, write_jsonl
 
 
-def _events(path: Path, **kw: object) -> list[Event]:
-    return list(read_events(path, **kw))  # type: ignore[arg-type]
+def _events(path: Path, **kw: object) -> list[Record]:
+    return list(read_records(path, **kw))  # type: ignore[arg-type]
 
 
 def test_seed_jsonl_lines_become_tool_events(tmp_path: Path) -> None:
     """Each seed-schema line becomes one tool event carrying its run, step, args and output."""
     path = write_jsonl(tmp_path / "t.jsonl", SEED_A)
     events = _events(path)
-    assert [(e.run, e.step, e.kind, e.name, e.out, e.tokens, e.line) for e in events] == [
+    assert [(e.run, e.step, e.kind, e.name, e.out_digest, e.tokens, e.line) for e in events] == [
         ("run_0042", 1, "tool", "search_issues", "a1b2c3", 812, 1),
         ("run_0042", 2, "tool", "search_issues", "a1b2c3", 812, 2),
     ]
-    assert events[0].args == {"q": "broken:true", "page": 1}
+    assert call_args(events[0]) == {"q": "broken:true", "page": 1}
     assert detect_format(path) is TraceFormat.JSONL
 
 
@@ -71,12 +72,17 @@ def test_cassettes_of_both_formats_are_read(tmp_path: Path) -> None:
         ("run_1", 1, "tool", "ls", "read"),
         ("run_1", 2, "tool", "rm", "write"),
     ]
-    assert events[1].args == {"path": "/"}
+    assert call_args(events[1]) == {"path": "/"}
     assert events[0].tokens == 9
     seed = tmp_path / "seed.jsonl"
     seed.write_text('{"key": "tool:abc", "kind": "tool", "ms": 1.0, "out": 1}\n')
     (old,) = _events(seed)
-    assert (old.run, old.kind, old.args, old.effect) == ("seed", "tool", {"key": "tool:abc"}, None)
+    assert (old.run, old.kind, call_args(old), old.effect) == (
+        "seed",
+        "tool",
+        {"key": "tool:abc"},
+        None,
+    )
 
 
 def test_a_newer_cassette_format_is_refused(tmp_path: Path) -> None:
@@ -106,8 +112,8 @@ def test_span_records_are_read(tmp_path: Path) -> None:
         ("git_diff_stat", 1, "7f3c"),
         ("git_diff_stat", 2, "8a00"),
     ]
-    assert events[0].args["argv"] == ["git", "diff", "--stat"]
-    assert events[0].out == events[1].out
+    assert call_args(events[0])["argv"] == ["git", "diff", "--stat"]
+    assert events[0].out_digest == events[1].out_digest
 
 
 def _kv(key: str, value: object) -> dict[str, object]:
@@ -191,7 +197,7 @@ def test_otlp_json_is_read_with_genai_conventions(tmp_path: Path, layout: str) -
         ("llm", "gpt-x", 1, 15, "aaaaaaaaaaaaaaaa"),
         ("tool", "search", 1, None, "aaaaaaaaaaaaaaaa"),
     ]
-    assert events[1].args == {"q": "x"}
+    assert call_args(events[1]) == {"q": "x"}
     assert events[1].ms == pytest.approx(2.0)
 
 
@@ -273,7 +279,7 @@ def test_skip_bad_lines_counts_what_it_skipped(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_bytes(good + b"{oops\n" + good + b'{"run_id": "r"}\n')
     sources: list = []
-    events = list(read_events(path, skip_bad_lines=True, source=sources))
+    events = list(read_records(path, skip_bad_lines=True, sources=sources))
     assert len(events) == 2
     assert sources[0].skipped == 2
     assert "t.jsonl:2:" in sources[0].first_skipped[0]
@@ -287,7 +293,7 @@ def test_a_torn_last_cassette_line_is_skipped(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes() + b'{"seq": 2, "key": "tool:')
     sources: list = []
     with pytest.warns(TapeWarning, match="torn last line"):
-        assert len(list(read_events(path, source=sources))) == 1
+        assert len(list(read_records(path, sources=sources))) == 1
     assert sources[0].skipped == 1
 
 
@@ -302,8 +308,8 @@ def test_cassette_records_sharing_a_prefix_read_in_full(tmp_path: Path) -> None:
             tape.call("llm", payload, lambda: {"text": "ok"})
     assert b'"base"' in path.read_bytes()  # the core stored the shared prefixes once
     events = _events(path)
-    assert [len(e.args["messages"]) for e in events] == [1, 2, 3, 4]
-    assert events[-1].args["messages"] == messages
+    assert [len(call_args(e)["messages"]) for e in events] == [1, 2, 3, 4]
+    assert call_args(events[-1])["messages"] == messages
 
 
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
@@ -339,8 +345,10 @@ def test_jsonl_reader_round_trips_any_valid_record(
 ) -> None:
     """Any valid seed-schema record is read back with the same run, step, tool, args and output."""
     path = write_jsonl(tmp_path_factory.mktemp("rt") / "t.jsonl", records)
-    events = list(read_events(path, TraceFormat.JSONL))
-    assert [(e.run, e.step, e.name, e.args, e.out, e.tokens, e.effect) for e in events] == [
+    events = list(read_records(path, TraceFormat.JSONL))
+    assert [
+        (e.run, e.step, e.name, call_args(e), e.out_digest, e.tokens, e.effect) for e in events
+    ] == [
         (
             r["run_id"],
             r["step"],
@@ -360,7 +368,7 @@ def test_skip_bad_lines_also_passes_over_a_bad_first_line(tmp_path: Path) -> Non
     path.write_bytes(b"{torn\n" + orjson.dumps(SEED_A[0]) + b"\n")
     assert detect_format(path, skip_bad_lines=True) is TraceFormat.JSONL
     sources: list = []
-    assert len(list(read_events(path, skip_bad_lines=True, source=sources))) == 1
+    assert len(list(read_records(path, skip_bad_lines=True, sources=sources))) == 1
     assert sources[0].skipped == 1
     with pytest.raises(TraceError, match="not valid JSON"):
         detect_format(path)

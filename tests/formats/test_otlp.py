@@ -9,9 +9,10 @@ import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from tracetape import Tape
-from tracetape.analysis import Event, TraceFormat, read_events
-from tracetape.analysis.otel import cassette_to_otlp
+from tracetape import Record, Tape
+from tracetape.formats import TraceFormat, read_records
+from tracetape.formats.otlp import cassette_to_otlp
+from tracetape.record import call_args
 
 
 @pytest.fixture
@@ -64,16 +65,18 @@ def test_export_is_deterministic(cassette: Path) -> None:
     assert cassette_to_otlp(cassette) == cassette_to_otlp(cassette)
 
 
-def _tools(events: list[Event]) -> list[tuple[object, ...]]:
-    return [(e.kind, e.name, e.args, e.out, e.effect) for e in events if e.kind == "tool"]
+def _tools(events: list[Record]) -> list[tuple[object, ...]]:
+    return [
+        (e.kind, e.name, call_args(e), e.out_digest, e.effect) for e in events if e.kind == "tool"
+    ]
 
 
 def test_export_reads_back_as_the_same_calls(cassette: Path, tmp_path: Path) -> None:
     """Reading the export with the OTLP reader gives the cassette's tool calls and outputs."""
     out = tmp_path / "run.otlp.json"
     out.write_text(json.dumps(cassette_to_otlp(cassette)))
-    back = list(read_events(out, TraceFormat.OTLP))
-    direct = list(read_events(cassette, TraceFormat.CASSETTE))
+    back = list(read_records(out, TraceFormat.OTLP))
+    direct = list(read_records(cassette, TraceFormat.CASSETTE))
     assert _tools(back) == _tools(direct)
     assert [e.name for e in back if e.kind == "llm"] == ["gpt-x"]
     assert back[0].tokens == 15
