@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests._seed import Tape as SeedTape
 
 from tracetape import Tape
-from tracetape.cassette import CassetteWriter, new_header
+from tracetape.formats.cassette import new_header
+from tracetape.stores.file import CassetteWriter
 
 STEPS = 200
 TOOLS = [

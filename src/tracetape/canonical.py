@@ -115,7 +115,7 @@ def reference_json(payload: Any) -> str:
     ``canonical_json`` must equal.
 
     >>> reference_json({"b": 1, "a": [1.5, "é", float("nan")]})
-    '{"a":[1.5,"\\u00e9",NaN],"b":1}'
+    '{"a":[1.5,"\\\\u00e9",NaN],"b":1}'
     """
     return _reference(payload)
 
@@ -161,7 +161,7 @@ def canonical_json(payload: Any, memo: list[bytes] | None = None) -> str:
     (a multi-byte search costs about a nanosecond a byte; a 20 KB prompt, 50 us).
 
     >>> canonical_json({"b": 1, "a": [1.5, "é"]})
-    '{"a":[1.5,"\\u00e9"],"b":1}'
+    '{"a":[1.5,"\\\\u00e9"],"b":1}'
     >>> canonical_json(1.439488178100376e-07)
     '1.439488178100376e-07'
     """

@@ -284,8 +284,14 @@ def test_examples_are_capped_but_counts_are_exact() -> None:
     analyzer.feed(
         [
             Record(
-                kind="tool", run=f"r{r}", seq=1, step=s, name="s", input={"args": {}},
-                out_digest="o", line=1,
+                kind="tool",
+                run=f"r{r}",
+                seq=1,
+                step=s,
+                name="s",
+                input={"args": {}},
+                out_digest="o",
+                line=1,
             )
             for r in range(20)
             for s in (1, 2)
@@ -315,8 +321,14 @@ def test_runs_interleaved_past_the_open_bound_are_reported_split() -> None:
     analyzer.feed(
         [
             Record(
-                kind="tool", run=r, seq=i, step=1, name="s", input={"args": {}},
-                out_digest="o", line=i,
+                kind="tool",
+                run=r,
+                seq=i,
+                step=1,
+                name="s",
+                input={"args": {}},
+                out_digest="o",
+                line=i,
             )
             for i, r in enumerate(order)
         ],

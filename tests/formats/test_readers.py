@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import io
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracetape import Record, Tape
+from tracetape import Record, Tape, read_cassette
+from tracetape.canonical import canonical_json, key_of
 from tracetape.errors import CassetteVersionError, TapeWarning, TraceError
 from tracetape.formats import TraceFormat, detect_format, read_records
 from tracetape.record import call_args
 
-from ..analysis.helpers import SEED_A, call, write_jsonl
+from ..analysis.helpers import SEED_A, SEED_B, call, write_jsonl
 
 
 def _events(path: Path, **kw: object) -> list[Record]:
@@ -372,3 +377,188 @@ def test_skip_bad_lines_also_passes_over_a_bad_first_line(tmp_path: Path) -> Non
     assert sources[0].skipped == 1
     with pytest.raises(TraceError, match="not valid JSON"):
         detect_format(path)
+
+
+SPAN = {
+    "span_id": "7f3c",
+    "tool_call": {"argv": ["git", "diff", "--stat"], "env_digest": "sha256:9a1e", "timeout_s": 30},
+    "tool_result": {"exit_code": 0, "stdout": " 3 files changed", "stderr": ""},
+    "model_decision": {"tool_name": "git_diff_stat", "args": {}, "model_id": "<redacted>"},
+}
+
+
+def _trace_files(tmp_path: Path) -> dict[TraceFormat, Path]:
+    """One small trace of each format, of several records (the OTLP one pretty-printed)."""
+    cassette = tmp_path / "run_1.jsonl"
+    with Tape(cassette, mode="record", harness_sha="h") as tape:
+        tape.call(
+            "llm",
+            {"messages": [{"role": "user", "content": "hi"}], "params": {"model": "m1"}, "step": 1},
+            lambda: {"text": "ok", "usage": {"total_tokens": 9}},
+        )
+        tape.call("tool", {"name": "ls", "args": {"path": "/"}, "step": 1}, lambda: ["a"])
+    otlp = tmp_path / "otlp.json"
+    otlp.write_bytes(orjson.dumps(otlp_doc(), option=orjson.OPT_INDENT_2))
+    return {
+        TraceFormat.CASSETTE: cassette,
+        TraceFormat.JSONL: write_jsonl(tmp_path / "seed.jsonl", SEED_A + SEED_B),
+        TraceFormat.SPANS: write_jsonl(tmp_path / "spans.jsonl", [SPAN, {**SPAN, "span_id": "8a"}]),
+        TraceFormat.OTLP: otlp,
+    }
+
+
+# Each kind of source read_records takes, made from a trace file (files are closed by `stack`).
+SOURCES: dict[str, Callable[[Path, ExitStack], Any]] = {
+    "path": lambda path, stack: path,
+    "binary-file": lambda path, stack: stack.enter_context(path.open("rb")),
+    "text-file": lambda path, stack: stack.enter_context(path.open(encoding="utf-8")),
+    "bytes": lambda path, stack: path.read_bytes(),
+    "str-lines-without-newlines": lambda path, stack: path.read_text("utf-8").splitlines(),
+    "bytes-lines-generator": lambda path, stack: (
+        line for line in path.read_bytes().splitlines(keepends=True)
+    ),
+}
+
+
+@pytest.mark.parametrize("fmt", [f for f in TraceFormat if f is not TraceFormat.AUTO], ids=str)
+@pytest.mark.parametrize("kind", list(SOURCES))
+def test_every_kind_of_source_reads_the_same_records(
+    tmp_path: Path, fmt: TraceFormat, kind: str
+) -> None:
+    """A path, a binary or text file, bytes, str lines and a generator of bytes lines read alike."""
+    path = _trace_files(tmp_path)[fmt]
+    expected = list(read_records(path))
+    assert len(expected) >= 2 and all(r.key for r in expected)
+    with ExitStack() as stack:
+        source = SOURCES[kind](path, stack)
+        # A file names itself; other sources are named like the path (a cassette's run is its
+        # source's name), so that the records are equal field for field.
+        name = None if kind in ("path", "binary-file", "text-file") else str(path)
+        assert detect_format(SOURCES[kind](path, stack), name=name) is fmt
+        got = list(read_records(source, name=name))
+    assert [(r.run, r.step, r.out_digest, r.key) for r in got] == [
+        (r.run, r.step, r.out_digest, r.key) for r in expected
+    ]
+    assert got == expected
+    assert {r.source for r in got} == {str(path)}
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        pytest.param(lambda good: [good, "{not json", good], id="str-lines"),
+        pytest.param(
+            lambda good: (line.encode() + b"\n" for line in [good, "{not json", good]),
+            id="bytes-generator",
+        ),
+    ],
+)
+def test_a_bad_line_of_a_named_source_is_named_in_the_error(
+    lines: Callable[[str], Any],
+) -> None:
+    """A malformed line of an iterable source raises a TraceError starting with its name, line."""
+    good = orjson.dumps(SEED_A[0]).decode()
+    with pytest.raises(TraceError, match="not valid JSON") as info:
+        list(read_records(lines(good), name="db-rows"))
+    assert str(info.value).startswith("db-rows:2: ")
+    assert (info.value.path, info.value.line) == ("db-rows", 2)
+    sources: list[Any] = []
+    records = list(read_records(lines(good), name="db-rows", skip_bad_lines=True, sources=sources))
+    assert [r.line for r in records] == [1, 3]
+    assert sources[0].skipped == 1
+    assert sources[0].first_skipped[0].startswith("db-rows:2: ")
+
+
+class _UnseekableRaw(io.RawIOBase):
+    """A raw byte stream that cannot seek, as a pipe or a socket."""
+
+    def __init__(self, data: bytes):
+        self._data = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return self._data.readinto(buffer)
+
+
+class _ReadOnly:
+    """A stream with only read, readline and line iteration (no seek, tell, close)."""
+
+    def __init__(self, data: bytes):
+        self._data = io.BytesIO(data)
+
+    def read(self, size: int = -1) -> bytes:
+        return self._data.read(size)
+
+    def readline(self, size: int = -1) -> bytes:
+        return self._data.readline(size)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._data)
+
+
+@pytest.mark.parametrize("fmt", [f for f in TraceFormat if f is not TraceFormat.AUTO], ids=str)
+@pytest.mark.parametrize(
+    "stream",
+    [
+        pytest.param(lambda data: io.BufferedReader(_UnseekableRaw(data)), id="unseekable-io"),
+        pytest.param(
+            _ReadOnly,
+            id="read-readline-iter-only",
+            marks=pytest.mark.xfail(
+                strict=True,
+                raises=(AttributeError, TypeError),
+                reason="src bug: open_source hands a duck-typed stream on as it is, and "
+                "detect_format/read_records then call its seekable(), close() and with",
+            ),
+        ),
+    ],
+)
+def test_formats_are_sniffed_on_a_non_seekable_stream(
+    tmp_path: Path, fmt: TraceFormat, stream: Callable[[bytes], Any]
+) -> None:
+    """The format is told from a stream that cannot seek back, and the records are all read."""
+    path = _trace_files(tmp_path)[fmt]
+    data = path.read_bytes()
+    if fmt is TraceFormat.OTLP:
+        assert data.count(b"\n") > 10  # a multi-line, pretty-printed document
+    assert not io.BufferedReader(_UnseekableRaw(data)).seekable()
+    assert detect_format(stream(data)) is fmt
+    assert list(read_records(stream(data), name=str(path))) == list(read_records(path))
+
+
+def test_span_records_keep_the_whole_result_and_the_model_decision(tmp_path: Path) -> None:
+    """A span's tool_result is its record's out, its model_decision in extra, its key the tape's."""
+    path = write_jsonl(tmp_path / "spans.jsonl", [SPAN, {**SPAN, "span_id": "8a00"}])
+    records = list(read_records(path))
+    assert [r.out for r in records] == [SPAN["tool_result"], SPAN["tool_result"]]
+    assert [r.extra for r in records] == [{"model_decision": SPAN["model_decision"]}] * 2
+    for step, rec in enumerate(records, 1):
+        payload = {"name": "git_diff_stat", "args": SPAN["tool_call"], "step": step}
+        assert rec.input == payload
+        assert rec.key == key_of("tool", canonical_json(payload))
+    assert records[0].key != records[1].key  # the step is part of the call
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "step"),
+    [
+        pytest.param("search_issues", {"q": "broken:true", "page": 1}, 1, id="flat"),
+        pytest.param(
+            "edit", {"z": [1, {"b": None, "a": "é"}], "a": {"y": 2.5, "x": True}}, 7, id="nested"
+        ),
+        pytest.param("ping", [], 3, id="list-args"),
+    ],
+)
+def test_a_jsonl_record_is_keyed_as_the_tape_keys_the_call(
+    tmp_path: Path, tool: str, args: Any, step: int
+) -> None:
+    """A seed-JSONL line's key is the key Tape.call records for the same call (no secret in it)."""
+    cassette = tmp_path / "c.jsonl"
+    with Tape(cassette, mode="record", harness_sha="h") as tape:
+        tape.call("tool", {"name": tool, "args": args, "step": step}, lambda: "ok")
+    (taped,) = read_cassette(cassette).records
+    (line,) = read_records([orjson.dumps(call("r", step, tool, args, "ab"))])
+    assert line.key == taped.key
+    assert line.input == taped.input

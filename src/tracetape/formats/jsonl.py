@@ -41,7 +41,7 @@ def read_records(src: TraceSource) -> Iterator[Record]:
     >>> from tracetape.formats import read_records
     >>> line = b'{"run_id":"r1","step":1,"tool":"ls","args":{},"output_sha":"ab"}\\n'
     >>> [(r.run, r.step, r.name, r.out_digest, r.key) for r in read_records([line])]
-    [('r1', 1, 'ls', 'ab', 'tool:f9f0bd5b9e2a5c2e')]
+    [('r1', 1, 'ls', 'ab', 'tool:72f0e8bd012b678a')]
     """
     name = src.name
     for lineno, raw in src.lines():
