@@ -99,15 +99,8 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
-_reference = json.JSONEncoder(
-    skipkeys=False,
-    ensure_ascii=True,
-    check_circular=True,
-    allow_nan=True,
-    sort_keys=True,
-    separators=(",", ":"),
-    default=json_default,
-).encode
+# The seed's json.dumps(sort_keys=True, separators=(",", ":")): ASCII-escaped, NaN allowed.
+_reference = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=json_default).encode
 
 
 def reference_json(payload: Any) -> str:

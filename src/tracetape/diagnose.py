@@ -53,6 +53,17 @@ def explain_miss(
         changes, details = _explain(expected, decision.input())
         lines += details
     lines.append(f"  if the change is intended, re-record: {rerecord}")
+    return _miss(decision, expected, (matched, recorded), changes, lines)
+
+
+def _miss(
+    decision: Decision,
+    expected: Record | None,
+    counts: tuple[int, int],
+    changes: list[str],
+    lines: list[str],
+) -> ReplayMiss:
+    matched, recorded = counts
     return ReplayMiss(
         decision.key,
         kind=decision.kind,
@@ -70,20 +81,12 @@ def truncated_stream_miss(
 ) -> ReplayMiss:
     """The miss raised when a replay reads a stream past where the recorded run abandoned it."""
     events = len(rec.out.get("events", ()))
-    return ReplayMiss(
-        decision.key,
-        kind=decision.kind,
-        step=decision.step,
-        matched=matched,
-        recorded=recorded,
-        expected=rec,
-        changes=[],
-        diagnosis=(
-            f"  the recorded run stopped reading this stream after {events} event(s) "
-            "(it abandoned it); this run reads further, past what was recorded\n"
-            f"  if the change is intended, re-record: {rerecord}"
-        ),
-    )
+    lines = [
+        f"  the recorded run stopped reading this stream after {events} event(s) "
+        "(it abandoned it); this run reads further, past what was recorded",
+        f"  if the change is intended, re-record: {rerecord}",
+    ]
+    return _miss(decision, rec, (matched, recorded), [], lines)
 
 
 def _short(value: Any, width: int = 60) -> str:

@@ -118,14 +118,9 @@ class ReplayMiss(TapeError):
         changes: Sequence[str],
         diagnosis: str = "",
     ):
-        self.key = key
-        self.kind = kind
-        self.step = step
-        self.matched = matched
-        self.recorded = recorded
-        self.expected = expected
-        self.changes = list(changes)
-        self.diagnosis = diagnosis
+        self.key, self.kind, self.step = key, kind, step
+        self.matched, self.recorded, self.expected = matched, recorded, expected
+        self.changes, self.diagnosis = list(changes), diagnosis
         first = f"{key} was never recorded — the run diverged here"
         super().__init__(f"{first}\n{diagnosis}" if diagnosis else first)
 

@@ -32,7 +32,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from ._enums import LoudEnum
 from .canonical import canonical_json, field_digests, key_of
@@ -359,13 +359,25 @@ class Tape:
         self.written = max(self.written, seq)
         return stored
 
-    def _guard(self, decision: Decision, effect: Effect, stub: Callable[[], Any] | None) -> None:
-        if effect is Effect.IRREVERSIBLE and stub is None and not self.allow_irreversible:
+    def _begin(
+        self, kind: str, payload: Any, effect: str | Effect, stub: Any
+    ) -> tuple[Decision, Effect | None]:
+        """Key a call; when recording, also check its effect (``None``: replay it)."""
+        decision = self.prepare(kind, payload)
+        if self.mode is Mode.REPLAY:
+            return decision, None
+        tag = Effect.parse(effect)
+        if tag is Effect.IRREVERSIBLE and stub is None and not self.allow_irreversible:
             raise IrreversibleEffectError(
                 f"{decision.key} is an irreversible tool call and would run for real while "
                 "recording; pass stub=<callable returning the output to record>, or "
                 "Tape(..., allow_irreversible=True) to run it for real"
             )
+        return decision, tag
+
+    def _recorded(self, decision: Decision, result: T, start: float, effect: Effect) -> T:
+        self.record(decision, result, ms=(time.perf_counter() - start) * 1000, effect=effect)
+        return result
 
     def call(
         self,
@@ -381,16 +393,11 @@ class Tape:
         ``effect`` tags the call; an ``"irreversible"`` call runs ``stub`` instead of ``do``
         while recording (or ``do`` only with ``allow_irreversible=True``).
         """
-        decision = self.prepare(kind, payload)
-        if self.mode is Mode.REPLAY:
-            out: T = self.play(decision).out
-            return out
-        tag: Effect = Effect.parse(effect)
-        self._guard(decision, tag, stub)
+        decision, tag = self._begin(kind, payload, effect, stub)
+        if tag is None:
+            return cast(T, self.play(decision).out)
         start = time.perf_counter()
-        result = (stub or do)()
-        self.record(decision, result, ms=(time.perf_counter() - start) * 1000, effect=tag)
-        return result
+        return self._recorded(decision, (stub or do)(), start, tag)
 
     async def acall(
         self,
@@ -402,16 +409,11 @@ class Tape:
         stub: Callable[[], Awaitable[T]] | None = None,
     ) -> T:
         """The async twin of ``call``: ``do`` (and ``stub``) return awaitables."""
-        decision = self.prepare(kind, payload)
-        if self.mode is Mode.REPLAY:
-            out: T = self.play(decision).out
-            return out
-        tag: Effect = Effect.parse(effect)
-        self._guard(decision, tag, stub)
+        decision, tag = self._begin(kind, payload, effect, stub)
+        if tag is None:
+            return cast(T, self.play(decision).out)
         start = time.perf_counter()
-        result = await (stub or do)()
-        self.record(decision, result, ms=(time.perf_counter() - start) * 1000, effect=tag)
-        return result
+        return self._recorded(decision, await (stub or do)(), start, tag)
 
     # -- the miss diagnosis --------------------------------------------------------------------
 

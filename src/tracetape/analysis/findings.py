@@ -215,14 +215,9 @@ class _Variant:
     __slots__ = ("certain", "clean", "line", "ok", "run", "sides", "step", "untagged")
 
     def __init__(self, run: str, step: int | None, line: int, sides: int):
-        self.run = run
-        self.step = step
-        self.line = line
-        self.sides = sides
-        self.clean = False
-        self.certain = False
-        self.untagged = False  # uncertain because the run's calls lack effect tags
-        self.ok = False
+        self.run, self.step, self.line, self.sides = run, step, line, sides
+        # ``untagged``: uncertain because the run's calls lack effect tags
+        self.clean = self.certain = self.untagged = self.ok = False
 
 
 class _Run:
@@ -560,15 +555,8 @@ class Analyzer:
                     r.writes[resources[sid]] = step
                 if track:
                     name = forms[kid][0]
-                    ev = Record(
-                        kind="tool",
-                        run=run_id,
-                        name=name,
-                        step=step,
-                        out_digest=out,
-                        effect=effect,
-                        line=line,
-                    )
+                    fields = {"run": run_id, "name": name, "step": step, "line": line}
+                    ev = Record(kind="tool", out_digest=out, effect=effect, **fields)
                     self._align(track, sid, ev)
         if r is not None:
             r.tokens = tokens_sum

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterator
 from itertools import islice
-from typing import IO
+from typing import IO, Any
 
 import orjson
 
@@ -44,7 +44,6 @@ __all__ = [
 ]
 
 Reader = Callable[[TraceSource], Iterator[Record]]
-
 
 
 def _reader(module: str) -> Reader:
@@ -184,27 +183,18 @@ def read_records(
     source: Source,
     fmt: str | TraceFormat = TraceFormat.AUTO,
     *,
-    name: str | None = None,
-    normalizer: Normalizer | None = None,
-    skip_bad_lines: bool = False,
-    progress: Callable[[int], None] | None = None,
     sources: list[TraceSource] | None = None,
+    **options: Any,
 ) -> Iterator[Record]:
     """Yield the records of a trace in source order, detecting its format unless named.
 
     ``source`` is a path, an open file (binary or text), bytes, or any iterable of lines
     (bytes or str); ``name`` names it in errors (default: the path, or the file's name).
     ``normalizer`` computes each record's ``out_digest``; ``sources``, when given, receives
-    the ``TraceSource`` (for its ``skipped`` count); ``progress`` gets the bytes read.
+    the ``TraceSource`` (for its ``skipped`` count); ``progress`` gets the bytes read. The
+    options are ``open_trace``'s: ``name``, ``normalizer``, ``skip_bad_lines``, ``progress``.
     """
-    kind, src = open_trace(
-        source,
-        fmt,
-        name=name,
-        normalizer=normalizer,
-        skip_bad_lines=skip_bad_lines,
-        progress=progress,
-    )
+    kind, src = open_trace(source, fmt, **options)
     if sources is not None:
         sources.append(src)
     with src.fh:

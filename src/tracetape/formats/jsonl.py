@@ -26,10 +26,10 @@ from typing import Annotated, Any, Literal, NamedTuple
 import msgspec
 import orjson
 
-from ..canonical import Normalizer, canonical_json, key_of
+from ..canonical import Normalizer
 from ..record import Record
 from ._source import Source, TraceFormat, TraceSource, open_source
-from .schemas import EFFECTS, fmt_of, schema_of
+from .schemas import EFFECTS, fmt_of, keyed, schema_of
 
 __all__ = ["CallBatch", "JsonlCall", "read_blocks", "read_blocks_of", "read_records"]
 
@@ -50,15 +50,12 @@ def read_records(src: TraceSource) -> Iterator[Record]:
             continue
         get = c.get
         tool, step = c["tool"], c["step"]
-        data = {"name": tool, "args": c["args"], "step": step}
-        yield Record(
-            kind="tool",
-            key=key_of("tool", canonical_json(data)),
+        yield keyed(
+            "tool",
+            {"name": tool, "args": c["args"], "step": step},
             seq=lineno,
             run=str(c["run_id"]),
             name=tool,
-            step=step,
-            input=data,
             out_digest=c["output_sha"],
             effect=get("effect"),
             tokens=get("tokens"),

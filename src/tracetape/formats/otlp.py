@@ -43,11 +43,11 @@ from typing import Any
 import orjson
 
 from .._version import __version__
-from ..canonical import canonical_json, fingerprint, key_of
+from ..canonical import fingerprint
 from ..record import Record
 from ._source import TraceSource
 from .cassette import Cassette, read_cassette
-from .schemas import EFFECTS, fmt_of, schema_of
+from .schemas import EFFECTS, fmt_of, keyed, schema_of
 
 __all__ = ["cassette_to_otlp", "read_records"]
 
@@ -189,71 +189,46 @@ def read_records(src: TraceSource) -> Iterator[Record]:
     for seq, sp in enumerate(spans, 1):
         a = sp.attrs
         op = a.get("gen_ai.operation.name")
-        ms = (sp.end - sp.start) / 1e6
         ts = (
             datetime.fromtimestamp(sp.start / 1e9, UTC).isoformat().replace("+00:00", "Z")
             if sp.start
             else None
         )
         effect = a.get("tracetape.effect")
-        effect = effect if effect in EFFECTS else None
+        fields = {
+            "seq": seq,
+            "run": sp.run,
+            "effect": effect if effect in EFFECTS else None,
+            "ms": (sp.end - sp.start) / 1e6,
+            "ts": ts,
+            "span_id": sp.span_id,
+            "parent_id": sp.parent_id,
+            "source": src.name,
+            "line": sp.line,
+        }
         if op in _LLM_OPERATIONS:
             step = steps[sp.run] = steps.get(sp.run, 0) + 1
             usage = [a.get("gen_ai.usage.input_tokens"), a.get("gen_ai.usage.output_tokens")]
             counted = [u for u in usage if isinstance(u, int)]
-            args: dict[str, Any] = {"messages": _maybe_json(a.get("gen_ai.input.messages"))}
+            data: dict[str, Any] = {"messages": _maybe_json(a.get("gen_ai.input.messages"))}
             if "gen_ai.system_instructions" in a:
-                args["system"] = _maybe_json(a["gen_ai.system_instructions"])
+                data["system"] = _maybe_json(a["gen_ai.system_instructions"])
+            data["step"] = step
+            name = str(a.get("gen_ai.request.model") or op)
             output = a.get("gen_ai.output.messages")
-            out = None if output is None else _maybe_json(output)
-            data = {**args, "step": step}
-            yield Record(
-                kind="llm",
-                key=key_of("llm", canonical_json(data)),
-                seq=seq,
-                run=sp.run,
-                name=str(a.get("gen_ai.request.model") or op),
-                step=step,
-                input=data,
-                out=out,
-                out_digest=None if output is None else fingerprint(out, norm),
-                effect=effect,
-                tokens=sum(counted) if counted else None,
-                ms=ms,
-                ts=ts,
-                span_id=sp.span_id,
-                parent_id=sp.parent_id,
-                source=src.name,
-                line=sp.line,
-            )
+            tokens = sum(counted) if counted else None
+            kind = "llm"
         elif op == "execute_tool":
             step = steps.setdefault(sp.run, 1)
-            result = a.get("gen_ai.tool.call.result")
-            out = None if result is None else _maybe_json(result)
+            output = a.get("gen_ai.tool.call.result")
             name = str(a.get("gen_ai.tool.name") or "tool")
-            data = {
-                "name": name,
-                "args": _maybe_json(a.get("gen_ai.tool.call.arguments")),
-                "step": step,
-            }
-            yield Record(
-                kind="tool",
-                key=key_of("tool", canonical_json(data)),
-                seq=seq,
-                run=sp.run,
-                name=name,
-                step=step,
-                input=data,
-                out=out,
-                out_digest=None if result is None else fingerprint(out, norm),
-                effect=effect,
-                ms=ms,
-                ts=ts,
-                span_id=sp.span_id,
-                parent_id=sp.parent_id,
-                source=src.name,
-                line=sp.line,
-            )
+            args = _maybe_json(a.get("gen_ai.tool.call.arguments"))
+            data, tokens, kind = {"name": name, "args": args, "step": step}, None, "tool"
+        else:
+            continue
+        out = None if output is None else _maybe_json(output)
+        digest = None if output is None else fingerprint(out, norm)
+        yield keyed(kind, data, name=name, out=out, out_digest=digest, tokens=tokens, **fields)
 
 
 _SPAN_KIND_INTERNAL = 1

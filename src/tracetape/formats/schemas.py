@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..canonical import canonical_json, key_of
+from ..record import Record
 from ._source import TraceFormat
 
-__all__ = ["EFFECTS", "SNIFFERS", "fmt_of", "schema_of"]
+__all__ = ["EFFECTS", "SNIFFERS", "fmt_of", "keyed", "schema_of"]
 
 EFFECTS = frozenset({"read", "write", "irreversible"})
 
@@ -53,3 +55,14 @@ def schema_of(obj: Any) -> str:
         if test(obj):
             return name
     return "an object with fields " + ", ".join(sorted(map(str, obj))[:8])
+
+
+def keyed(kind: str, data: dict[str, Any], **fields: Any) -> Record:
+    """A record read from a trace, its input ``data`` keyed as the tape keys one (a tool call's
+    is ``{"name", "args", "step"}``); ``fields`` are the record's other fields.
+
+    >>> keyed("tool", {"name": "search", "args": {"q": "x"}, "step": 1}, name="search").key
+    'tool:7d66ff5c9b68eeda'
+    """
+    key = key_of(kind, canonical_json(data))
+    return Record(kind=kind, key=key, step=data.get("step"), input=data, **fields)

@@ -20,10 +20,10 @@ from collections.abc import Iterator
 
 import orjson
 
-from ..canonical import canonical_json, fingerprint, key_of
+from ..canonical import fingerprint
 from ..record import Record
 from ._source import TraceFormat, TraceSource
-from .schemas import EFFECTS, fmt_of, schema_of
+from .schemas import EFFECTS, fmt_of, keyed, schema_of
 
 __all__ = ["read_records"]
 
@@ -85,16 +85,13 @@ def read_records(src: TraceSource) -> Iterator[Record]:
         result = c.get("tool_result")
         tokens = c.get("tokens")
         tool = str(name or "tool")
-        data = {"name": tool, "args": call, "step": step}
         extra = {k: v for k, v in c.items() if k not in _SPAN_FIELDS}
-        yield Record(
-            kind="tool",
-            key=key_of("tool", canonical_json(data)),
+        yield keyed(
+            "tool",
+            {"name": tool, "args": call, "step": step},
             seq=lineno,
             run=run,
             name=tool,
-            step=step,
-            input=data,
             out=result,
             out_digest=None if result is None else fingerprint(result, norm),
             effect=effect,
