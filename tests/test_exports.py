@@ -33,7 +33,10 @@ def test_exported_members_say_they_belong_to_tracetape() -> None:
 def test_import_stays_light() -> None:
     """Importing tracetape pulls in no CLI, analysis, HTTP or model-SDK library (msgspec is
     the core's: ``Record`` is a msgspec Struct)."""
-    heavy = "('click', 'rich', 'httpx', 'httpx2', 'openai', 'anthropic', 'pydantic', 'tracetape.analysis', 'tracetape.formats.jsonl')"
+    heavy = (
+        "('click', 'rich', 'httpx', 'httpx2', 'openai', 'anthropic', 'pydantic', "
+        "'tracetape.analysis', 'tracetape.formats.jsonl')"
+    )
     code = f"import sys, tracetape; print(sorted(m for m in {heavy} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -503,16 +504,7 @@ class _ReadOnly:
     "stream",
     [
         pytest.param(lambda data: io.BufferedReader(_UnseekableRaw(data)), id="unseekable-io"),
-        pytest.param(
-            _ReadOnly,
-            id="read-readline-iter-only",
-            marks=pytest.mark.xfail(
-                strict=True,
-                raises=(AttributeError, TypeError),
-                reason="src bug: open_source hands a duck-typed stream on as it is, and "
-                "detect_format/read_records then call its seekable(), close() and with",
-            ),
-        ),
+        pytest.param(_ReadOnly, id="read-readline-iter-only"),
     ],
 )
 def test_formats_are_sniffed_on_a_non_seekable_stream(
@@ -562,3 +554,20 @@ def test_a_jsonl_record_is_keyed_as_the_tape_keys_the_call(
     (line,) = read_records([orjson.dumps(call("r", step, tool, args, "ab"))])
     assert line.key == taped.key
     assert line.input == taped.input
+
+
+def test_a_file_read_part_way_is_read_from_where_the_caller_left_it(tmp_path: Path) -> None:
+    """An open file already read past its first line gives the same records whether the
+    format is sniffed or named: sniffing rewinds to where reading began, not to the start."""
+    path = tmp_path / "t.jsonl"
+    lines = [
+        json.dumps({"run_id": f"r{i}", "step": 1, "tool": "ls", "args": {}, "output_sha": "a"})
+        for i in range(3)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    runs = []
+    for fmt in (TraceFormat.AUTO, TraceFormat.JSONL):
+        with path.open("rb") as fh:
+            fh.readline()
+            runs.append([r.run for r in read_records(fh, fmt)])
+    assert runs == [["r1", "r2"], ["r1", "r2"]]

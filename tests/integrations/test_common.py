@@ -8,12 +8,11 @@ from typing import Any
 
 import httpx2
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessage
 
 from tracetape import Tape
-from tracetape.canonical import canonical_json
 from tracetape.integrations._common import (
     SSEParser,
     endpoint_for_path,
@@ -30,8 +29,6 @@ json_values = st.recursive(
     ),
     max_leaves=12,
 )
-
-
 
 
 @given(st.dictionaries(st.text(max_size=10), json_values, max_size=5))

@@ -108,15 +108,20 @@ def open_source(source: Source, name: str | None = None) -> tuple[IO[bytes], str
     if hasattr(source, "read"):
         if isinstance(source.read(0), str):
             return _from_lines(source), label, None
-        return source, label, None  # type: ignore[return-value]
+        if isinstance(source, io.IOBase):
+            return source, label, None  # type: ignore[return-value]
+        # A file-like object that is only readable: its reads become a stream's chunks.
+        read = source.read
+        return _from_lines(iter(lambda: read(_BUFFER), b""), chunks=True), label, None
     return _from_lines(source), label, None
 
 
 def rewound(fh: IO[bytes], consumed: bytes) -> IO[bytes]:
-    """``fh`` from its start again: seek back when it can, else replay ``consumed`` first."""
+    """``fh`` from where reading began: seek back over ``consumed`` when it can, else replay
+    ``consumed`` first."""
     try:
         if fh.seekable():
-            fh.seek(0)
+            fh.seek(fh.tell() - len(consumed))
             return fh
     except (OSError, ValueError):
         pass
