@@ -19,10 +19,7 @@ recorded, naming the fields that changed.
 from __future__ import annotations
 
 import contextvars
-import functools
-import hashlib
 import os
-import subprocess
 import threading
 import time
 import warnings
@@ -47,6 +44,7 @@ from .errors import (
     UnplayedDecisionsError,
 )
 from .formats.cassette import MAX_RECORD_BYTES, new_header
+from .harness import environment_drift, git_sha, harness_digest
 from .record import Decision, Record
 from .redact import Redactor, RedactRules
 from .stores import FileStore, RecordStore
@@ -104,47 +102,6 @@ _current: contextvars.ContextVar[Tape | None] = contextvars.ContextVar("tracetap
 def current_tape() -> Tape | None:
     """Return the tape active in this thread or asyncio task (set by ``with Tape(...)``)."""
     return _current.get()
-
-
-def _git_sha() -> str | None:
-    """HEAD of the git work tree holding the working directory, or None outside one."""
-    return _git_sha_of(str(Path.cwd()))
-
-
-@functools.lru_cache(maxsize=32)
-def _git_sha_of(folder: str) -> str | None:
-    # Cached per folder: a subprocess costs milliseconds, and every replay checks the SHA.
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-            cwd=folder,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    sha = done.stdout.strip()
-    return sha if done.returncode == 0 and sha else None
-
-
-def _harness_digest(paths: Iterable[str | os.PathLike[str]]) -> str:
-    """A digest of the harness files' names and contents (folders walked, caches skipped)."""
-    digest = hashlib.sha256()
-    for root in sorted(str(p) for p in paths):
-        base = Path(root)
-        if base.is_dir():
-            files = sorted(
-                f for f in base.rglob("*") if f.is_file() and "__pycache__" not in f.parts
-            )
-        else:
-            files = [base]
-        for file in files:
-            digest.update(file.as_posix().encode() + b"\0")
-            digest.update(file.read_bytes() if file.is_file() else b"<missing>")
-            digest.update(b"\0")
-    return f"sha256:{digest.hexdigest()[:16]}"
 
 
 class Tape:
@@ -214,9 +171,9 @@ class Tape:
         if self.mode is Mode.RECORD:
             self.store.begin(
                 new_header(
-                    harness_sha=harness_sha or _git_sha(),
+                    harness_sha=harness_sha or git_sha(),
                     harness_paths=[str(p) for p in harness] or None,
-                    harness_digest=_harness_digest(harness) if harness else None,
+                    harness_digest=harness_digest(harness) if harness else None,
                     env={name: self._env_digest(name) for name in self.env_allow} or None,
                     redact_key_id=self.redactor.key_id,
                 )
@@ -263,30 +220,7 @@ class Tape:
         return f"hmac:{self.redactor.mac(value, 16)}"
 
     def _check_environment(self, harness_sha: str | None) -> None:
-        header = self.header or {}
-        drift = []
-        recorded_env: dict[str, Any] = header.get("env") or {}
-        for name in sorted(set(recorded_env) | set(self.env_allow)):
-            if name not in recorded_env:
-                drift.append(f"environment variable {name} was not recorded in this cassette")
-            elif self._env_digest(name) != recorded_env[name]:
-                drift.append(
-                    f"environment variable {name} has a different value than when recorded"
-                )
-        recorded_paths, recorded_digest = header.get("harness_paths"), header.get("harness_digest")
-        if isinstance(recorded_paths, list) and recorded_digest:
-            # The recording named its harness files: their content, not HEAD, is the harness.
-            live_digest = _harness_digest(recorded_paths)
-            if live_digest != recorded_digest:
-                drift.append(
-                    f"harness files {', '.join(map(str, recorded_paths))} changed: recorded "
-                    f"{recorded_digest}, now {live_digest}"
-                )
-        else:
-            recorded_sha = header.get("harness_sha")
-            live_sha = harness_sha or (_git_sha() if recorded_sha else None)
-            if recorded_sha and live_sha and recorded_sha != live_sha:
-                drift.append(f"harness git SHA changed: recorded {recorded_sha}, now {live_sha}")
+        drift = environment_drift(self.header or {}, self.env_allow, self._env_digest, harness_sha)
         if not drift:
             return
         message = f"{self.path}: replaying under drift: " + "; ".join(drift)

@@ -30,8 +30,9 @@ from ..errors import TraceError
 from ..formats import TraceFormat, detect_format, read_records
 from .api import check_trace, diff_traces
 from .config import AnalysisConfig, Limits
-from .findings import Analyzer, Divergence, Finding, Report
+from .findings import Analyzer
 from .render import render_markdown, render_text, summary_lines
+from .report import Divergence, Finding, Report
 from .rules import RULES, Rule, Severity
 
 __all__ = [

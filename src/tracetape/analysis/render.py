@@ -11,7 +11,7 @@ from typing import Any
 
 from ..config import load_config
 from ..redact import Redactor, RedactRules
-from .findings import Finding, Report
+from .report import Finding, Report
 
 __all__ = ["redacted", "render_markdown", "render_text", "skipped_line", "summary_lines"]
 

@@ -17,6 +17,9 @@ cassette holds the same JSON body or SSE events as the HTTP-level hook would.
 The tape is resolved at call time: the tape bound in this thread or asyncio task (``with tape:``,
 ``with tape.patch_sdks():``), else the process-wide one of ``tracetape.patch(tape)``; with none,
 the SDK runs untouched. The method patch itself is process-wide and reference counted.
+
+One module on purpose (about 580 lines): every wrapper and the installer share the per-SDK
+lookups of private SDK types (``_Sdk``), which must be resolved and patched together.
 """
 
 from __future__ import annotations
