@@ -140,7 +140,8 @@ class Tape:
             self.store: RecordStore = FileStore(path, max_record_bytes)
         else:
             self.store = path
-        self.path = Path(self.store.name)
+        # The cassette file of a file store; for another store, its name as a path.
+        self.path = getattr(self.store, "path", None) or Path(self.store.name)
         harness = tuple(harness_paths)
         self.requested_mode: Mode = Mode.parse(mode)
         if self.requested_mode is Mode.AUTO:
@@ -189,8 +190,8 @@ class Tape:
             cassette = self.store.load()
         except CassetteNotFoundError as exc:
             exc.args = (
-                f"{self.path}: no such cassette to replay; record it first with "
-                f"Tape({str(self.path)!r}, mode='record') (or mode='auto', which records "
+                f"{self.store.name}: no such cassette to replay; record it first with "
+                f"Tape({self.store.name!r}, mode='record') (or mode='auto', which records "
                 "when the cassette is missing)",
             )
             raise
@@ -223,7 +224,7 @@ class Tape:
         drift = environment_drift(self.header or {}, self.env_allow, self._env_digest, harness_sha)
         if not drift:
             return
-        message = f"{self.path}: replaying under drift: " + "; ".join(drift)
+        message = f"{self.store.name}: replaying under drift: " + "; ".join(drift)
         if self.strict:
             raise EnvironmentDriftError(message, drift)
         warnings.warn(message, TapeWarning, stacklevel=4)
@@ -275,7 +276,9 @@ class Tape:
     ) -> Any:
         """Write one decision and its output; returns the output as stored (redacted)."""
         if not self._recording:
-            raise RuntimeError(f"tape {self.path} is in {self.mode} mode; nothing can be recorded")
+            raise RuntimeError(
+                f"tape {self.store.name} is in {self.mode} mode; nothing can be recorded"
+            )
         stored, _ = self.redactor.redact_value(out)
         data = decision.input()
         seq = self.store.append(
@@ -375,7 +378,7 @@ class Tape:
     @property
     def rerecord(self) -> str:
         """The call that records this tape again (the advice every miss ends with)."""
-        return f"Tape({str(self.path)!r}, mode='record')"
+        return f"Tape({self.store.name!r}, mode='record')"
 
     # -- integrations: SDK and HTTP hooks ---------------------------------------------------
 
@@ -422,9 +425,8 @@ class Tape:
             return
         shown = ", ".join(f"#{'?' if r.seq is None else r.seq} {r.key}" for r in unplayed[:5])
         more = f" and {len(unplayed) - 5} more" if len(unplayed) > 5 else ""
-        message = (
-            f"{self.path}: {len(unplayed)} recorded decision(s) were never played: {shown}{more}"
-        )
+        count = f"{len(unplayed)} recorded decision(s)"
+        message = f"{self.store.name}: {count} were never played: {shown}{more}"
         if self.strict:
             raise UnplayedDecisionsError(
                 message + "; the run stopped early or skipped them", unplayed
@@ -458,7 +460,7 @@ class Tape:
         self.__exit__(exc_type, exc, tb)
 
     def __repr__(self) -> str:
-        return f"Tape({str(self.path)!r}, mode={self.mode.value!r})"
+        return f"Tape({self.store.name!r}, mode={self.mode.value!r})"
 
     # -- integrations: tools and environment ------------------------------------------------
 
