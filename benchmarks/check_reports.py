@@ -6,8 +6,9 @@
   embedded below, format 0, torn, corrupt, unknown version...) and two pyproject configs;
 * ``run DIR --out MANIFEST`` runs every report command (``show``, ``verify``, ``export``,
   ``diff``, ``check``, ``summarize``; never ``run`` nor ``summarize --llm``) over it, each a
-  fresh ``PY -m tracetape`` subprocess (cwd DIR, COLUMNS=120, NO_COLOR=1, TERM=dumb, stdin
-  /dev/null, 2 at a time), and records exit code, stdout, stderr and any ``-o`` file;
+  fresh ``PY -m tracetape`` subprocess (cwd: a private copy of DIR, so that runs at the same
+  time never share ``out/``; COLUMNS=120, NO_COLOR=1, TERM=dumb, stdin /dev/null, 2 at a
+  time), and records exit code, stdout, stderr and any ``-o`` file;
 * ``compare BEFORE AFTER`` prints each command whose results differ, with a unified diff, and
   exits 1 if any do.
 
@@ -36,6 +37,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -104,7 +106,8 @@ def _caller() -> Callable[..., Record]:
 
 def _big(lines: int, seed: int, prefix: str) -> list[str]:
     """Many runs over a shared pool of calls, like benchmarks/bench_diff.py's ``generate``."""
-    rnd, uuids, out, run = random.Random(seed), random.Random(seed + 1), [], 0
+    rnd, uuids, run = random.Random(seed), random.Random(seed + 1), 0
+    out: list[str] = []
     tools = ("search_issues", "read_file", "write_file", "list_dir", "run_tests", "fetch_url")
     while len(out) < lines:
         run, step = run + 1, 1
@@ -151,7 +154,7 @@ def _span(trace: str, sid: str, start: int, ms: int, attrs: Record) -> Record:
 
 def _chat(trace: str, sid: str, start: int, msgs: list[Any], out: Any) -> Record:
     return _span(trace, sid, start, 300, {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
-                 "gen_ai.conversation.id": "conv-1", "gen_ai.input.messages": msgs, "gen_ai.output.messages": out,
+                 "gen_ai.conversation.id": "conv-1", "gen_ai.input.messages": json.dumps(msgs), "gen_ai.output.messages": json.dumps(out),
                  "gen_ai.usage.input_tokens": 40 * len(msgs), "gen_ai.usage.output_tokens": 9})  # fmt: skip
 
 
@@ -278,7 +281,7 @@ GOOD_CASSETTES = ["cas_a.jsonl", "cas_b.jsonl", "cas_noinput.jsonl", "cas_seed0.
 BAD_CASSETTES = ["cas_corrupt.jsonl", "cas_badbase.jsonl", "cas_header_only.jsonl", "cas_v9.jsonl", "cas_badheader.jsonl", "cas_notrecord.jsonl"]
 OTHER = ["spans_a.jsonl", "spans_b.jsonl", "otlp.json", "otlp_lines.jsonl"]
 BAD = ["big_bad.jsonl", "bad.jsonl", "mixed.jsonl", "otlp_bad.jsonl", "cas_corrupt.jsonl", "cas_notrecord.jsonl"]  # --skip-bad-lines reads them
-ERRORS = ["pyrepr.jsonl", "unknown.jsonl", "empty.jsonl", "blank.jsonl", "missing.jsonl", "cas_badbase.jsonl", "cas_v9.jsonl", "cas_badheader.jsonl"]
+ERRORS = ["pyrepr.jsonl", "unknown.jsonl", "empty.jsonl", "blank.jsonl", "missing.jsonl", "cas_badbase.jsonl", "cas_v9.jsonl", "cas_badheader.jsonl", "cas_header_only.jsonl"]
 DIFFS: list[Args] = [
     ("run_0042.jsonl", "run_0043.jsonl"), ("run_0043.jsonl", "run_0042.jsonl"), ("runs.jsonl",), ("runs.jsonl", "--runs", "r1", "r3"),
     ("runs.jsonl", "--runs", "r2", "r1"), ("runs.jsonl", "runs.jsonl"), ("volatile.jsonl",), ("patterns.jsonl",),
@@ -362,15 +365,29 @@ def _label(cmd: Cmd) -> str:
 _WARNING = re.compile(r"^<PKG>/\S+:\d+: (\w+Warning: .*)\n(  .*\n)?", re.MULTILINE)
 
 
-def run_all(root: Path, python: str, pythonpath: str | None) -> dict[str, Record]:
-    """Run every command and return its normalized result by label."""
+def run_all(corpus: Path, python: str, pythonpath: str | None) -> dict[str, Record]:
+    """Run every command and return its normalized result by label.
+
+    The commands run in a private copy of the corpus (beside it), so that runs going on at
+    the same time never see each other's ``out/`` files, and the corpus is never written.
+    """
+    parent = corpus.absolute().parent
+    with tempfile.TemporaryDirectory(prefix=f".{corpus.name}-", dir=parent) as tmp:
+        root = Path(tmp) / "corpus"
+        shutil.copytree(corpus, root, ignore=shutil.ignore_patterns("out"))
+        (root / "out").mkdir()
+        dirs = [str(corpus.resolve()), str(corpus.absolute()), tmp]
+        return _run_in(root, dirs, python, pythonpath)
+
+
+def _run_in(root: Path, dirs: list[str], python: str, pythonpath: str | None) -> dict[str, Record]:
     env = {k: os.environ[k] for k in ("PATH", "HOME", "TMPDIR") if k in os.environ}
     env |= {"COLUMNS": "120", "NO_COLOR": "1", "TERM": "dumb", "LANG": "C.UTF-8"}
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
     probe = "import tracetape, pathlib; print(pathlib.Path(tracetape.__file__).parent)"
     pkg = subprocess.run([python, "-c", probe], env=env, capture_output=True, check=True).stdout
-    subs = [(str(root.resolve()), "<DIR>"), (str(root.absolute()), "<DIR>")]
+    subs = [(d, "<DIR>") for d in (str(root.resolve()), str(root), *dirs)]
     subs.append((pkg.decode().strip(), "<PKG>"))
 
     def clean(data: bytes) -> str:
@@ -392,8 +409,6 @@ def run_all(root: Path, python: str, pythonpath: str | None) -> dict[str, Record
             rec["file"] = clean(out.read_bytes()) if out.exists() else None
         return _label(cmd), rec
 
-    shutil.rmtree(root / "out", ignore_errors=True)
-    (root / "out").mkdir()
     results: dict[str, Record] = {}
     with ThreadPoolExecutor(max_workers=2) as pool:
         for stage in commands():
