@@ -203,14 +203,14 @@ class Tape:
         self._cursor: dict[str, int] = {}
         queues, by_kind = self._queues, self._by_kind
         for i, rec in enumerate(self.records):
-            k = rec.key or ""
+            k, kind = rec.key or "", rec.kind
             q = queues.get(k)
             if q is None:
                 queues[k] = q = deque()
             q.append(i)
-            lst = by_kind.get(rec.kind)
+            lst = by_kind.get(kind)
             if lst is None:
-                by_kind[rec.kind] = lst = []
+                by_kind[kind] = lst = []
             lst.append(i)
         self._check_environment(harness_sha)
 

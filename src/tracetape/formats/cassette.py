@@ -198,32 +198,34 @@ class CassetteReader:
     def __iter__(self) -> Iterator[Record]:
         source, norm = str(self.path), self.normalizer
         run: str | None = None
+        new = Record
         for lineno, rec in self._lines():
             if run is None:
-                header = self.header or {}
-                named = header.get("run_id")
+                named = (self.header or {}).get("run_id")
                 run = self.run = named if isinstance(named, str) else self.run
-            kind, data, out = rec["kind"], rec.get("input"), rec["out"]
-            seq, step, ms, effect = (
-                rec.get("seq"),
-                rec.get("step"),
-                rec.get("ms"),
-                rec.get("effect"),
+            get = rec.get
+            data, out, seq, step, ms, effect = (
+                get("input"),
+                rec["out"],
+                get("seq"),
+                get("step"),
+                get("ms"),
+                get("effect"),
             )
-            yield Record(
-                kind=kind,
+            yield new(
+                kind=rec["kind"],
                 key=rec["key"],
                 seq=seq if type(seq) is int else None,
                 run=run,
-                name=name_of(data),
+                name=name_of(data) if type(data) is dict else None,
                 step=step if type(step) is int else None,
                 input=data,
                 out=out,
                 out_digest=None if norm is None else fingerprint(out, norm),
-                effect=effect if type(effect) is str and effect in EFFECTS else None,
+                effect=effect if effect.__class__ is str and effect in EFFECTS else None,
                 tokens=None if norm is None else tokens_of(out),
-                ms=ms if isinstance(ms, int | float) and not isinstance(ms, bool) else None,
-                digests=rec.get("digests"),
+                ms=ms if type(ms) is float or type(ms) is int else None,
+                digests=get("digests"),
                 source=source,
                 line=lineno,
             )
@@ -302,14 +304,22 @@ def name_of(data: Any) -> str | None:
     >>> name_of({"messages": [], "params": {"model": "gpt-4o"}}), name_of([1])
     ('gpt-4o', None)
     """
-    if isinstance(data, dict):
-        params = data.get("params")
-        if isinstance(params, dict) and isinstance(params.get("model"), str):
-            return str(params["model"])
-        for name in ("name", "tool", "model", "url"):
-            if isinstance(data.get(name), str):
-                return str(data[name])
+    if type(data) is not dict:
+        return None
+    get = data.get
+    params = get("params")
+    if type(params) is dict:
+        model = params.get("model")
+        if type(model) is str:
+            return model
+    for field_name in _NAME_FIELDS:
+        value = get(field_name)
+        if type(value) is str:
+            return value
     return None
+
+
+_NAME_FIELDS = ("name", "tool", "model", "url")
 
 
 def tokens_of(out: Any) -> int | None:
