@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ from tracetape import Tape
 from tracetape.integrations._common import (
     SSEParser,
     endpoint_for_path,
-    llm_decision,
     sse_encode,
 )
 from tracetape.integrations.http import _clean_url
@@ -31,27 +29,13 @@ json_values = st.recursive(
 )
 
 
-@given(st.dictionaries(st.text(max_size=10), json_values, max_size=5))
-def test_llm_key_equals_the_core_key(params: dict[str, Any]) -> None:
-    """The hooks' one-pass key equals tape.prepare's key for any plain payload."""
-    tape = Tape(Path(tempfile.mkdtemp()) / "t.jsonl", mode="record", harness_sha="x")
-    try:
-        payload = {
-            "messages": [{"role": "user", "content": "hi"}],
-            "tools": [],
-            "params": params,
-            "step": 1,
-        }
-        assert llm_decision(tape, payload) == tape.prepare("llm", payload)
-    finally:
-        tape.close()
-
-
 def test_sdk_models_are_keyed_as_the_json_the_sdk_sends(tmp_path: Path) -> None:
     """A response message appended to the conversation keys like its JSON form."""
     message = ChatCompletionMessage.construct(role="assistant", content="4")
     with Tape(tmp_path / "t.jsonl", mode="record", harness_sha="x") as tape:
-        as_model = llm_decision(tape, {"messages": [message], "tools": [], "params": {}, "step": 1})
+        as_model = tape.prepare(
+            "llm", {"messages": [message], "tools": [], "params": {}, "step": 1}
+        )
         as_json = tape.prepare(
             "llm",
             {

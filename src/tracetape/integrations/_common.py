@@ -44,7 +44,6 @@ __all__ = [
     "Tap",
     "endpoint_for_path",
     "flush_pending",
-    "llm_decision",
     "llm_payload",
     "model_calls",
     "next_model_step",
@@ -150,11 +149,6 @@ def llm_payload(ep: Endpoint, body: Mapping[str, Any], step: int) -> dict[str, A
     tools = params.pop("tools", None)
     schemas = sorted(tools, key=_tool_name) if tools else []
     return {"messages": messages, "tools": schemas, "params": params, "step": step}
-
-
-def llm_decision(tape: Tape, payload: Mapping[str, Any]) -> Decision:
-    """Key an ``llm`` payload (``tape.prepare("llm", payload)``)."""
-    return tape.prepare("llm", payload)
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None), list, tuple, dict})
@@ -379,7 +373,7 @@ class Capture:
         with self._lock:
             self.tap = tap
         if self.final:
-            _pending(self.tape).add(self)
+            self.tape.hooks.pending.add(self)
         return tap
 
     def _tap_done(self, tap: Tap) -> None:
@@ -395,7 +389,7 @@ class Capture:
         if tap.done:
             self._write()
         else:
-            _pending(self.tape).add(self)
+            self.tape.hooks.pending.add(self)
 
     def abandon(self) -> None:
         """Write what was read so far of a response nobody finished reading."""
@@ -407,7 +401,7 @@ class Capture:
             if self.written or self.tap is None:
                 return
             self.written = True
-        _pending(self.tape).discard(self)
+        self.tape.hooks.pending.discard(self)
         ms = (time.perf_counter() - self.started) * 1000
         try:
             self.tape.record(self.decision, self.tap.out(), ms=ms, effect=Effect.READ)
@@ -423,18 +417,13 @@ def truncated_stream_miss(tape: Tape, decision: Decision, rec: Record) -> Replay
     )
 
 
-def _pending(tape: Tape) -> set[Capture]:
-    pending: set[Capture] = tape.hooks.pending
-    return pending
-
-
 def flush_pending(tape: Tape) -> int:
     """Record every response of ``tape`` still being read, as far as it was read.
 
     Called when a patch scope ends, so an abandoned stream is written to its own tape and
     never leaks into the next test's. Returns how many were flushed.
     """
-    pending = list(_pending(tape))
+    pending = list(tape.hooks.pending)
     for capture in pending:
         capture.abandon()
     return len(pending)

@@ -41,7 +41,6 @@ from ._common import (
     capture_var,
     endpoint_for_path,
     flush_pending,
-    llm_decision,
     llm_payload,
     next_model_step,
     out_content,
@@ -113,7 +112,7 @@ def http_decision(tape: Tape, request: Any) -> Decision:
         except ValueError:
             body = None
         if isinstance(body, Mapping):
-            return llm_decision(tape, llm_payload(ep, body, next_model_step(tape)))
+            return tape.prepare("llm", llm_payload(ep, body, next_model_step(tape)))
     payload = {
         "method": request.method,
         "url": _clean_url(request.url),

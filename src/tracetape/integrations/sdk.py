@@ -41,7 +41,6 @@ from ._common import (
     endpoint,
     endpoint_for_path,
     flush_pending,
-    llm_decision,
     llm_payload,
     materialize,
     next_model_step,
@@ -219,7 +218,7 @@ class _Call:
         body, self.post = _body(target, kwargs)
         payload = llm_payload(endpoint(target.endpoint), body, next_model_step(tape))
         self.tape = tape
-        self.decision = llm_decision(tape, payload)
+        self.decision = tape.prepare("llm", payload)
         self.capture: Capture | None = None
         self.beyond: Callable[[], BaseException] | None = None
 
