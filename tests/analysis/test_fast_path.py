@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,17 +42,23 @@ line_st = st.tuples(
 )
 
 
-def _trace(lines: list[Any], prefix: str) -> list[dict[str, Any]]:
-    records, run, step = [], 1, 1
+def _trace(lines: list[Any], prefix: str, interleaved: bool = False) -> list[dict[str, Any]]:
+    runs: list[list[dict[str, Any]]] = [[]]
+    step = 1
     for tool, args, out, effect, tokens, new_step, new_run in lines:
-        rec = call(f"{prefix}{run}", step, tool, args, out, tokens=tokens)
+        rec = call(f"{prefix}{len(runs)}", step, tool, args, out, tokens=tokens)
         if effect is not None:
             rec["effect"] = effect
-        records.append(rec)
+        runs[-1].append(rec)
         step += new_step
         if new_run:
-            run, step = run + 1, 1
-    return records
+            runs.append([])
+            step = 1
+    if not interleaved:
+        return [rec for run in runs for rec in run]
+    # The runs' lines taken in turn, each run's own order kept: runs that overlap in time.
+    merged = itertools.zip_longest(*runs)
+    return [rec for turn in merged for rec in turn if rec is not None]
 
 
 def _write(path: Path, records: list[dict[str, Any]], keys_sorted: bool) -> Path:
@@ -68,31 +75,34 @@ def _reference(paths: list[Path], compare: bool) -> dict[str, Any]:
     return analyzer.finish().to_dict()
 
 
-# Two seed-JSONL traces (runs a1, a2, ... and b1, b2, ...), keys sorted or in record order.
+# Two seed-JSONL traces (runs a1, a2, ... and b1, b2, ...); ``layout`` is (keys sorted,
+# runs interleaved line by line).
 trace_pairs = given(
     a=st.lists(line_st, min_size=1, max_size=60),
     b=st.lists(line_st, min_size=1, max_size=60),
-    keys_sorted=st.booleans(),
+    layout=st.tuples(st.booleans(), st.booleans()),
 )
 
 
 @contextmanager
-def written(a: list[Any], b: list[Any], keys_sorted: bool) -> Iterator[tuple[Path, Path]]:
+def written(a: list[Any], b: list[Any], layout: tuple[bool, bool]) -> Iterator[tuple[Path, Path]]:
     """The two traces of ``trace_pairs`` as files, removed afterwards."""
+    keys_sorted, interleaved = layout
     with tempfile.TemporaryDirectory() as tmp:
         yield (
-            _write(Path(tmp) / "a.jsonl", _trace(a, "a"), keys_sorted),
-            _write(Path(tmp) / "b.jsonl", _trace(b, "b"), keys_sorted),
+            _write(Path(tmp) / "a.jsonl", _trace(a, "a", interleaved), keys_sorted),
+            _write(Path(tmp) / "b.jsonl", _trace(b, "b", interleaved), keys_sorted),
         )
 
 
 @settings(max_examples=60, deadline=None)
 @trace_pairs
 def test_fast_path_reports_what_the_event_path_reports(
-    a: list[Any], b: list[Any], keys_sorted: bool
+    a: list[Any], b: list[Any], layout: tuple[bool, bool]
 ) -> None:
-    """check and diff of seed JSONL give the event path's report, finding for finding."""
-    with written(a, b, keys_sorted) as (pa, pb):
+    """check and diff of seed JSONL give the event path's report, finding for finding, for
+    runs one after another and runs interleaved line by line."""
+    with written(a, b, layout) as (pa, pb):
         assert check_trace(pa).to_dict() == _reference([pa], compare=False)
         assert diff_traces(pa, pb).to_dict() == _reference([pa, pb], compare=True)
 

@@ -52,10 +52,10 @@ def _both(run: Any) -> tuple[Any, Any]:
 @settings(max_examples=12, deadline=None)
 @trace_pairs
 def test_a_worker_gives_the_report_of_this_process(
-    a: list[Any], b: list[Any], keys_sorted: bool
+    a: list[Any], b: list[Any], layout: tuple[bool, bool]
 ) -> None:
     """check, diff A B and diff --runs give the same report whichever process packs."""
-    with written(a, b, keys_sorted) as (pa, pb):
+    with written(a, b, layout) as (pa, pb):
         one, two = _both(lambda jobs: check_trace(pa, jobs=jobs))
         assert one == two
         one, two = _both(lambda jobs: diff_traces(pa, pb, jobs=jobs))
