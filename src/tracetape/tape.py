@@ -258,7 +258,8 @@ class Tape:
         if memo is None:
             memo = self._memos[kind] = [b""]
         blob = self.redactor.redact(canonical_json(payload, memo), kind)
-        step = payload.get("step") if isinstance(payload, Mapping) else None
+        mapping = type(payload) is dict or isinstance(payload, Mapping)
+        step = payload.get("step") if mapping else None
         return Decision(kind, key_of(kind, blob), blob, step if type(step) is int else None)
 
     def play(self, decision: Decision) -> Record:
