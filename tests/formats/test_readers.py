@@ -571,3 +571,9 @@ def test_a_file_read_part_way_is_read_from_where_the_caller_left_it(tmp_path: Pa
             fh.readline()
             runs.append([r.run for r in read_records(fh, fmt)])
     assert runs == [["r1", "r2"], ["r1", "r2"]]
+
+
+def test_a_source_that_is_no_source_is_a_clear_type_error() -> None:
+    """Something that is neither a path, a file, bytes nor lines says what would do."""
+    with pytest.raises(TypeError, match="pass a path, an open file, bytes, or an iterable"):
+        list(read_records(42))  # type: ignore[arg-type]

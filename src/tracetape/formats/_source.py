@@ -113,6 +113,11 @@ def open_source(source: Source, name: str | None = None) -> tuple[IO[bytes], str
         # A file-like object that is only readable: its reads become a stream's chunks.
         read = source.read
         return _from_lines(iter(lambda: read(_BUFFER), b""), chunks=True), label, None
+    if not isinstance(source, Iterable):
+        raise TypeError(
+            f"cannot read records from a {type(source).__name__}; pass a path, an open file, "
+            "bytes, or an iterable of lines"
+        )
     return _from_lines(source), label, None
 
 
