@@ -582,3 +582,60 @@ def test_harness_paths_make_the_harness_the_files_not_the_commit(
     (tmp_path / "agent" / "loop.py").write_text("STEPS = 20\n")
     with pytest.warns(TapeWarning, match=r"harness files agent changed: recorded sha256:\w+, now"):
         Tape(tmp_path / "h.jsonl", mode="replay").close(failed=True)
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "recorded_before_record_model.jsonl"
+
+
+def _fixture_agent(tape: Tape, *, live: bool = False) -> list[Any]:
+    """The agent that recorded ``FIXTURE`` (with tracetape before the record model). Unless
+    ``live``, its calls cannot run: replay must answer every one of them."""
+
+    def run(value: Any) -> Callable[[], Any]:
+        def do() -> Any:
+            assert live, "replay executed a call"
+            return value
+
+        return do
+
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "find the flaky test"}]
+    tools = [{"type": "function", "function": {"name": "search", "parameters": {}}}]
+    params = {"temperature": 0.2, "tags": ["a", "b"]}
+    found = []
+    for step in (1, 2, 3):
+        usage = {"input_tokens": 10, "output_tokens": 5}
+        payload = {"messages": messages, "tools": tools, "params": params, "step": step}
+        reply = tape.call("llm", payload, run({"content": f"thinking {step}", "usage": usage}))
+        args = {"q": f"flaky {step}", "limit": 1e-07}
+        result = {"hits": [f"test_{step}.py"], "score": 0.5}
+        hits = tape.call("tool", {"name": "search", "args": args, "step": step}, run(result))
+        messages = [
+            *messages,
+            {"role": "assistant", "content": reply["content"]},
+            {"role": "tool", "content": str(hits["hits"])},
+        ]
+        found.append(hits)
+    write = {"name": "write_report", "args": {"text": "é naïve"}, "step": 4}
+    tape.call("tool", write, run({"ok": True}), effect="write")
+    return found
+
+
+def test_a_cassette_recorded_before_the_record_model_replays(tmp_path: Path) -> None:
+    """A cassette written by the previous tracetape (deltas, a float in 1e-07 form, non-ASCII
+    text) replays every decision, and recording the same run now writes the same lines."""
+    with Tape(FIXTURE, mode="replay", harness_sha="fixture", strict=True) as tape:
+        found = _fixture_agent(tape)
+    assert found == [{"hits": [f"test_{i}.py"], "score": 0.5} for i in (1, 2, 3)]
+    assert tape.unplayed == []
+    path = tmp_path / "again.jsonl"
+    with Tape(path, mode="record", harness_sha="fixture") as tape:
+        _fixture_agent(tape, live=True)
+
+    def lines(p: Path) -> list[dict[str, Any]]:
+        records = [json.loads(line) for line in p.read_text().splitlines()]
+        for rec in records:
+            rec.pop("ms", None)
+            rec.pop("created", None)
+        return records
+
+    assert lines(path) == lines(FIXTURE)
