@@ -31,7 +31,6 @@ import hashlib
 import itertools
 import json
 import os
-import random
 import re
 import shlex
 import shutil
@@ -44,6 +43,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from bench_diff import generate  # the benchmark's trace generator (stdlib and orjson only)
 
 # Recorded with the baseline's Tape(path, mode="record", harness_sha="fixed"), then "created"
 # and every "ms" set to fixed values. Record 10 holds a beyond-64-bit int ("bigint": true).
@@ -105,33 +106,11 @@ def _caller() -> Callable[..., Record]:
 
 
 def _big(lines: int, seed: int, prefix: str) -> list[str]:
-    """Many runs over a shared pool of calls, like benchmarks/bench_diff.py's ``generate``."""
-    rnd, uuids, run = random.Random(seed), random.Random(seed + 1), 0
-    out: list[str] = []
-    tools = ("search_issues", "read_file", "write_file", "list_dir", "run_tests", "fetch_url")
-    while len(out) < lines:
-        run, step = run + 1, 1
-        for _ in range(rnd.randint(20, 80)):
-            step += rnd.random() < 0.35
-            tool = rnd.choice(tools)
-            args: Record = {"path": f"src/pkg/module_{rnd.randint(0, 300)}.py"}
-            if tool in ("search_issues", "fetch_url"):
-                args = {"q": f"label:bug area:{rnd.randint(0, 400)}", "page": rnd.randint(1, 3)}
-            if tool == "write_file":
-                args["content"] = f"patch-{rnd.randint(0, 5)}"
-            if rnd.random() < 0.10:
-                args["request_id"] = str(uuid.UUID(int=uuids.getrandbits(128)))
-            what = f"{tool}|{args.get('q')}|{args.get('path')}|{args.get('content')}"
-            base = int.from_bytes(hashlib.blake2b(what.encode(), digest_size=8).digest())
-            sha = f"{base ^ (rnd.getrandbits(64) if rnd.random() < 0.03 else 0):064x}"
-            n = len(out)
-            rec = {"run_id": f"{prefix}_{run:06d}", "step": step, "tool": tool, "args": args,
-                   "output_sha": sha, "tokens": rnd.randint(200, 1500), "ts": TS.format(n // 60 % 60, n % 60),
-                   "effect": "write" if tool == "write_file" else "read"}  # fmt: skip
-            out.append(json.dumps(rec) + "\n")
-            if len(out) >= lines:
-                break
-    return out
+    """Many runs over a shared pool of calls: ``bench_diff.py``'s generator, smaller."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "big.jsonl"
+        generate(path, lines, seed, prefix)
+        return path.read_text().splitlines(keepends=True)
 
 
 def _value(v: Any) -> Record:
@@ -220,10 +199,10 @@ def corpus_files() -> dict[str, str]:
     bud += [c("b2", i + 1, "step", {"n": i}, f"x{i}") for i in range(52)] + [c("b3", i + 1, "step", {"n": i}, f"x{i}") for i in range(50)]
     bud += [c("b4", i // 10 + 1, f"t{i % 10}", {"n": i}, "y") for i in range(501)] + [c("b5", i + 1, "poll", {"job": 7}, "pending") for i in range(4)]
     f["budget.jsonl"] = _jsonl(bud)
-    big = _big(33_000, 7, "big")  # over 8 MiB: the default --jobs decodes it in a second process
+    big = _big(36_000, 7, "big")  # over 8 MiB: the default --jobs decodes it in a second process
     f["big.jsonl"] = "".join(big)
     bad = list(big)
-    bad[14_999], bad[20_000] = big[14_999][:40] + "\n", big[20_000].replace('"step": ', '"step": "x", "was": ', 1)
+    bad[14_999], bad[20_000] = big[14_999][:40] + "\n", big[20_000].replace('"step":', '"step":"x","was":', 1)
     f["big_bad.jsonl"] = "".join(bad)
     good = f["run_0042.jsonl"].splitlines(keepends=True)
     f["bad.jsonl"] = "".join([*good[:2], '{"run_id": "run_0042", "step": 3, "tool"\n', '{"run_id": "run_0042", "step": 3, "tool": "x", "args": {}}\n',
