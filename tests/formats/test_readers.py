@@ -56,9 +56,8 @@ def test_optional_seed_fields_are_honoured(tmp_path: Path) -> None:
     assert (event.effect, event.span_id, event.parent_id, event.ms) == ("write", "s1", "p0", 3.5)
 
 
-def test_cassettes_of_both_formats_are_read(tmp_path: Path) -> None:
-    """A tracetape cassette and a seed reference cassette (format 0) both yield events."""
-    path = tmp_path / "run_1.jsonl"
+def _cassette(path: Path, *, write: bool = False) -> Path:
+    """A recorded cassette: a model call and a read (and, with ``write``, a write at step 2)."""
     with Tape(path, mode="record", harness_sha="h") as tape:
         tape.call(
             "llm",
@@ -68,9 +67,15 @@ def test_cassettes_of_both_formats_are_read(tmp_path: Path) -> None:
         tape.call(
             "tool", {"name": "ls", "args": {"path": "/"}, "step": 1}, lambda: ["a"], effect="read"
         )
-        tape.call(
-            "tool", {"name": "rm", "args": {"path": "/a"}, "step": 2}, lambda: True, effect="write"
-        )
+        if write:
+            rm = {"name": "rm", "args": {"path": "/a"}, "step": 2}
+            tape.call("tool", rm, lambda: True, effect="write")
+    return path
+
+
+def test_cassettes_of_both_formats_are_read(tmp_path: Path) -> None:
+    """A tracetape cassette and a seed reference cassette (format 0) both yield events."""
+    path = _cassette(tmp_path / "run_1.jsonl", write=True)
     events = _events(path)
     assert detect_format(path) is TraceFormat.CASSETTE
     assert [(e.run, e.step, e.kind, e.name, e.effect) for e in events] == [
@@ -390,14 +395,7 @@ SPAN = {
 
 def _trace_files(tmp_path: Path) -> dict[TraceFormat, Path]:
     """One small trace of each format, of several records (the OTLP one pretty-printed)."""
-    cassette = tmp_path / "run_1.jsonl"
-    with Tape(cassette, mode="record", harness_sha="h") as tape:
-        tape.call(
-            "llm",
-            {"messages": [{"role": "user", "content": "hi"}], "params": {"model": "m1"}, "step": 1},
-            lambda: {"text": "ok", "usage": {"total_tokens": 9}},
-        )
-        tape.call("tool", {"name": "ls", "args": {"path": "/"}, "step": 1}, lambda: ["a"])
+    cassette = _cassette(tmp_path / "run_1.jsonl")
     otlp = tmp_path / "otlp.json"
     otlp.write_bytes(orjson.dumps(otlp_doc(), option=orjson.OPT_INDENT_2))
     return {
