@@ -609,3 +609,52 @@ def test_anthropic_stream_helper_keys_the_body_it_sends(
     params = read_cassette(path).records[0].input["params"]
     assert params["output_config"]["format"]["type"] == "json_schema"
     assert params["stream"] is True
+
+
+IMPORT_LATER = """
+import sys, json, tempfile, pathlib
+import tracetape
+
+tape = tracetape.Tape(pathlib.Path(tempfile.mkdtemp()) / "t.jsonl", harness_sha="x")
+report = {}
+with tape, tape.patch_sdks():
+    report["imported_by_patch"] = sorted(
+        m for m in ("openai", "anthropic", "httpx", "httpx2", "pydantic") if m in sys.modules
+    )
+    import openai
+    from openai.resources.chat.completions import AsyncCompletions, Completions
+    import anthropic
+    from anthropic.resources.messages import Messages
+
+    def patched(cls, name="create"):
+        return "__tracetape_original__" in getattr(cls.__dict__[name], "__dict__", {})
+
+    report["patched_on_import"] = [
+        patched(Completions), patched(AsyncCompletions), patched(Messages),
+        patched(Messages, "stream"), patched(sys.modules["httpx2"].Client, "send"),
+    ]
+report["restored"] = not any(
+    patched(c) for c in (Completions, AsyncCompletions, Messages)
+)
+report["finder_left"] = [f for f in map(repr, sys.meta_path) if "PatchOnImport" in f]
+print(json.dumps(report))
+"""
+
+
+def test_the_hooks_patch_sdks_when_imported_and_never_import_them(tmp_path: Path) -> None:
+    """Installing the SDK hooks imports no SDK; an SDK imported later is patched as it loads,
+    and leaving the patch restores it and removes the import hook."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_LATER], capture_output=True, text=True, check=True,
+        cwd=tmp_path,
+    )  # fmt: skip
+    report = json.loads(done.stdout)
+    assert report == {
+        "imported_by_patch": [],
+        "patched_on_import": [True, True, True, True, True],
+        "restored": True,
+        "finder_left": [],
+    }

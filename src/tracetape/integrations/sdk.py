@@ -28,6 +28,9 @@ import contextlib
 import contextvars
 import functools
 import importlib
+import importlib.abc
+import importlib.machinery
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -454,10 +457,20 @@ def _wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> C
 
 
 # -- installing ----------------------------------------------------------------------------------
+#
+# Installing never imports an SDK (openai and anthropic take seconds to import): a module that
+# is already imported is patched at once, the others when they are imported, by a finder at the
+# front of ``sys.meta_path`` that wraps their loader. A program that never imports an SDK pays
+# nothing; one that imports it later is still taped.
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 _installs = 0
 _saved: list[tuple[type, str, Any]] = []
+_waiting: set[str] = set()  # watched modules not imported yet
+
+
+def _watched() -> set[str]:
+    return {t.module for t in _targets()} | {"httpx2", "httpx"}
 
 
 def _patch_attr(cls: type, name: str, wrapper: Callable[..., Any]) -> None:
@@ -467,33 +480,87 @@ def _patch_attr(cls: type, name: str, wrapper: Callable[..., Any]) -> None:
     setattr(cls, name, wrapper)
 
 
+def _patch_module(name: str, module: ModuleType) -> None:
+    """Patch what ``module`` (one of ``_watched()``) defines; the lock is held."""
+    if name in ("httpx2", "httpx"):
+        for client_cls, aio in ((module.Client, False), (module.AsyncClient, True)):
+            _patch_attr(client_cls, "send", _wrap_send(module, client_cls.__dict__["send"], aio))
+        return
+    for target in _targets():
+        cls = getattr(module, target.cls, None) if target.module == name else None
+        if cls is None or "create" not in cls.__dict__:
+            continue
+        _patch_attr(cls, "create", _wrap_create(target, cls.__dict__["create"]))
+        if target.sdk == "anthropic" and "stream" in cls.__dict__:
+            _patch_attr(cls, "stream", _wrap_anthropic_stream(target, cls.__dict__["stream"]))
+        if target.endpoint == "chat.completions" and "parse" in cls.__dict__:
+            with contextlib.suppress(ImportError, AttributeError):
+                _patch_attr(cls, "parse", _wrap_openai_parse(target, cls.__dict__["parse"]))
+
+
+def _imported(name: str, module: ModuleType) -> None:
+    with _lock:
+        if name in _waiting:
+            _waiting.discard(name)
+            _patch_module(name, module)
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    """A watched module's own loader, patching the module once it has run."""
+
+    def __init__(self, loader: Any, name: str):
+        self._loader = loader
+        self._name = name
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        create = getattr(self._loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        _imported(self._name, module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Finds watched modules with the other finders and wraps their loader."""
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in _waiting:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None) if finder is not self else None
+            spec: importlib.machinery.ModuleSpec | None = (
+                find(fullname, path, target) if find is not None else None
+            )
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _PatchingLoader(spec.loader, fullname)
+                return spec
+        return None
+
+
+_finder = _PatchOnImport()
+
+
 def _install() -> None:
     global _installs  # noqa: PLW0603 - the patch is process-wide and reference counted
     with _lock:
         _installs += 1
         if _installs > 1:
             return
-        for target in _targets():
-            try:
-                module = importlib.import_module(target.module)
-            except ImportError:
-                continue
-            cls = getattr(module, target.cls, None)
-            if cls is None or "create" not in cls.__dict__:
-                continue
-            _patch_attr(cls, "create", _wrap_create(target, cls.__dict__["create"]))
-            if target.sdk == "anthropic" and "stream" in cls.__dict__:
-                _patch_attr(cls, "stream", _wrap_anthropic_stream(target, cls.__dict__["stream"]))
-            if target.endpoint == "chat.completions" and "parse" in cls.__dict__:
-                with contextlib.suppress(ImportError, AttributeError):
-                    _patch_attr(cls, "parse", _wrap_openai_parse(target, cls.__dict__["parse"]))
-        for name in ("httpx2", "httpx"):
-            try:
-                httpx = importlib.import_module(name)
-            except ImportError:
-                continue
-            for client_cls, aio in ((httpx.Client, False), (httpx.AsyncClient, True)):
-                _patch_attr(client_cls, "send", _wrap_send(httpx, client_cls.__dict__["send"], aio))
+        for name in sorted(_watched()):
+            module = sys.modules.get(name)
+            if module is None:
+                _waiting.add(name)
+            else:
+                _patch_module(name, module)
+        if _waiting and _finder not in sys.meta_path:
+            sys.meta_path.insert(0, _finder)
 
 
 def _uninstall() -> None:
@@ -503,6 +570,9 @@ def _uninstall() -> None:
         if _installs > 0:
             return
         _installs = 0
+        _waiting.clear()
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(_finder)
         while _saved:
             cls, name, original = _saved.pop()
             setattr(cls, name, original)
