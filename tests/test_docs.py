@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tracetape.cli import main
+from tracetape.cli import COMMANDS
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"```(\w+)\n(.*?)```(?:\s*\n(prints)\s*\n\s*```text\n(.*?)```)?", re.S)
@@ -26,7 +26,7 @@ def blocks() -> list[tuple[str, str, str | None]]:
 def test_every_command_is_documented_in_the_readme() -> None:
     """Each `tracetape` command has a section in the README."""
     text = README.read_text(encoding="utf-8")
-    missing = [name for name in main.commands if f"tracetape {name}" not in text]
+    missing = [name for name in COMMANDS if f"tracetape {name}" not in text]
     assert missing == []
 
 

@@ -13,25 +13,38 @@ Exit codes (every command):
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from .._version import __version__
-from .diff import check, diff, summarize
-from .export import export
-from .run import run
-from .show import show, verify
+
+# Each command's module, imported when the command is looked up: `tracetape run` does not
+# load the analysis, nor `tracetape diff` the runner (every process start pays for imports).
+COMMANDS = {
+    "show": "show",
+    "verify": "show",
+    "run": "run",
+    "diff": "diff",
+    "check": "diff",
+    "summarize": "diff",
+    "export": "export",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module = importlib.import_module(f"{__name__}.{COMMANDS[cmd_name]}")
+        command: click.Command = getattr(module, cmd_name)
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tracetape")
 def main() -> None:
     """Record agent runs, replay them offline, and diff runs."""
-
-
-main.add_command(show)
-main.add_command(verify)
-main.add_command(run)
-main.add_command(diff)
-main.add_command(check)
-main.add_command(summarize)
-main.add_command(export)

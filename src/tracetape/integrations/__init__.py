@@ -7,9 +7,36 @@ imports what it patches when it is installed.
 
 from __future__ import annotations
 
-from ._common import flush_pending, model_calls, next_model_step
-from .http import async_http_transport, http_transport, patch_http
-from .sdk import Patch, patch, patch_sdks, unpatch_all
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._common import flush_pending, model_calls, next_model_step
+    from .http import async_http_transport, http_transport, patch_http
+    from .sdk import Patch, patch, patch_sdks, unpatch_all
+
+# Loaded on first use: `tracetape run` and the tools import this package without the hooks.
+_LAZY = {
+    "flush_pending": "._common",
+    "model_calls": "._common",
+    "next_model_step": "._common",
+    "async_http_transport": ".http",
+    "http_transport": ".http",
+    "patch_http": ".http",
+    "Patch": ".sdk",
+    "patch": ".sdk",
+    "patch_sdks": ".sdk",
+    "unpatch_all": ".sdk",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Patch",
