@@ -45,6 +45,6 @@ class _LazyGroup(click.Group):
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="tracetape")
+@click.version_option(__version__, "-V", "--version", prog_name="tracetape")
 def main() -> None:
     """Record agent runs, replay them offline, and diff runs."""
