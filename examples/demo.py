@@ -19,9 +19,21 @@ TASK = "Find why the parser drops the last row of CSV exports"
 EDITED = "Find why the parser loses the last row of CSV exports"
 
 
+def typed(name: str) -> str:
+    """How a user types ``name`` from the repository root to run what the demo runs: the
+    virtualenv's own script (``.venv/bin/tracetape``) when the demo runs in one there."""
+    folder = Path(sys.executable).parent
+    if folder.is_relative_to(ROOT):
+        return str(folder.relative_to(ROOT) / name)
+    return name
+
+
 def sh(*args: str, expect: int = 0) -> str:
     """Run one command from the repository root, echoing it and its output."""
-    shown = ["tracetape", *args[2:]] if args[:2] == ("-m", "tracetape") else ["python", *args]
+    if args[:2] == ("-m", "tracetape"):
+        shown = [typed("tracetape"), *args[2:]]
+    else:
+        shown = [typed("python"), *args]
     print(f"\n$ {shlex.join(shown)}", flush=True)
     done = subprocess.run(
         [sys.executable, *args],
