@@ -53,6 +53,8 @@ def sh(*args: str, expect: int = 0) -> str:
 def main() -> None:
     start = time.perf_counter()
     (ROOT / TAPE).parent.mkdir(parents=True, exist_ok=True)
+    # The demo records its cassette anew each time: mode 'record' never overwrites one.
+    (ROOT / TAPE).unlink(missing_ok=True)
     print("1. Record one real run of the agent (4 model calls, 3 tool calls).")
     sh("-m", "examples.agent", "--task", TASK, "--tape", str(TAPE), "--mode", "record")
     sh("-m", "tracetape", "show", str(TAPE))

@@ -368,7 +368,7 @@ def test_sdk_agent_records_then_replays_with_the_server_stopped(
 @pytest.mark.parametrize(
     ("marker", "message"),
     [
-        pytest.param("mode='bogus'", "*'bogus' is not a valid tape mode; use one of*", id="mode"),
+        pytest.param("mode='bogus'", "*'bogus' is not a valid mode; use one of*", id="mode"),
         pytest.param(
             "strikt=True",
             "*test_bad: @pytest.mark.tape got unknown option(s) strikt; valid:*",

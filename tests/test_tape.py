@@ -18,6 +18,7 @@ import pytest
 from tests import _seed
 from tracetape import (
     CassetteError,
+    CassetteExistsError,
     CassetteNotFoundError,
     EnvironmentDriftError,
     IrreversibleEffectError,
@@ -123,7 +124,7 @@ def test_record_moves_the_partial_file_into_place_even_when_the_agent_raises(
 KILLED_RUN = """
 import os, sys
 from tracetape import Tape
-tape = Tape(sys.argv[1], mode="record")
+tape = Tape(sys.argv[1], mode="rewrite")
 for i in range(5):
     tape.call("tool", {"name": "t", "args": {"i": i}, "step": i}, lambda: i * i)
 os.kill(os.getpid(), 9)
@@ -145,7 +146,7 @@ def test_a_killed_run_leaves_a_replayable_partial_and_the_old_cassette(tmp_path:
 
 def test_modes_are_validated_loudly() -> None:
     """An unknown mode is a ValueError listing the valid ones."""
-    with pytest.raises(ValueError, match="'replay', 'auto'"):
+    with pytest.raises(ValueError, match="'replay', 'record', 'auto', 'rewrite'"):
         Tape("x.jsonl", mode="playback")
 
 
@@ -639,3 +640,25 @@ def test_a_cassette_recorded_before_the_record_model_replays(tmp_path: Path) -> 
         return records
 
     assert lines(path) == lines(FIXTURE)
+
+
+def test_no_default_destroys_a_recording(tmp_path: Path) -> None:
+    """``Tape(path)`` replays a cassette that exists and records one that does not; mode
+    ``record`` refuses to overwrite (the old cassette stays whole) and ``rewrite`` overwrites."""
+    path = tmp_path / "run.jsonl"
+    payload = {"name": "now", "step": 1}
+    with Tape(path, harness_sha="x") as tape:
+        assert tape.mode == "record"
+        tape.call("tool", payload, lambda: "noon")
+    recorded = path.read_bytes()
+    with Tape(path, harness_sha="x") as tape:
+        assert tape.mode == "replay"
+        assert tape.call("tool", payload, lambda: "late") == "noon"
+    with pytest.raises(CassetteExistsError, match=r"mode='rewrite'") as info:
+        Tape(path, mode="record", harness_sha="x")
+    assert isinstance(info.value, FileExistsError)
+    assert path.read_bytes() == recorded
+    assert not path.with_name("run.jsonl.partial").exists()
+    with Tape(path, mode="rewrite", harness_sha="x") as tape:
+        tape.call("tool", payload, lambda: "late")
+    assert [r.out for r in read_cassette(path)] == ["late"]

@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from tracetape import ReplayMiss, Tape
+from tracetape import Mode, ReplayMiss, Tape
 
 from . import ScriptedModel, run
 
@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m examples.agent", description=__doc__)
     parser.add_argument("--task", required=True)
     parser.add_argument("--tape", required=True, help="cassette path")
-    parser.add_argument("--mode", default="record", choices=["record", "replay", "auto"])
+    parser.add_argument("--mode", default="record", choices=[m.value for m in Mode])
     args = parser.parse_args(argv)
     model = ScriptedModel()
     start = time.perf_counter()

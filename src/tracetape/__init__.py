@@ -14,6 +14,7 @@ from ._version import __version__
 from .canonical import Normalizer, canonical_json, fingerprint, normalize
 from .errors import (
     CassetteError,
+    CassetteExistsError,
     CassetteNotFoundError,
     CassetteVersionError,
     ConfigError,
@@ -59,6 +60,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Cassette",
     "CassetteError",
+    "CassetteExistsError",
     "CassetteNotFoundError",
     "CassetteVersionError",
     "ConfigError",

@@ -5,6 +5,7 @@ The tree::
     TapeError                      base of everything tracetape raises on purpose
     ├── CassetteError              a cassette file cannot be read or written as asked
     │   ├── CassetteNotFoundError  replay asked for a missing cassette (a FileNotFoundError)
+    │   ├── CassetteExistsError    mode 'record' found a cassette it must not overwrite
     │   ├── CassetteVersionError   the cassette was written in a format this version cannot read
     │   └── TraceError             a trace is missing, empty, malformed or of mixed schemas
     ├── ConfigError                [tool.tracetape] holds a value of the wrong shape (a ValueError)
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CassetteError",
+    "CassetteExistsError",
     "CassetteNotFoundError",
     "CassetteVersionError",
     "ConfigError",
@@ -70,6 +72,11 @@ class CassetteError(TapeError):
 
 class CassetteNotFoundError(CassetteError, FileNotFoundError):
     """Raised when replay is asked for a cassette file that does not exist."""
+
+
+class CassetteExistsError(CassetteError, FileExistsError):
+    """Raised when mode ``record`` finds a cassette already there: it never overwrites one
+    (mode ``rewrite`` does)."""
 
 
 class CassetteVersionError(CassetteError):

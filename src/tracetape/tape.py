@@ -36,6 +36,7 @@ from .canonical import canonical_json, field_digests, key_of
 from .config import load_config
 from .diagnose import explain_miss
 from .errors import (
+    CassetteExistsError,
     CassetteNotFoundError,
     EnvironmentDriftError,
     IrreversibleEffectError,
@@ -57,11 +58,21 @@ R = TypeVar("R")
 
 
 class Mode(LoudEnum):
-    """How a tape treats decisions: record them, replay them, or replay if a cassette exists."""
+    """What a tape does with its cassette: the one vocabulary of the API, ``tracetape run``
+    and the pytest plugin (``--tape-mode``).
 
-    RECORD = "record"
+    ``replay`` returns recorded outputs and fails on a missing cassette; ``record`` runs live
+    and writes a cassette that does not exist yet (an existing one is an error, never
+    overwritten); ``auto`` (the default of ``Tape``) replays a cassette that exists and records
+    one that does not; ``rewrite`` runs live and overwrites.
+    """
+
+    __test__ = False  # not a pytest test class, whatever a test module names it
+
     REPLAY = "replay"
+    RECORD = "record"
     AUTO = "auto"
+    REWRITE = "rewrite"
 
 
 class Effect(LoudEnum):
@@ -107,24 +118,26 @@ def current_tape() -> Tape | None:
 class Tape:
     """Record or replay the decisions of one agent run in a cassette file or another store.
 
-    ``path`` is the cassette file (a ``FileStore``), or any ``RecordStore``. ``mode`` is
-    ``"record"`` (write ``PATH.partial``, moved over ``PATH`` on close), ``"replay"`` (return
-    recorded outputs; nothing is executed) or ``"auto"`` (replay if ``PATH`` exists, else
-    record). ``redact`` adds secret rules to the built-ins and ``[tool.tracetape.redact]``;
-    ``env_allow`` names environment variables recorded as hashes; ``harness_paths`` names the
-    agent-loop files whose content is the harness (else the git HEAD is); ``strict`` turns
-    unplayed decisions and environment drift into errors.
+    ``path`` is the cassette file (a ``FileStore``), or any ``RecordStore``. ``mode`` (see
+    ``Mode``) is ``"auto"`` by default: replay ``PATH`` if it exists, else record it;
+    ``"replay"`` returns recorded outputs and executes nothing; ``"record"`` writes a new
+    cassette (``PATH.partial``, moved over ``PATH`` on close) and refuses to overwrite one;
+    ``"rewrite"`` records over an existing one. ``tape.mode`` is what the tape does:
+    ``replay`` or ``record``. ``redact`` adds secret rules to the built-ins and
+    ``[tool.tracetape.redact]``; ``env_allow`` names environment variables recorded as
+    hashes; ``harness_paths`` names the agent-loop files whose content is the harness (else
+    the git HEAD is); ``strict`` turns unplayed decisions and environment drift into errors.
 
         >>> Tape("x.jsonl", mode="rec")
         Traceback (most recent call last):
         ...
-        ValueError: 'rec' is not a valid mode; use one of 'record', 'replay', 'auto'
+        ValueError: 'rec' is not a valid mode; use one of 'replay', 'record', 'auto', 'rewrite'
     """
 
     def __init__(
         self,
         path: str | os.PathLike[str] | RecordStore,
-        mode: str | Mode = Mode.RECORD,
+        mode: str | Mode = Mode.AUTO,
         *,
         redact: RedactRules | Mapping[str, Any] | Iterable[str] | None = None,
         redact_key: bytes | str | None = None,
@@ -144,8 +157,18 @@ class Tape:
         self.path = getattr(self.store, "path", None) or Path(self.store.name)
         harness = tuple(harness_paths)
         self.requested_mode: Mode = Mode.parse(mode)
+        exists = self.store.exists()
+        if self.requested_mode is Mode.RECORD and exists:
+            raise CassetteExistsError(
+                "a cassette is already recorded here and mode 'record' never overwrites one; "
+                f"replay it (mode='replay' or 'auto'), or re-record it on purpose: "
+                f"Tape({self.store.name!r}, mode='rewrite')",
+                path=self.store.name,
+            )
         if self.requested_mode is Mode.AUTO:
-            self.mode: Mode = Mode.REPLAY if self.store.exists() else Mode.RECORD
+            self.mode: Mode = Mode.REPLAY if exists else Mode.RECORD
+        elif self.requested_mode is Mode.REWRITE:
+            self.mode = Mode.RECORD
         else:
             self.mode = self.requested_mode
         rules = RedactRules.coerce(load_config("redact") or None).merged(
@@ -379,7 +402,7 @@ class Tape:
     @property
     def rerecord(self) -> str:
         """The call that records this tape again (the advice every miss ends with)."""
-        return f"Tape({self.store.name!r}, mode='record')"
+        return f"Tape({self.store.name!r}, mode='rewrite')"
 
     # -- integrations: SDK and HTTP hooks ---------------------------------------------------
 

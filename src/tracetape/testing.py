@@ -30,7 +30,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ._enums import LoudEnum
 from .errors import CassetteError, CassetteNotFoundError, ReplayMiss
 from .integrations.network import NetworkGuard, block_network
 from .integrations.watch import WatchedTape
@@ -47,25 +46,8 @@ __all__ = [
 ]
 
 
-class TestMode(LoudEnum):
-    """How a test suite treats its cassettes (``--tape-mode``).
-
-    ``replay``: replay only, a missing cassette fails; ``record``: run live and write cassettes
-    that do not exist yet (an existing one fails rather than being overwritten); ``auto``:
-    replay cassettes that exist, record the others; ``rewrite``: run live and overwrite.
-    """
-
-    __test__ = False  # not a pytest test class, whatever its name says
-
-    REPLAY = "replay"
-    RECORD = "record"
-    AUTO = "auto"
-    REWRITE = "rewrite"
-
-    @classmethod
-    def label(cls) -> str:
-        """Named "tape mode" in errors."""
-        return "tape mode"
+TestMode = Mode
+"""The modes of a test suite's cassettes (``--tape-mode``): the tape's own ``Mode``."""
 
 
 # -- one test's tape ----------------------------------------------------------------------------
@@ -107,7 +89,7 @@ class TapeCase:
     def __init__(
         self,
         path: str | Path,
-        mode: str | TestMode = TestMode.REPLAY,
+        mode: str | Mode = Mode.REPLAY,
         *,
         allow_loopback: bool = False,
         allow_hosts: Iterable[str] = (),
@@ -119,7 +101,7 @@ class TapeCase:
         **tape_options: Any,
     ):
         self.path = Path(path)
-        self.mode: TestMode = TestMode.parse(mode)
+        self.mode: Mode = Mode.parse(mode)
         self.allow_loopback = allow_loopback
         self.allow_hosts = tuple(allow_hosts)
         self.sdk = sdk
@@ -150,9 +132,7 @@ class TapeCase:
                     path=self.path,
                 )
             return Mode.RECORD
-        if self.mode is TestMode.AUTO:
-            return Mode.REPLAY if exists else Mode.RECORD
-        return Mode.RECORD
+        return self.mode
 
     def open(self) -> WatchedTape:
         """Open the tape, patch the SDKs, guard the network in replay; return the tape."""

@@ -118,7 +118,7 @@ def test_replay_miss_exits_3_with_the_diagnosis(tmp_path: Path, agent: Path) -> 
     assert done.returncode == 3
     assert "was never recorded — the run diverged here" in done.stderr
     assert "changed: args.b: 2 -> 3" in done.stderr
-    assert f"--mode record --hook none -- {PYTHON} {agent} 3" in done.stderr
+    assert f"--mode rewrite --hook none -- {PYTHON} {agent} 3" in done.stderr
     assert "Tape(" not in done.stderr
     assert f'File "{agent}", line' in done.stderr
     assert "tracetape/tape.py" not in done.stderr
@@ -411,7 +411,7 @@ def test_bad_mode_is_a_usage_error(tmp_path: Path) -> None:
     """An unknown ``--mode`` exits 2 listing the valid modes."""
     done = run(tmp_path, "--tape", "t.jsonl", "--mode", "rec", "--", PYTHON, "-c", "pass")
     assert done.returncode == 2
-    assert "'record', 'replay', 'auto'" in done.stderr
+    assert "'replay', 'record', 'auto', 'rewrite'" in done.stderr
 
 
 OPENAI_AGENT = """
@@ -457,3 +457,19 @@ def test_unmodified_openai_agent_replays_with_the_server_stopped(tmp_path: Path)
     edited = run(tmp_path, "--tape", "t.jsonl", "--", PYTHON, str(script), url, "hey", env=env)
     assert edited.returncode == 3
     assert "changed: messages[0].content" in edited.stderr
+
+
+def test_record_never_overwrites_and_rewrite_does(tmp_path: Path, agent: Path) -> None:
+    """``--mode record`` on an existing cassette exits 2 without running the program, naming
+    the ``--mode rewrite`` command; ``--mode rewrite`` records over it."""
+    record(tmp_path, agent, "2")
+    before = (tmp_path / "t.jsonl").read_bytes()
+    program = ["--hook", "none", "--", PYTHON, str(agent), "5"]
+    again = run(tmp_path, "--tape", "t.jsonl", "--mode", "record", *program)
+    assert again.returncode == 2
+    assert "never overwrites" in again.stderr and "--mode rewrite" in again.stderr
+    assert again.stdout == ""
+    assert (tmp_path / "t.jsonl").read_bytes() == before
+    rewritten = run(tmp_path, "--tape", "t.jsonl", "--mode", "rewrite", *program)
+    assert rewritten.returncode == 0, rewritten.stderr
+    assert (tmp_path / "t.jsonl").read_bytes() != before

@@ -76,7 +76,7 @@ def test_a_tape_records_to_and_replays_from_any_record_store() -> None:
         assert _agent(tape, "plan") == recorded
     with pytest.raises(ReplayMiss) as info, Tape(store, mode="replay", harness_sha="x") as tape:
         _agent(tape, "other plan")
-    assert "Tape('memory://run', mode='record')" in str(info.value)
+    assert "Tape('memory://run', mode='rewrite')" in str(info.value)
 
 
 def test_auto_mode_asks_the_store_whether_a_recording_exists() -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 import click
 
 from ..integrations.runner import EXIT_SETUP, HOOKS, NETWORK, run_program
+from ..tape import Mode
 from ._common import output_options
 
 __all__ = ["run"]
@@ -44,11 +45,12 @@ EXIT_NOT_FOUND = 127
 )
 @click.option(
     "--mode",
-    type=click.Choice(["record", "replay", "auto"]),
+    type=click.Choice([m.value for m in Mode]),
     default="replay",
     show_default=True,
-    help="record: run live and write the cassette; replay: run offline from it; "
-    "auto: replay if the cassette exists, else record.",
+    help="replay: run offline from the cassette; record: run live and write a cassette that "
+    "does not exist yet; auto: replay if the cassette exists, else record; rewrite: run live "
+    "and overwrite.",
 )
 @click.option(
     "--hook",

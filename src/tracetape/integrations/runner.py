@@ -285,24 +285,30 @@ def _shown(command: Sequence[str]) -> str:
     return Redactor().redact_text(shlex.join(command))
 
 
-def _rerun_hint(tape: Path, command: Sequence[str], hook: str) -> str:
+def _rerun_hint(tape: Path, command: Sequence[str], hook: str, mode: str = "rewrite") -> str:
     import shlex
 
     hook_option = f" --hook {hook}" if hook != "sdk" else ""
     return (
-        f"tracetape run --tape {shlex.quote(str(tape))} --mode record{hook_option} -- "
+        f"tracetape run --tape {shlex.quote(str(tape))} --mode {mode}{hook_option} -- "
         f"{_shown(command)}"
     )
 
 
 def _check_cassette(tape: Path, mode: Mode, command: Sequence[str], hook: str) -> str | None:
-    """Refuse to start a replay whose cassette is missing or corrupt; return the message."""
-    if mode is Mode.RECORD or (mode is Mode.AUTO and not tape.exists()):
+    """Refuse to start a replay whose cassette is missing or corrupt, or a record that would
+    overwrite a cassette; return the message."""
+    if mode is Mode.RECORD and tape.exists():
+        return (
+            f"{tape}: a cassette is already recorded here and --mode record never overwrites "
+            f"one; replay it, or re-record it on purpose:\n  {_rerun_hint(tape, command, hook)}"
+        )
+    if mode in (Mode.RECORD, Mode.REWRITE) or (mode is Mode.AUTO and not tape.exists()):
         return None
     from ..formats.cassette import read_cassette
 
     if not tape.exists():
-        hint = _rerun_hint(tape, command, hook)
+        hint = _rerun_hint(tape, command, hook, "record")
         return f"{tape}: no such cassette to replay; record it first:\n  {hint}"
     try:
         with warnings.catch_warnings():
@@ -424,7 +430,8 @@ def _judge(
         result.exit_code = EXIT_SETUP
         return result
     if state == "started":
-        where = f": the recording stays in {path}.partial" if result.mode == "record" else ""
+        recording = result.mode in ("record", "rewrite")
+        where = f": the recording stays in {path}.partial" if recording else ""
         say(f"the program ended without closing the tape (os._exit or a signal){where}")
         return result
     miss = report.get("miss")
@@ -434,7 +441,7 @@ def _judge(
                 f"the program caught the ReplayMiss and went on (it exited {code}); the run "
                 "still diverged from the recording:"
             )
-        # The core's last line suggests Tape(..., mode='record'); the command line fits here.
+        # The core's last line suggests Tape(..., mode='rewrite'); the command line fits here.
         lines = str(miss["message"]).splitlines()
         if lines and "re-record: Tape(" in lines[-1]:
             lines.pop()
