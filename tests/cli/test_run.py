@@ -120,6 +120,19 @@ def test_replay_miss_exits_3_with_the_diagnosis(tmp_path: Path, agent: Path) -> 
     assert "changed: args.b: 2 -> 3" in done.stderr
     assert f"--mode rewrite --hook none -- {PYTHON} {agent} 3" in done.stderr
     assert "Tape(" not in done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"ReplayMiss at {agent}:" in done.stderr
+    assert "tracetape/tape.py" not in done.stderr
+
+
+def test_traceback_shows_the_programs_frames_only(tmp_path: Path, agent: Path) -> None:
+    """``--traceback`` prints the program's traceback, without tracetape's frames, then the
+    diagnosis."""
+    record(tmp_path, agent, "2")
+    argv = ["--tape", "t.jsonl", "--hook", "none", "--traceback", "--", PYTHON, str(agent), "3"]
+    done = run(tmp_path, *argv)
+    assert done.returncode == 3
+    assert done.stderr.index("Traceback") < done.stderr.index("was never recorded")
     assert f'File "{agent}", line' in done.stderr
     assert "tracetape/tape.py" not in done.stderr
 

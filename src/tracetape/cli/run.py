@@ -70,6 +70,12 @@ EXIT_NOT_FOUND = 127
     show_default=True,
     help="In replay: block every connection, allow loopback only, or allow all.",
 )
+@click.option(
+    "--traceback",
+    "show_traceback",
+    is_flag=True,
+    help="On a replay miss, print the program's traceback before the diagnosis.",
+)
 @output_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
@@ -79,6 +85,7 @@ def run(
     hook: str,
     strict: bool,
     network: str,
+    show_traceback: bool,
     fmt: str,
     command: tuple[str, ...],
 ) -> None:
@@ -93,7 +100,13 @@ def run(
     """
     try:
         result = run_program(
-            command, tape_path, mode=mode, hook=hook, strict=strict, network=network
+            command,
+            tape_path,
+            mode=mode,
+            hook=hook,
+            strict=strict,
+            network=network,
+            show_traceback=show_traceback,
         )
     except (OSError, ValueError) as exc:
         click.echo(f"tracetape run: error: {exc}", err=True)

@@ -73,7 +73,8 @@ ENV_HOOK = "TRACETAPE_RUN_HOOK"
 ENV_STRICT = "TRACETAPE_RUN_STRICT"
 ENV_REPORT = "TRACETAPE_RUN_REPORT"
 ENV_NETWORK = "TRACETAPE_RUN_NETWORK"
-_ENV_NAMES = (ENV_TAPE, ENV_MODE, ENV_HOOK, ENV_STRICT, ENV_REPORT, ENV_NETWORK)
+ENV_TRACEBACK = "TRACETAPE_RUN_TRACEBACK"
+_ENV_NAMES = (ENV_TAPE, ENV_MODE, ENV_HOOK, ENV_STRICT, ENV_REPORT, ENV_NETWORK, ENV_TRACEBACK)
 
 
 # -- the child: started by bootstrap/sitecustomize.py -------------------------------------------
@@ -156,6 +157,7 @@ def start_from_environment() -> None:
     hook = os.environ.get(ENV_HOOK, "sdk")
     strict = os.environ.get(ENV_STRICT) == "1"
     network = os.environ.get(ENV_NETWORK, "block")
+    show_traceback = os.environ.get(ENV_TRACEBACK) == "1"
     _scrub_environment()
     try:
         os.close(os.open(f"{report_path}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -201,9 +203,16 @@ def start_from_environment() -> None:
             # The parent prints the diagnosis once; here only where the program was.
             ours = str(Path(__file__).resolve().parent.parent)
             frames = [f for f in traceback.extract_tb(tb) if not f.filename.startswith(ours)]
-            sys.stderr.write("Traceback (most recent call last):\n")
-            sys.stderr.write("".join(traceback.format_list(frames)))
-            sys.stderr.write(f"tracetape.ReplayMiss: {exc.key} (diagnosis below)\n")
+            if show_traceback:
+                sys.stderr.write("Traceback (most recent call last):\n")
+                sys.stderr.write("".join(traceback.format_list(frames)))
+                sys.stderr.write(f"tracetape.ReplayMiss: {exc.key} (diagnosis below)\n")
+            elif frames:
+                where = frames[-1]
+                sys.stderr.write(
+                    f"ReplayMiss at {where.filename}:{where.lineno} in {where.name} "
+                    "(--traceback shows the whole traceback; diagnosis below)\n"
+                )
             return
         previous_hook(kind, exc, tb)
 
@@ -329,12 +338,15 @@ def run_program(
     network: str = "block",
     env: dict[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    show_traceback: bool = False,
 ) -> RunResult:
     """Run ``command`` with ``tape`` active in its (first) Python process; see the module doc.
 
     ``network`` is the replay network policy: ``"block"``, ``"loopback"`` or ``"allow"``.
     ``env`` replaces ``os.environ`` for the program (our variables are added to it). Signals
     SIGTERM and SIGHUP are passed on to the program; Ctrl-C reaches it from the terminal.
+    An uncaught ``ReplayMiss`` prints one line saying where it was raised, then the diagnosis;
+    ``show_traceback`` prints the program's traceback (tracetape's frames left out) instead.
     """
     parsed = Mode.parse(mode)
     if hook not in HOOKS:
@@ -363,6 +375,7 @@ def run_program(
             ENV_STRICT: "1" if strict else "0",
             ENV_NETWORK: network,
             ENV_REPORT: report_name,
+            ENV_TRACEBACK: "1" if show_traceback else "0",
         }
     )
     try:
