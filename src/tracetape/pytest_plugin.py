@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from .errors import TapeError
+from .errors import ReplayMiss, TapeError
 from .integrations.watch import WatchedTape
 from .testing import TapeCase, TapeUsage, TestMode, default_cassette_path, is_replay_miss
 
@@ -151,14 +151,36 @@ def pytest_runtest_makereport(
                 or item.get_closest_marker("tape") is not None
             )
         ):
-            report.sections.append(
-                (
-                    "tracetape",
-                    "the run diverged from its cassette; if the change is intended, re-record:\n"
-                    f"  {_command(item, 'rewrite')}",
-                )
-            )
+            report.longrepr = _miss_longrepr(item, call.excinfo)
     return report
+
+
+_OURS = str(Path(__file__).resolve().parent)
+
+
+def _miss_longrepr(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+    """A replay miss as the test's failure: where the test's code was, the diagnosis, and the
+    one command that re-records this test (tracetape's own frames left out)."""
+    miss: BaseException | None = excinfo.value
+    while miss is not None and not isinstance(miss, ReplayMiss):
+        miss = miss.__cause__ or miss.__context__
+    root = item.config.rootpath
+    where = []
+    # From the test function on (pytest's own frames before it are left out, as pytest does).
+    for entry in excinfo.traceback.cut(path=item.path):
+        path = Path(str(entry.path))
+        if str(path.resolve()).startswith(_OURS):
+            continue
+        shown = path.relative_to(root) if path.is_relative_to(root) else path
+        where.append(f"{shown}:{entry.lineno + 1} in {entry.name}")
+    lines = str(miss).splitlines()
+    if lines and "re-record: Tape(" in lines[-1]:
+        lines.pop()
+    lines.append(f"  if the change is intended, re-record: {_command(item, 'rewrite')}")
+    if miss is not excinfo.value:
+        lines.append(f"  (raised to the test as {type(excinfo.value).__name__})")
+    at = [f"  at {' > '.join(where)}"] if where else []
+    return "\n".join([f"ReplayMiss: {lines[0]}", *at, *lines[1:]])
 
 
 @pytest.fixture
@@ -186,7 +208,12 @@ def tape(request: pytest.FixtureRequest) -> Iterator[WatchedTape]:
         )
         opened = case.open()
     except (TapeError, OSError, ValueError) as exc:
-        pytest.fail(str(exc), pytrace=False)
+        problem: str | None = str(exc)
+    else:
+        problem = None
+    if problem is not None:
+        # Outside the except block: the error is reported once, not chained to itself.
+        pytest.fail(problem, pytrace=False)
     yield opened
     case.close(failed=item.stash.get(_CALL_FAILED, True))
 
