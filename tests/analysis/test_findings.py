@@ -15,6 +15,8 @@ from tracetape.analysis import (
     Severity,
     check_trace,
     diff_traces,
+    render_markdown,
+    render_text,
     summary_lines,
 )
 from tracetape.analysis.findings import SIDE_A
@@ -349,3 +351,16 @@ def test_drift_after_a_write_to_an_unnamed_resource_is_undetermined(tmp_path: Pa
     (finding,) = [f for f in check(tmp_path, records).findings if f.message.startswith("drift")]
     assert finding.pattern == "drift"
     assert "names no resource" in finding.evidence["cause"]
+
+
+def test_a_capped_pattern_ends_with_how_many_more(tmp_path: Path) -> None:
+    """A pattern with more findings than a report keeps ends its lines with one counting the
+    rest, in text and Markdown; the count in the table stays exact."""
+    records = [call(f"r{i}", 1, "search", {"q": "x"}, "o") for i in range(5) for _ in range(2)]
+    path = write_jsonl(tmp_path / "t.jsonl", records)
+    report = check_trace(path, config=AnalysisConfig(max_examples=2))
+    more = "… and 3 more duplicate-call findings (a report keeps the first 2; counts are exact)"
+    lines = render_text(report).splitlines()
+    assert lines[2] == more
+    assert more in render_markdown(report)
+    assert report.counts["duplicate-call"] == 5

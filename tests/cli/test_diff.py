@@ -169,7 +169,7 @@ def test_check_passes_a_clean_run(seed_files: tuple[str, str]) -> None:
     [
         pytest.param(
             ["--max-repeats", "0"],
-            "repeat budget: run_0042 search_issues ran 2 times",
+            'repeat budget: run_0042 search_issues {"page":1,"q":"broken:true"} ran 2 times',
             id="repeats",
         ),
         pytest.param(

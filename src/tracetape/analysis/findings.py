@@ -61,6 +61,12 @@ _WRITES = frozenset({"write", "irreversible"})
 _SORT = orjson.OPT_SORT_KEYS
 
 
+def _brief(args: Any, width: int = 60) -> str:
+    """Arguments as a short JSON text, so lines about different calls read differently."""
+    text = canonical_json(args)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 class _Sig:
     """A normalized call signature and the outputs seen for it."""
 
@@ -641,7 +647,7 @@ class Analyzer:
             if count - 1 > limits.max_repeats:
                 self._add(
                     "repeat-budget",
-                    f"repeat budget: {r.id} {sig.name} ran {count} times "
+                    f"repeat budget: {r.id} {sig.name} {_brief(sig.args)} ran {count} times "
                     f"(max_repeats {limits.max_repeats})",
                     r.id,
                     first,

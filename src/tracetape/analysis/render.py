@@ -60,16 +60,40 @@ def _call_line(side: str, call: dict[str, Any] | None, run: dict[str, Any] | Non
     return f"  {side}: {call['name']}{effect} {_short(call['args'])}  ({where})"
 
 
+def _more(hidden: int, what: str, kept: int) -> list[str]:
+    """The line that ends a capped list: how many more there are and where the count is."""
+    if hidden <= 0:
+        return []
+    return [f"… and {hidden} more {what} (a report keeps the first {kept}; counts are exact)"]
+
+
 def summary_lines(report: Report) -> list[str]:
-    """The findings as the seed prints them: repeats, drift, replay, then the rest."""
+    """The findings as the seed prints them: repeats, drift, replay, then the rest. A pattern
+    with more findings than the report keeps ends with a line saying how many more."""
     by_pattern: dict[str, list[Finding]] = {}
     for f in report.findings:
         by_pattern.setdefault(f.pattern, []).append(f)
-    lines = [f.message for p in _SEED_ORDER for f in by_pattern.get(p, [])]
+
+    def group(pattern: str) -> list[str]:
+        shown = by_pattern.get(pattern, [])
+        hidden = report.counts.get(pattern, len(shown)) - len(shown)
+        return [f.message for f in shown] + _more(hidden, f"{pattern} findings", len(shown))
+
+    lines = [line for p in _SEED_ORDER for line in group(p)]
     if report.replay is not None:
         lines.append(_replay_line(report.replay))
     skip = {*_SEED_ORDER, "divergence", "divergent-write", "replay-mismatch", "replay-miss"}
-    lines += [f.message for f in report.findings if f.pattern not in skip]
+    lines += [line for p in by_pattern if p not in skip for line in group(p)]
+    return lines
+
+
+def _change_lines(changes: list[Any]) -> list[str]:
+    lines = [
+        f"  changed: {path}: {_short(before, 40)} -> {_short(after, 40)}"
+        for path, before, after in changes[:10]
+    ]
+    if len(changes) > 10:
+        lines.append(f"  … and {len(changes) - 10} more changed paths (--format json lists them)")
     return lines
 
 
@@ -84,9 +108,7 @@ def render_text(report: Report) -> str:
         )
         a, b = redacted(div.a), redacted(div.b)
         out += [_call_line("A", a, report.baseline), _call_line("B", b, report.candidate)]
-        for change in redacted([list(c) for c in div.changes])[:10]:
-            path, before, after = change
-            out.append(f"  changed: {path}: {_short(before, 40)} -> {_short(after, 40)}")
+        out += _change_lines(redacted([list(c) for c in div.changes]))
     elif report.baseline is not None and report.candidate is not None:
         out.append(
             f"no divergence: {report.baseline.get('run')} and {report.candidate.get('run')} "
@@ -152,8 +174,7 @@ def render_markdown(report: Report) -> str:
             _call_line("A", redacted(div.a), report.baseline),
             _call_line("B", redacted(div.b), report.candidate),
         ]
-        for path, before, after in redacted([list(c) for c in div.changes])[:10]:
-            out.append(f"  changed: {path}: {_short(before, 40)} -> {_short(after, 40)}")
+        out += _change_lines(redacted([list(c) for c in div.changes]))
         out += ["```", ""]
     if report.skipped:
         out.append(f"_{report.skipped} bad lines skipped._")
