@@ -10,9 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
-from tracetape.cli import COMMANDS
+from tracetape.cli import COMMANDS, main
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"```(\w+)\n(.*?)```(?:\s*\n(prints)\s*\n\s*```text\n(.*?)```)?", re.S)
@@ -79,3 +80,28 @@ def _commands(body: str) -> list[tuple[str, list[str]]]:
         elif out and line.strip():
             out[-1][1].append(line)
     return out
+
+
+def test_the_rule_table_is_the_rules() -> None:
+    """The README's classification table is the rule table the CLI classifies with."""
+    from tracetape.analysis.rules import rules_markdown
+
+    assert rules_markdown() in README.read_text(encoding="utf-8")
+
+
+def test_every_command_help_is_whole_and_its_options_are_documented() -> None:
+    """Each command's ``--help`` loads, no summary is cut mid-sentence in ``tracetape --help``,
+    and every option a command takes is named in the README."""
+    from click.testing import CliRunner
+
+    text = README.read_text(encoding="utf-8")
+    overview = CliRunner().invoke(main, ["--help"], terminal_width=80).output
+    listed = overview.split("Commands:")[1].splitlines()
+    assert listed and not [line for line in listed if line.rstrip().endswith("...")]
+    for name in COMMANDS:
+        command = main.get_command(click.Context(main), name)
+        assert command is not None
+        assert CliRunner().invoke(main, [name, "--help"]).exit_code == 0
+        options = [o for p in command.params for o in p.opts if o.startswith("--")]
+        missing = [o for o in options if o not in text and o != "--help"]
+        assert missing == [], f"tracetape {name}: {missing} not in the README"

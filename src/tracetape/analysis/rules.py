@@ -47,7 +47,7 @@ from typing import Any
 
 from .._enums import LoudEnum
 
-__all__ = ["INVARIANTS", "RULES", "Rule", "Severity", "classify_table"]
+__all__ = ["INVARIANTS", "RULES", "Rule", "Severity", "classify_table", "rules_markdown"]
 
 
 class Severity(LoudEnum):
@@ -220,3 +220,16 @@ def classify_table(overrides: Mapping[str, Any] | None = None) -> dict[str, Rule
         rule = table[pattern]
         table[pattern] = Rule(pattern, severity, rule.evidence, rule.fix)
     return table
+
+
+def rules_markdown() -> str:
+    """The rule table as the README shows it (a test keeps the README equal to this).
+
+    >>> rules_markdown().splitlines()[2].startswith("| `duplicate-call` | suspicious |")
+    True
+    """
+    rows = ["| pattern | default severity | evidence | suggested fix |", "|---|---|---|---|"]
+    rows += [
+        f"| `{r.pattern}` | {r.severity.value} | {r.evidence} | {r.fix} |" for r in RULES.values()
+    ]
+    return "\n".join(rows) + "\n"

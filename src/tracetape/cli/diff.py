@@ -107,7 +107,7 @@ def _emit(report: Report, fmt: str, output: Path | None) -> None:
         output.write_text(text + "\n", encoding="utf-8")
 
 
-@click.command()
+@click.command(short_help="Where two runs stopped agreeing, and every finding.")
 @click.argument("trace_a", type=click.Path(path_type=Path))
 @click.argument("trace_b", type=click.Path(path_type=Path), required=False)
 @click.option("--runs", nargs=2, metavar="RUN_A RUN_B", help="The two runs to compare (by run id).")
@@ -160,7 +160,7 @@ def diff(  # noqa: PLR0917 - click passes every option
     sys.exit(EXIT_OK)
 
 
-@click.command()
+@click.command(short_help="The invariants of every run of one trace: the CI gate.")
 @click.argument("trace", type=click.Path(path_type=Path))
 @click.option("--max-calls-per-step", type=click.IntRange(0), help="Fanout bound (default 10).")
 @click.option(
@@ -227,7 +227,7 @@ def check(  # noqa: PLR0917 - click passes every option
     sys.exit(EXIT_FAILED if broken else EXIT_OK)
 
 
-@click.command()
+@click.command(short_help="One line per finding: pattern, severity, fix.")
 @click.argument("diff_json", type=click.Path(path_type=Path))
 @click.option("--llm", is_flag=True, help="Ask a model behind an OpenAI-compatible endpoint.")
 @click.option("--model", envvar="TRACETAPE_MODEL", help="Model name (env TRACETAPE_MODEL).")

@@ -14,7 +14,7 @@ from ..formats.otlp import cassette_to_otlp
 from ._common import handle_errors
 
 
-@click.command()
+@click.command(short_help="A cassette as OpenTelemetry traces (OTLP/JSON).")
 @click.argument("cassette", type=click.Path(path_type=Path))
 @click.option(
     "--otel", is_flag=True, required=True, help="Write OTLP/JSON (the only export format)."

@@ -34,6 +34,7 @@ EXIT_NOT_FOUND = 127
 
 
 @click.command(
+    short_help="Run a program with a tape active from its first import.",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @click.option(

@@ -31,7 +31,7 @@ def rows(path: Path) -> list[dict[str, Any]]:
     ]
 
 
-@click.command()
+@click.command(short_help="The decisions of a cassette as a table.")
 @click.argument("cassette", type=click.Path(path_type=Path))
 @output_options
 @handle_errors
@@ -69,7 +69,7 @@ def show(cassette: Path, fmt: str) -> None:
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
-@click.command()
+@click.command(short_help="A cassette's integrity, in one line.")
 @click.argument("cassette", type=click.Path(path_type=Path))
 @output_options
 def verify(cassette: Path, fmt: str) -> None:
