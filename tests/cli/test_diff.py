@@ -429,3 +429,13 @@ def test_diff_output_file_keeps_the_exit_code(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.output == ""
     assert out.read_text().startswith("### tracetape diff: worst severity **fatal**")
+
+
+def test_check_takes_the_exploration_bound(tmp_path: Path) -> None:
+    """``--exploration`` sets the distinct-args bound the check uses, as the config can."""
+    calls = [{**SEED_A[0], "args": {"q": f"term {i}", "page": 1}} for i in range(3)]
+    path = write(tmp_path / "t.jsonl", calls)
+    loose, tight = run("check", path), run("check", path, "--exploration", "2")
+    assert "exploration:" not in loose.output and "exploration 4)" in loose.output
+    assert "exploration: run_0042 step 1: search_issues called with 3" in tight.output
+    assert "exploration 2)" in tight.output

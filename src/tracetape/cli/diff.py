@@ -169,6 +169,11 @@ def diff(  # noqa: PLR0917 - click passes every option
 @click.option("--max-tokens", type=click.IntRange(0), help="Tokens per run (default 200000).")
 @click.option("--max-steps", type=click.IntRange(0), help="Steps per run (default 50).")
 @click.option("--max-calls", type=click.IntRange(0), help="Calls per run (default 500).")
+@click.option(
+    "--exploration",
+    type=click.IntRange(1),
+    help="Distinct args of one tool in one step before it is exploration (default 4).",
+)
 @output_options
 @_input_format
 @_skip
@@ -181,6 +186,7 @@ def check(  # noqa: PLR0917 - click passes every option
     max_tokens: int | None,
     max_steps: int | None,
     max_calls: int | None,
+    exploration: int | None,
     fmt: str,
     input_format: str,
     skip_bad_lines: bool,
@@ -197,6 +203,7 @@ def check(  # noqa: PLR0917 - click passes every option
         max_tokens=max_tokens,
         max_steps=max_steps,
         max_calls=max_calls,
+        exploration=exploration,
     )
     with _progress([trace]) as progress:
         report = check_trace(
