@@ -89,3 +89,9 @@ def test_verify_reports_a_torn_last_line_as_damage(cassette: Path) -> None:
 def test_verify_of_a_missing_file_exits_2(tmp_path: Path) -> None:
     """verify exits 2 when there is nothing to verify."""
     assert CliRunner().invoke(main, ["verify", str(tmp_path / "x.jsonl")]).exit_code == 2
+
+
+def test_verify_and_show_of_a_folder_exit_2(tmp_path: Path) -> None:
+    """A folder given as the cassette is bad input (exit 2) for verify and show alike."""
+    assert CliRunner().invoke(main, ["verify", str(tmp_path)]).exit_code == 2
+    assert CliRunner().invoke(main, ["show", str(tmp_path)]).exit_code == 2

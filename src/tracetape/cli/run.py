@@ -62,7 +62,9 @@ EXIT_NOT_FOUND = 127
     "(only @tracetape.tool and tracetape.env are taped).",
 )
 @click.option(
-    "--strict", is_flag=True, help="Fail (exit 4) when replay leaves recorded decisions unplayed."
+    "--strict",
+    is_flag=True,
+    help="Exit 4 when replay leaves recorded decisions unplayed; environment drift exits 2.",
 )
 @click.option(
     "--network",

@@ -36,7 +36,8 @@ def rows(path: Path) -> list[dict[str, Any]]:
 @output_options
 @handle_errors
 def show(cassette: Path, fmt: str) -> None:
-    """Print the decisions of CASSETTE as a table: seq, step, kind, tool or model, ms, key."""
+    """Print the decisions of CASSETTE as a table: seq, step, kind, tool or model, ms, effect,
+    key (exit 0; 2 when the cassette is missing or unreadable)."""
     data = rows(cassette)
     if fmt == "json":
         echo_json(data)
@@ -73,7 +74,10 @@ def show(cassette: Path, fmt: str) -> None:
 @click.argument("cassette", type=click.Path(path_type=Path))
 @output_options
 def verify(cassette: Path, fmt: str) -> None:
-    """Check CASSETTE's integrity and print a one-line summary (exit 0 ok, 1 corrupt)."""
+    """Check CASSETTE's integrity and print a one-line summary.
+
+    Exit 0 when it is sound, 1 when it is corrupt, 2 when it is missing or not a file.
+    """
     problems: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -103,5 +107,5 @@ def verify(cassette: Path, fmt: str) -> None:
     else:
         click.echo(f"corrupt: {problems[0]}")
     if not summary["ok"]:
-        missing = tape is None and not Path(cassette).exists()
+        missing = tape is None and not Path(cassette).is_file()
         sys.exit(EXIT_BAD_INPUT if missing else EXIT_FAILED)
