@@ -28,7 +28,6 @@ import contextlib
 import contextvars
 import functools
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import threading
@@ -505,8 +504,9 @@ def _imported(name: str, module: ModuleType) -> None:
             _patch_module(name, module)
 
 
-class _PatchingLoader(importlib.abc.Loader):
-    """A watched module's own loader, patching the module once it has run."""
+class _PatchingLoader:
+    """A watched module's own loader, patching the module once it has run (a loader by
+    protocol: ``importlib.abc`` costs milliseconds to import)."""
 
     def __init__(self, loader: Any, name: str):
         self._loader = loader
@@ -524,8 +524,9 @@ class _PatchingLoader(importlib.abc.Loader):
         return getattr(self._loader, name)
 
 
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Finds watched modules with the other finders and wraps their loader."""
+class _PatchOnImport:
+    """Finds watched modules with the other finders and wraps their loader (a meta path
+    finder by protocol)."""
 
     def find_spec(
         self, fullname: str, path: Any = None, target: ModuleType | None = None
@@ -539,7 +540,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
             )
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _PatchingLoader(spec.loader, fullname)
+                    spec.loader = _PatchingLoader(spec.loader, fullname)  # type: ignore[assignment]
                 return spec
         return None
 
