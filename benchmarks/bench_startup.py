@@ -2,7 +2,8 @@
 
 1. ``tracetape run -- python trivial.py`` (recording with ``rewrite``, then replaying)
    against ``python trivial.py`` run bare, fresh processes, interleaved, medians of
-   ``--repeat``. Target: at most 0.25 s added. The program imports no SDK, so the default SDK hooks must cost next to nothing.
+   ``--repeat``. Target: at most 0.25 s added. The program imports no SDK, so the default
+   SDK hooks must cost next to nothing.
 2. A pytest session of one test using the ``tape`` fixture (no SDK) against the same test
    without the fixture, each session a fresh ``python -m pytest`` process, interleaved,
    medians. Target: at most 20 ms added.
