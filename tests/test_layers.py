@@ -13,6 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tracetape"
 # Lower numbers are lower layers; a module may import its own layer and the ones below.
 LAYERS: dict[str, int] = {
     "_version": 0,
+    "_lazy": 0,
     "_enums": 0,
     "canonical": 0,
     "record": 0,

@@ -7,9 +7,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ._lazy import lazy_attributes
 from ._version import __version__
 from .canonical import Normalizer, canonical_json, fingerprint, normalize
 from .errors import (
@@ -47,14 +47,7 @@ _LAZY = {
     "env": ".integrations.tools",
     "tool": ".integrations.tools",
 }
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'tracetape' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY, globals())
 
 
 __all__ = [

@@ -179,32 +179,20 @@ def diff(  # noqa: PLR0917 - click passes every option
 @_skip
 @_jobs
 @handle_errors
-def check(  # noqa: PLR0917 - click passes every option
+def check(
     trace: Path,
-    max_calls_per_step: int | None,
-    max_repeats: int | None,
-    max_tokens: int | None,
-    max_steps: int | None,
-    max_calls: int | None,
-    exploration: int | None,
     fmt: str,
     input_format: str,
     skip_bad_lines: bool,
     jobs: int | None,
+    **limits: int | None,
 ) -> None:
     """Check the invariants of every run in TRACE: the CI regression gate.
 
     Each bound comes from its option, else [tool.tracetape.check], else its default.
     Exit 0 when every invariant holds, 1 when one is broken, 2 on bad input.
     """
-    config = AnalysisConfig.load(
-        max_calls_per_step=max_calls_per_step,
-        max_repeats=max_repeats,
-        max_tokens=max_tokens,
-        max_steps=max_steps,
-        max_calls=max_calls,
-        exploration=exploration,
-    )
+    config = AnalysisConfig.load(None, **limits)  # the --max-* and --exploration options
     with _progress([trace]) as progress:
         report = check_trace(
             trace,
@@ -228,9 +216,9 @@ def check(  # noqa: PLR0917 - click passes every option
                 click.echo(line)
         if report.skipped:
             click.echo(skipped_line(report.skipped))
-        limits = ", ".join(f"{k} {v}" for k, v in report.limits.items())
+        bounds = ", ".join(f"{k} {v}" for k, v in report.limits.items())
         verdict = "ok" if not broken else f"failed, {report.broken_count} invariant(s) broken"
-        click.echo(f"{verdict}: {report.runs} run(s), {report.events} call(s) checked ({limits})")
+        click.echo(f"{verdict}: {report.runs} run(s), {report.events} call(s) checked ({bounds})")
     sys.exit(EXIT_FAILED if broken else EXIT_OK)
 
 

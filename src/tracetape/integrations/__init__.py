@@ -7,8 +7,9 @@ imports what it patches when it is installed.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from ._common import flush_pending, model_calls, next_model_step
@@ -28,14 +29,7 @@ _LAZY = {
     "patch_sdks": ".sdk",
     "unpatch_all": ".sdk",
 }
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY, globals())
 
 
 __all__ = [
