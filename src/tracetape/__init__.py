@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_attributes
+from ._lazy import lazy_attributes as _lazy_attributes
 from ._version import __version__
 from .canonical import Normalizer, canonical_json, fingerprint, normalize
 from .errors import (
@@ -47,7 +47,7 @@ _LAZY = {
     "env": ".integrations.tools",
     "tool": ".integrations.tools",
 }
-__getattr__ = lazy_attributes(__name__, _LAZY, globals())
+__getattr__ = _lazy_attributes(__name__, _LAZY, globals())
 
 
 __all__ = [
