@@ -40,13 +40,8 @@ if TYPE_CHECKING:
 
 # The integrations pull in inspect, threading helpers and SDK lookups: load them on first use
 # so that `import tracetape` stays the light core (stdlib and orjson).
-_LAZY = {
-    "Patch": ".integrations.sdk",
-    "patch": ".integrations.sdk",
-    "patch_sdks": ".integrations.sdk",
-    "env": ".integrations.tools",
-    "tool": ".integrations.tools",
-}
+_LAZY = dict.fromkeys(("Patch", "patch", "patch_sdks"), ".integrations.sdk")
+_LAZY.update(dict.fromkeys(("env", "tool"), ".integrations.tools"))
 __getattr__ = _lazy_attributes(__name__, _LAZY, globals())
 
 

@@ -18,16 +18,9 @@ if TYPE_CHECKING:
 
 # Loaded on first use: `tracetape run` and the tools import this package without the hooks.
 _LAZY = {
-    "flush_pending": "._common",
-    "model_calls": "._common",
-    "next_model_step": "._common",
-    "async_http_transport": ".http",
-    "http_transport": ".http",
-    "patch_http": ".http",
-    "Patch": ".sdk",
-    "patch": ".sdk",
-    "patch_sdks": ".sdk",
-    "unpatch_all": ".sdk",
+    **dict.fromkeys(("flush_pending", "model_calls", "next_model_step"), "._common"),
+    **dict.fromkeys(("async_http_transport", "http_transport", "patch_http"), ".http"),
+    **dict.fromkeys(("Patch", "patch", "patch_sdks", "unpatch_all"), ".sdk"),
 }
 __getattr__ = lazy_attributes(__name__, _LAZY, globals())
 
