@@ -1,4 +1,4 @@
-"""``python -m examples.agent --task "..." --tape runs/x.jsonl --mode record|replay``."""
+"""``python -m examples.agent --task "..." --tape runs/x.jsonl --mode record|replay|...``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from tracetape import Mode, ReplayMiss, Tape
+from tracetape import Mode, ReplayMiss, Tape, TapeError
 
 from . import ScriptedModel, run
 
@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     except ReplayMiss as miss:
         print(f"ReplayMiss: {miss}", file=sys.stderr)
         return 3
+    except TapeError as exc:  # a missing cassette, or one that record must not overwrite
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     ms = (time.perf_counter() - start) * 1000
     print(answer)
     print(f"[{tape.mode}] {model.calls} model calls, {ms:.0f} ms", file=sys.stderr)
