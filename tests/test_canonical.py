@@ -253,3 +253,14 @@ def test_set_keys_do_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
         for seed in (1, 2, 3, 4)
     }
     assert len(keys) == 1
+
+
+def test_a_nan_beside_nulls_in_a_growing_stream_keys_as_the_reference() -> None:
+    """A NaN appended to a conversation whose messages already hold None values is still
+    written as the reference writes it, whatever the memo of the previous text."""
+    memo = [b""]
+    messages: list[Any] = [{"role": "assistant", "content": "x", "refusal": None}]
+    assert canonical_json({"m": messages}, memo) == reference_json({"m": messages})
+    messages = [*messages, {"role": "tool", "score": float("nan")}]
+    assert canonical_json({"m": messages}, memo) == reference_json({"m": messages})
+    assert "NaN" in canonical_json({"m": messages}, memo)

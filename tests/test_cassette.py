@@ -232,5 +232,5 @@ def test_integers_beyond_64_bits_round_trip_exactly(tmp_path: Path) -> None:
     writer.write(dict(RECORD))
     writer.close()
     records = read_cassette(tmp_path / "c.jsonl").records
-    assert records[0].out == {"id": 2**70 + 1, "s": "é"} and records[0].extra is None
+    assert records[0].out == {"id": 2**70 + 1, "s": "é"}
     assert records[1].out == 1

@@ -87,7 +87,7 @@ def test_record_never_overwrites_and_rewrite_does(pytester: pytest.Pytester) -> 
     run(pytester, "--tape-mode=record").assert_outcomes(passed=1)
     again = run(pytester, "--tape-mode=record")
     again.assert_outcomes(errors=1)
-    again.stdout.fnmatch_lines(["*cassette exists*--tape-mode=rewrite*"])
+    again.stdout.fnmatch_lines(["*already recorded*never overwrites*--tape-mode=rewrite*"])
     run(pytester, "--tape-mode=rewrite").assert_outcomes(passed=1)
     assert ran(pytester) == ["Oslo", "Oslo"]
 

@@ -662,3 +662,18 @@ def test_no_default_destroys_a_recording(tmp_path: Path) -> None:
     with Tape(path, mode="rewrite", harness_sha="x") as tape:
         tape.call("tool", payload, lambda: "late")
     assert [r.out for r in read_cassette(path)] == ["late"]
+
+
+def test_a_miss_names_the_callers_rerecord_command(tmp_path: Path) -> None:
+    """``rerecord`` (how the caller runs the recording again) ends every miss and the
+    refusal of mode ``record``; without it, the ``Tape(...)`` call is named."""
+    path = tmp_path / "run.jsonl"
+    with Tape(path, harness_sha="x") as tape:
+        tape.call("tool", {"name": "a", "step": 1}, lambda: 1)
+    hint = "make agent-rerecord TASK=412"
+    with pytest.raises(ReplayMiss) as info, Tape(path, harness_sha="x", rerecord=hint) as tape:
+        tape.call("tool", {"name": "b", "step": 1}, lambda: 1)
+    assert str(info.value).splitlines()[-1] == f"  if the change is intended, re-record: {hint}"
+    with pytest.raises(CassetteExistsError, match=hint):
+        Tape(path, mode="record", rerecord=hint)
+    assert Tape(path, harness_sha="x").rerecord == f"Tape({str(path)!r}, mode='rewrite')"

@@ -33,6 +33,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -146,12 +147,37 @@ def common_prefix(a: AnyStr, b: AnyStr, lo: int = 0) -> int:
     return n
 
 
-def canonical_json(payload: Any, memo: list[bytes] | None = None) -> str:
+def _finite(obj: Any) -> bool:
+    """Whether ``obj`` holds no NaN or infinite float in its containers (SDK models are dumped
+    by pydantic, which writes those as null itself)."""
+    stack = [obj]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        value = pop()
+        kind = type(value)
+        if kind is dict:
+            push(value.values())
+        elif kind is list or kind is tuple or kind is set or kind is frozenset:
+            push(value)
+        elif kind is float:
+            if not math.isfinite(value):
+                return False
+        elif isinstance(value, Mapping):
+            push(value.values())
+    return True
+
+
+def canonical_json(payload: Any, memo: list[bytes] | None = None, *, finite: bool = False) -> str:
     """Return the canonical JSON text of ``payload`` (``reference_json``, about 5x faster).
 
     ``memo`` holds the previous output of the same stream that passed the checks: a
     conversation grows by appending, so only the bytes after the common prefix are searched
     (a multi-byte search costs about a nanosecond a byte; a 20 KB prompt, 50 us).
+
+    A ``null`` in that region makes the whole payload be searched for a NaN or infinite
+    float (orjson writes those as ``null``): about 0.1 us a value. ``finite=True`` skips that
+    search where the caller knows there can be none: the SDK hooks' payloads, which the SDKs
+    refuse to send with a NaN (there a NaN keys as a ``None`` would).
 
     >>> canonical_json({"b": 1, "a": [1.5, "é"]})
     '{"a":[1.5,"\\\\u00e9"],"b":1}'
@@ -167,10 +193,12 @@ def canonical_json(payload: Any, memo: list[bytes] | None = None) -> str:
     # A float token is at most ~25 bytes: backing up 32 covers one straddling the prefix.
     start = max(0, common_prefix(memo[0], raw) - 32) if memo else 0
     region = raw[start:] if start else raw
-    # orjson writes every exponent with its sign, and a NaN or infinity as null: look for
-    # those before the regex. A null may be a real None: the reference decides.
+    # orjson writes every exponent with its sign: look for those before the regex. It also
+    # writes a NaN or an infinity as null, which a None writes too: only where a null appears
+    # is the payload searched for a non-finite float.
     risky = b"e+" in region or b"e-" in region or b"0.0000" in region
-    if b"null" in region or (risky and _FLOAT_RISK.search(region)):
+    nulls = not finite and b"null" in region
+    if (risky and _FLOAT_RISK.search(region)) or (nulls and not _finite(payload)):
         if memo:
             memo[0] = b""
         return _reference(payload)

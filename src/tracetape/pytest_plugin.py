@@ -173,10 +173,8 @@ def _miss_longrepr(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseExceptio
             continue
         shown = path.relative_to(root) if path.is_relative_to(root) else path
         where.append(f"{shown}:{entry.lineno + 1} in {entry.name}")
+    # The tape was opened with this test's re-record command: the miss already names it.
     lines = str(miss).splitlines()
-    if lines and "re-record: Tape(" in lines[-1]:
-        lines.pop()
-    lines.append(f"  if the change is intended, re-record: {_command(item, 'rewrite')}")
     if miss is not excinfo.value:
         lines.append(f"  (raised to the test as {type(excinfo.value).__name__})")
     at = [f"  at {' > '.join(where)}"] if where else []

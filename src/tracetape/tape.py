@@ -126,7 +126,9 @@ class Tape:
     ``replay`` or ``record``. ``redact`` adds secret rules to the built-ins and
     ``[tool.tracetape.redact]``; ``env_allow`` names environment variables recorded as
     hashes; ``harness_paths`` names the agent-loop files whose content is the harness (else
-    the git HEAD is); ``strict`` turns unplayed decisions and environment drift into errors.
+    the git HEAD is); ``strict`` turns unplayed decisions and environment drift into errors;
+    ``rerecord`` is how the caller records the tape again (``tracetape run`` and the pytest
+    plugin give their own command line), named at the end of every miss.
 
         >>> Tape("x.jsonl", mode="rec")
         Traceback (most recent call last):
@@ -148,11 +150,14 @@ class Tape:
         allow_irreversible: bool = False,
         store_inputs: bool = True,
         max_record_bytes: int = MAX_RECORD_BYTES,
+        rerecord: str | None = None,
     ):
         if isinstance(path, str | os.PathLike):
             self.store: RecordStore = FileStore(path, max_record_bytes)
         else:
             self.store = path
+        # How this tape is recorded again, as its caller runs it: every miss ends with it.
+        self.rerecord = rerecord or f"Tape({self.store.name!r}, mode='rewrite')"
         # The cassette file of a file store; for another store, its name as a path.
         self.path = getattr(self.store, "path", None) or Path(self.store.name)
         harness = tuple(harness_paths)
@@ -161,8 +166,7 @@ class Tape:
         if self.requested_mode is Mode.RECORD and exists:
             raise CassetteExistsError(
                 "a cassette is already recorded here and mode 'record' never overwrites one; "
-                f"replay it (mode='replay' or 'auto'), or re-record it on purpose: "
-                f"Tape({self.store.name!r}, mode='rewrite')",
+                f"replay it, or re-record it on purpose: {self.rerecord}",
                 path=self.store.name,
             )
         if self.requested_mode is Mode.AUTO:
@@ -185,7 +189,6 @@ class Tape:
         self._token: contextvars.Token[Tape | None] | None = None
         self._closed = False
         self._missed = False
-        self._recording = False
         # Records this tape wrote (the highest sequence number the store gave back).
         self.written = 0
         # Per kind, the last canonical text keyed: a conversation grows by appending.
@@ -202,7 +205,6 @@ class Tape:
                     redact_key_id=self.redactor.key_id,
                 )
             )
-            self._recording = True
         else:
             self._load(harness_sha)
 
@@ -271,16 +273,17 @@ class Tape:
 
     # -- the decision API ----------------------------------------------------------------------
 
-    def prepare(self, kind: str, payload: Any) -> Decision:
+    def prepare(self, kind: str, payload: Any, *, finite: bool = False) -> Decision:
         """Canonicalize, redact and key a boundary input.
 
         The payload may still hold SDK models and tuples: they are serialized here, at call
         time, so the key and the stored input are a snapshot later mutation cannot reach.
+        ``finite`` says the payload holds no NaN or infinity (see ``canonical_json``).
         """
         memo = self._memos.get(kind)
         if memo is None:
             memo = self._memos[kind] = [b""]
-        blob = self.redactor.redact(canonical_json(payload, memo), kind)
+        blob = self.redactor.redact(canonical_json(payload, memo, finite=finite), kind)
         mapping = type(payload) is dict or isinstance(payload, Mapping)
         step = payload.get("step") if mapping else None
         return Decision(kind, key_of(kind, blob), blob, step if type(step) is int else None)
@@ -299,7 +302,7 @@ class Tape:
         self, decision: Decision, out: Any, *, ms: float = 0.0, effect: str | Effect = Effect.READ
     ) -> Any:
         """Write one decision and its output; returns the output as stored (redacted)."""
-        if not self._recording:
+        if self.mode is not Mode.RECORD:
             raise RuntimeError(
                 f"tape {self.store.name} is in {self.mode} mode; nothing can be recorded"
             )
@@ -399,11 +402,6 @@ class Tape:
             rerecord=self.rerecord,
         )
 
-    @property
-    def rerecord(self) -> str:
-        """The call that records this tape again (the advice every miss ends with)."""
-        return f"Tape({self.store.name!r}, mode='rewrite')"
-
     # -- integrations: SDK and HTTP hooks ---------------------------------------------------
 
     def patch_sdks(self) -> AbstractContextManager[Tape]:
@@ -440,7 +438,7 @@ class Tape:
         if self._closed:
             return
         self._closed = True
-        if self._recording:
+        if self.mode is Mode.RECORD:
             self.store.commit()
             return
         unplayed = self.unplayed

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .errors import CassetteError, CassetteNotFoundError, ReplayMiss
+from .errors import CassetteNotFoundError, ReplayMiss
 from .integrations.network import NetworkGuard, block_network
 from .integrations.watch import WatchedTape
 from .record import Record
@@ -115,28 +115,21 @@ class TapeCase:
         self._stack = contextlib.ExitStack()
 
     def _tape_mode(self) -> Mode:
-        exists = self.path.exists()
-        if self.mode is TestMode.REPLAY:
-            if not exists:
-                how = f": {self.record_hint}" if self.record_hint else " (mode 'record')"
-                raise CassetteNotFoundError(
-                    f"no cassette to replay; record it first{how}", path=self.path
-                )
-            return Mode.REPLAY
-        if self.mode is TestMode.RECORD:
-            if exists:
-                how = f": {self.rewrite_hint}" if self.rewrite_hint else " (mode 'rewrite')"
-                raise CassetteError(
-                    "cassette exists and mode 'record' never overwrites one; replay it, or "
-                    f"re-record it on purpose{how}",
-                    path=self.path,
-                )
-            return Mode.RECORD
+        if self.mode is Mode.REPLAY and not self.path.exists():
+            how = f": {self.record_hint}" if self.record_hint else " (mode 'record')"
+            raise CassetteNotFoundError(
+                f"no cassette to replay; record it first{how}", path=self.path
+            )
         return self.mode
 
     def open(self) -> WatchedTape:
         """Open the tape, patch the SDKs, guard the network in replay; return the tape."""
-        tape = WatchedTape(self.path, mode=self._tape_mode(), **self.tape_options)
+        tape = WatchedTape(
+            self.path,
+            mode=self._tape_mode(),
+            rerecord=self.rewrite_hint or None,
+            **self.tape_options,
+        )
         self.tape = tape
         try:
             self._stack.enter_context(tape)

@@ -20,7 +20,7 @@ from .._enums import LoudEnum
 from ..canonical import Normalizer
 from ..errors import CassetteError, TraceError
 
-__all__ = ["PROGRESS_EVERY", "Source", "TraceFormat", "TraceSource", "open_source"]
+__all__ = ["PROGRESS_EVERY", "Source", "TraceFormat", "TraceSource", "open_source", "stem_of"]
 
 PROGRESS_EVERY = 1 << 14
 _BUFFER = 1 << 20
@@ -74,6 +74,17 @@ class _Lines(io.RawIOBase):
         self._buf = self._buf[n:]
         self._pos += n
         return n
+
+
+def stem_of(name: str) -> str:
+    """A source's name without folder and suffix: the run id of a source whose format names
+    none (``runs/412.jsonl`` is run ``412``).
+
+    >>> stem_of("runs/412.cassette.jsonl")
+    '412'
+    """
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    return base.split(".")[0] or base
 
 
 def _from_lines(lines: Iterable[Any], *, chunks: bool = False) -> IO[bytes]:
@@ -188,5 +199,4 @@ class TraceSource:
         """The source's name without folder and suffix: the run id of a source whose format
         names none (a cassette without ``run_id`` in its header, a span file without
         ``run_id``/``trace_id``)."""
-        base = self.name.replace("\\", "/").rsplit("/", 1)[-1]
-        return base.split(".")[0] or base
+        return stem_of(self.name)

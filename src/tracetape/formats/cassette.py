@@ -39,7 +39,7 @@ from .._version import __version__
 from ..canonical import Normalizer, fingerprint, json_default
 from ..errors import CassetteError, CassetteNotFoundError, CassetteVersionError, TapeWarning
 from ..record import Record
-from ._source import TraceSource
+from ._source import TraceSource, stem_of
 from .schemas import EFFECTS
 
 __all__ = [
@@ -153,7 +153,7 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
         ) from None
     except OSError as exc:
         raise CassetteError(f"cannot read cassette: {exc.strerror}", path=path) from exc
-    reader = CassetteReader(io.BytesIO(data), path, run=path.name.split(".")[0] or path.name)
+    reader = CassetteReader(io.BytesIO(data), path, run=stem_of(path.name))
     records = list(reader)
     return Cassette(path, reader.header, records, reader.skipped)
 

@@ -45,7 +45,7 @@ import orjson
 from .._version import __version__
 from ..canonical import fingerprint
 from ..record import Record
-from ._source import TraceSource
+from ._source import TraceSource, stem_of
 from .cassette import Cassette, read_cassette
 from .schemas import EFFECTS, fmt_of, keyed, schema_of
 
@@ -363,7 +363,7 @@ def cassette_to_otlp(
             }
         )
         clock += duration
-    run = cassette.path.name.split(".")[0] or cassette.path.name  # as the cassette reader names it
+    run = stem_of(cassette.path.name)  # as the cassette reader names it
     root = {
         "traceId": trace_id,
         "spanId": root_id,

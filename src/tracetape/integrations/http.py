@@ -112,7 +112,7 @@ def http_decision(tape: Tape, request: Any) -> Decision:
         except ValueError:
             body = None
         if isinstance(body, Mapping):
-            return tape.prepare("llm", llm_payload(ep, body, next_model_step(tape)))
+            return tape.prepare("llm", llm_payload(ep, body, next_model_step(tape)), finite=True)
     payload = {
         "method": request.method,
         "url": _clean_url(request.url),

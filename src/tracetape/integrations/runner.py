@@ -74,7 +74,17 @@ ENV_STRICT = "TRACETAPE_RUN_STRICT"
 ENV_REPORT = "TRACETAPE_RUN_REPORT"
 ENV_NETWORK = "TRACETAPE_RUN_NETWORK"
 ENV_TRACEBACK = "TRACETAPE_RUN_TRACEBACK"
-_ENV_NAMES = (ENV_TAPE, ENV_MODE, ENV_HOOK, ENV_STRICT, ENV_REPORT, ENV_NETWORK, ENV_TRACEBACK)
+ENV_RERECORD = "TRACETAPE_RUN_RERECORD"
+_ENV_NAMES = (
+    ENV_TAPE,
+    ENV_MODE,
+    ENV_HOOK,
+    ENV_STRICT,
+    ENV_REPORT,
+    ENV_NETWORK,
+    ENV_TRACEBACK,
+    ENV_RERECORD,
+)
 
 
 # -- the child: started by bootstrap/sitecustomize.py -------------------------------------------
@@ -158,6 +168,7 @@ def start_from_environment() -> None:
     strict = os.environ.get(ENV_STRICT) == "1"
     network = os.environ.get(ENV_NETWORK, "block")
     show_traceback = os.environ.get(ENV_TRACEBACK) == "1"
+    rerecord = os.environ.get(ENV_RERECORD) or None
     _scrub_environment()
     try:
         os.close(os.open(f"{report_path}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -174,7 +185,7 @@ def start_from_environment() -> None:
     report: dict[str, Any] = {"state": "started", "pid": os.getpid()}
     hooks = contextlib.ExitStack()
     try:
-        tape = WatchedTape(path, mode=mode, strict=strict)
+        tape = WatchedTape(path, mode=mode, strict=strict, rerecord=rerecord)
         report["mode"] = tape.mode.value
         tape.__enter__()
         _enter_hooks(tape, hook, hooks)
@@ -376,6 +387,8 @@ def run_program(
             ENV_NETWORK: network,
             ENV_REPORT: report_name,
             ENV_TRACEBACK: "1" if show_traceback else "0",
+            # every miss names the command line that records this run again
+            ENV_RERECORD: _rerun_hint(path, command, hook),
         }
     )
     try:
@@ -454,12 +467,7 @@ def _judge(
                 f"the program caught the ReplayMiss and went on (it exited {code}); the run "
                 "still diverged from the recording:"
             )
-        # The core's last line suggests Tape(..., mode='rewrite'); the command line fits here.
-        lines = str(miss["message"]).splitlines()
-        if lines and "re-record: Tape(" in lines[-1]:
-            lines.pop()
-        say("\n".join(lines))
-        say(f"if the change is intended, re-record:\n  {_rerun_hint(path, command, hook)}")
+        say(str(miss["message"]))  # it ends with this command line's re-record advice
         result.exit_code = EXIT_REPLAY_MISS
         return result
     if report.get("network"):

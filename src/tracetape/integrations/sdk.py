@@ -220,7 +220,7 @@ class _Call:
         body, self.post = _body(target, kwargs)
         payload = llm_payload(endpoint(target.endpoint), body, next_model_step(tape))
         self.tape = tape
-        self.decision = tape.prepare("llm", payload)
+        self.decision = tape.prepare("llm", payload, finite=True)
         self.capture: Capture | None = None
         self.beyond: Callable[[], BaseException] | None = None
 
