@@ -1,4 +1,16 @@
-"""SDK-level and HTTP-level replay of a 50-step OpenAI-SDK agent, against vcrpy and backspin.
+"""SDK-level and HTTP-level replay of an OpenAI-SDK agent, against vcrpy and backspin.
+
+**Fresh processes, as users and CI run replay** (the headline figures). ``sdk_agent.py`` runs
+a growing conversation in a new interpreter per repetition, replayed by ``tracetape run``
+(the default SDK hook, program unchanged) and by backspin's ``patch_openai``, interleaved. The
+program times every ``chat.completions.create`` call itself; the figures are the first call,
+the mean of the others (steady state), the mean over all calls, and the whole process (wall
+clock, interpreter start to exit: ``tracetape run`` also starts its own process), each the
+median over ``--fresh-repeat`` runs. Conversations: 50 steps with 150-character and with
+2 KB observations (target: mean over all calls <= 0.5x backspin's) and 10 steps with
+150-character ones (target <= 1.0x).
+
+**In one process** (the figures below the headline), the issue-3 loop:
 
 The agent loop (the issue's): 50 ``chat.completions.create`` calls with two tool schemas and
 fixed decoding params; each step appends the reply and a ~300-byte observation, so the message
@@ -17,14 +29,18 @@ The tracetape hooks come from ``tracetape.integrations.sdk`` (``patch_sdks``) an
 ``Tape.http_transport``; a figure whose hook is missing from this install is printed as
 skipped with the reason. Needs the ``bench`` extra: ``pip install -e '.[bench]'``.
 
-Run: ``python benchmarks/bench_sdk_replay.py [--steps 50] [--repeat 7]``.
+Run: ``python benchmarks/bench_sdk_replay.py [--steps 50] [--repeat 7] [--fresh-repeat 7]``
+(``--fresh-repeat 0`` skips the fresh-process part, ``--only-fresh`` skips the rest).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -131,6 +147,98 @@ def median_per_call(run: Callable[[], str], expected: str, steps: int, repeat: i
     return statistics.median(times)
 
 
+# -- fresh processes ------------------------------------------------------------------------
+
+AGENT = Path(__file__).with_name("sdk_agent.py")
+CONVERSATIONS = ((50, 150, 0.5), (50, 2048, 0.5), (10, 150, 1.0))  # steps, size, target
+
+
+def run_agent(argv: list[str], env: dict[str, str], out: Path) -> dict[str, Any]:
+    """Run the agent program once; its per-call times and the process's wall time."""
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}:\n{done.stderr}")
+    data: dict[str, Any] = json.loads(out.read_text())
+    data["wall"] = wall
+    return data
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Medians over runs of: the first call, the mean of the others, the mean of all, the wall."""
+    return {
+        "first": statistics.median(r["times"][0] for r in runs),
+        "steady": statistics.median(statistics.mean(r["times"][1:]) for r in runs),
+        "mean": statistics.median(statistics.mean(r["times"]) for r in runs),
+        "wall": statistics.median(r["wall"] for r in runs),
+    }
+
+
+def fresh_processes(tmp: Path, repeat: int) -> list[tuple[int, int, float, dict[str, Any]]]:
+    python = sys.executable
+    tracetape_run = [python, "-m", "tracetape", "run"]
+    results = []
+    for steps, size, target in CONVERSATIONS:
+        folder = tmp / f"fresh-{steps}-{size}"
+        folder.mkdir()
+        out = folder / "out.json"
+        env = {
+            **os.environ,
+            "BENCH_STEPS": str(steps),
+            "BENCH_SIZE": str(size),
+            "BENCH_OUT": str(out),
+            "BENCH_DIR": str(folder),
+        }
+        tape = str(folder / "tape.jsonl")
+        agent_argv = [python, str(AGENT)]
+        with fake_server() as url:
+            env["BENCH_URL"] = url
+            expected = run_agent(agent_argv, env, out)["content"]
+            run_agent(agent_argv, {**env, "BENCH_MODE": "backspin-record"}, out)
+            record = [*tracetape_run, "--tape", tape, "--mode", "record", "--", *agent_argv]
+            run_agent(record, env, out)
+        backspin_env = {**env, "BENCH_MODE": "backspin", "BENCH_RUN": (folder / "run").read_text()}
+        runs: dict[str, list[dict[str, Any]]] = {"backspin": [], "tracetape": []}
+        for _ in range(repeat):  # interleaved: both see the same machine load
+            runs["backspin"].append(run_agent(agent_argv, backspin_env, out))
+            runs["tracetape"].append(
+                run_agent([*tracetape_run, "--tape", tape, "--", *agent_argv], env, out)
+            )
+        for name, rs in runs.items():
+            for r in rs:
+                if r["content"] != expected:
+                    raise AssertionError(f"{name} replayed {r['content']!r}, not {expected!r}")
+        results.append((steps, size, target, {name: summarize(rs) for name, rs in runs.items()}))
+    return results
+
+
+def report_fresh(results: list[tuple[int, int, float, dict[str, Any]]], repeat: int) -> None:
+    print(f"Replay in fresh processes (medians of {repeat} runs each, interleaved):")
+    print(
+        f"  {'conversation':28} {'replayer':10} {'first call':>11} {'steady':>9} "
+        f"{'mean/call':>10} {'process':>9}"
+    )
+    for steps, size, target, figures in results:
+        label = f"{steps} steps, {size}-char messages"
+        for name in ("backspin", "tracetape"):
+            f = figures[name]
+            print(
+                f"  {label:28} {name:10} {f['first'] * 1e6:8.0f} us {f['steady'] * 1e6:6.1f} us"
+                f" {f['mean'] * 1e6:7.1f} us {f['wall'] * 1e3:6.0f} ms"
+            )
+            label = ""
+        ratio = figures["tracetape"]["mean"] / figures["backspin"]["mean"]
+        verdict = "ok" if ratio <= target else "MISSED"
+        first = figures["tracetape"]["first"] / figures["backspin"]["first"]
+        steady = figures["tracetape"]["steady"] / figures["backspin"]["steady"]
+        wall = figures["tracetape"]["wall"] / figures["backspin"]["wall"]
+        print(
+            f"  {'':28} tracetape / backspin: mean per call {ratio:.2f}x [<= {target}] {verdict};"
+            f" first {first:.2f}x, steady {steady:.2f}x, process {wall:.2f}x"
+        )
+
+
 def sdk_hooks() -> tuple[Callable[..., AbstractContextManager[Any]] | None, str]:
     try:
         from tracetape.integrations.sdk import patch_sdks  # type: ignore[import-not-found]
@@ -143,6 +251,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--fresh-repeat", type=int, default=7)
+    parser.add_argument("--only-fresh", action="store_true")
     args = parser.parse_args()
     steps, repeat = args.steps, args.repeat
 
@@ -160,6 +270,11 @@ def main() -> None:
 
     patch_sdks, why_no_sdk = sdk_hooks()
     tmp = Path(tempfile.mkdtemp(prefix="bench-sdk-"))
+    if args.fresh_repeat > 0:
+        report_fresh(fresh_processes(tmp, args.fresh_repeat), args.fresh_repeat)
+        if args.only_fresh:
+            return
+        print()
     figures: dict[str, float] = {}
     skipped: dict[str, str] = {}
     vcr_config = vcr.VCR(

@@ -19,12 +19,14 @@ from tests import _seed
 from tracetape import key
 from tracetape.canonical import (
     Normalizer,
+    StreamKey,
     canonical_json,
     changed_paths,
     digest_changes,
     excerpt,
     field_digests,
     fingerprint,
+    key_of,
     normalize,
     reference_json,
 )
@@ -264,3 +266,68 @@ def test_a_nan_beside_nulls_in_a_growing_stream_keys_as_the_reference() -> None:
     messages = [*messages, {"role": "tool", "score": float("nan")}]
     assert canonical_json({"m": messages}, memo) == reference_json({"m": messages})
     assert "NaN" in canonical_json({"m": messages}, memo)
+
+
+def _full_key(kind: str, payload: Any) -> tuple[bytes, str]:
+    text = reference_json(payload)
+    return text.encode(), key_of(kind, text)
+
+
+# A stream of payloads as agents make them: a conversation that grows by appending, with edits
+# of earlier messages, a fresh conversation, NaNs, non-ASCII text, big integers and floats.
+_edits = st.sampled_from(["append", "append", "append", "edit", "fresh", "step"])
+
+
+@given(st.lists(st.tuples(_edits, st.lists(any_json, min_size=1, max_size=3)), max_size=12))
+@settings(max_examples=400, deadline=None)
+def test_incremental_key_is_the_full_key(steps: list[tuple[str, list[Any]]]) -> None:
+    """For any sequence of payloads, the incremental key (and text) equals the full path's."""
+    keys = StreamKey("llm")
+    messages: list[Any] = [{"role": "system", "content": "be careful " * 10}]
+    for n, (edit, values) in enumerate(steps):
+        if edit == "append":
+            messages = [*messages, *values]
+        elif edit == "edit":
+            messages = [values[0], *messages[1:]]
+        elif edit == "fresh":
+            messages = list(values)
+        payload = {"messages": messages, "params": {"temperature": 0.5}, "step": n}
+        assert keys.key(payload) == _full_key("llm", payload)
+
+
+@given(st.lists(any_json, min_size=1, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_incremental_key_of_any_values(values: list[Any]) -> None:
+    """Unrelated payloads one after another (no shared prefix, top-level scalars) key whole."""
+    keys = StreamKey("tool")
+    for value in values:
+        assert keys.key(value) == _full_key("tool", value)
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        pytest.param(float("nan"), id="nan"),
+        pytest.param(1e-07, id="small-float"),
+        pytest.param("é", id="non-ascii"),
+        pytest.param(2**70, id="big-int"),
+        pytest.param(None, id="null"),
+    ],
+)
+def test_incremental_key_checks_what_was_appended(tail: Any) -> None:
+    """A value the fast encoder writes differently, appended to a long conversation whose
+    prefix was checked before, is still keyed as the reference writes it; so is the next."""
+    keys = StreamKey("llm")
+    messages: list[Any] = [{"content": "x" * 3000, "refusal": None}]
+    for extra in ([], [{"content": "y"}], [{"score": tail}], [{"content": "z"}]):
+        messages = [*messages, *extra]
+        payload = {"messages": messages, "step": len(messages)}
+        assert keys.key(payload) == _full_key("llm", payload)
+
+
+def test_incremental_key_checks_a_number_cut_by_the_saved_prefix() -> None:
+    """The saved prefix can end inside a number (``[1`` shared by ``[10]`` and ``[11]``): a
+    float the fast encoder writes differently that starts there is still caught."""
+    keys = StreamKey("tool")
+    for payload in ([10], [11], [1e-07], {"a": 10}, {"a": 11}, {"a": 1e-07}):
+        assert keys.key(payload) == _full_key("tool", payload)

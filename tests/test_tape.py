@@ -328,6 +328,28 @@ def test_secrets_never_reach_the_cassette_and_the_run_still_replays(tmp_path: Pa
         assert run_agent(tape, task, ScriptedModel(3), failing) == answer
 
 
+def test_replay_keys_first_and_redacts_only_what_it_cannot_find(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replay hashes the live text first: a recorded text needs no redaction (it is already
+    redacted). Only a text holding a secret is redacted, then found under its recorded key."""
+    path = tmp_path / "run.jsonl"
+    task = f"deploy with {OPENAI_KEY}"
+    answer = record(path, task=task)
+    with Tape(path, mode="replay", strict=True) as tape:
+        redacted: list[str] = []
+        redact = tape.redactor.redact
+        monkeypatch.setattr(
+            tape.redactor, "redact", lambda text, kind: redacted.append(kind) or redact(text, kind)
+        )
+        assert run_agent(tape, task, ScriptedModel(4), failing) == answer
+        decision = tape.prepare("tool", {"name": "lookup", "args": {"n": 0}, "step": 1})
+    # every model call quotes the task's key; no tool call holds a secret
+    assert redacted == ["llm"] * 5
+    assert isinstance(decision.text, bytes) and decision.blob == decision.text.decode()
+    assert decision.input() == {"name": "lookup", "args": {"n": 0}, "step": 1}
+
+
 def test_replay_miss_messages_show_redacted_text_only(tmp_path: Path) -> None:
     """A miss whose changed field held a secret shows placeholders, never the secret."""
     path = tmp_path / "run.jsonl"

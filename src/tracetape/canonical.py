@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_VOLATILE_KEYS",
     "Change",
     "Normalizer",
+    "StreamKey",
     "canonical_json",
     "changed_paths",
     "common_prefix",
@@ -167,6 +168,28 @@ def _finite(obj: Any) -> bool:
     return True
 
 
+def _plain(region: bytes, payload: Any, finite: bool) -> bool:
+    """Whether orjson's text is the canonical text, judged on ``region``: the bytes not checked
+    before (a float token is at most ~25 bytes, so a region starts 32 bytes early to cover one
+    straddling its start)."""
+    if not region.isascii() or b"\x7f" in region:
+        return False
+    # orjson writes every exponent with its sign: look for those before the regex. It also
+    # writes a NaN or an infinity as null, which a None writes too: only where a null appears
+    # is the payload searched for a non-finite float.
+    risky = b"e+" in region or b"e-" in region or b"0.0000" in region
+    if risky and _FLOAT_RISK.search(region):
+        return False
+    return finite or b"null" not in region or _finite(payload)
+
+
+def _orjson(payload: Any) -> bytes | None:
+    try:
+        return orjson.dumps(payload, default=json_default, option=_ORJSON_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError: big ints, non-str keys, invalid str...
+        return None
+
+
 def canonical_json(payload: Any, memo: list[bytes] | None = None, *, finite: bool = False) -> str:
     """Return the canonical JSON text of ``payload`` (``reference_json``, about 5x faster).
 
@@ -184,21 +207,11 @@ def canonical_json(payload: Any, memo: list[bytes] | None = None, *, finite: boo
     >>> canonical_json(1.439488178100376e-07)
     '1.439488178100376e-07'
     """
-    try:
-        raw = orjson.dumps(payload, default=json_default, option=_ORJSON_OPTIONS)
-    except TypeError:  # orjson.JSONEncodeError: big ints, non-str keys, invalid str...
+    raw = _orjson(payload)
+    if raw is None:
         return _reference(payload)
-    if not raw.isascii() or b"\x7f" in raw:
-        return _reference(payload)
-    # A float token is at most ~25 bytes: backing up 32 covers one straddling the prefix.
     start = max(0, common_prefix(memo[0], raw) - 32) if memo else 0
-    region = raw[start:] if start else raw
-    # orjson writes every exponent with its sign: look for those before the regex. It also
-    # writes a NaN or an infinity as null, which a None writes too: only where a null appears
-    # is the payload searched for a non-finite float.
-    risky = b"e+" in region or b"e-" in region or b"0.0000" in region
-    nulls = not finite and b"null" in region
-    if (risky and _FLOAT_RISK.search(region)) or (nulls and not _finite(payload)):
+    if not _plain(raw[start:] if start else raw, payload, finite):
         if memo:
             memo[0] = b""
         return _reference(payload)
@@ -214,6 +227,53 @@ def key_of(kind: str, blob: str) -> str:
     'tool:7d66ff5c9b68eeda'
     """
     return f"{kind}:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+
+
+class StreamKey:
+    """The keys of one stream of payloads (a tape's decisions of one kind), computed
+    incrementally: ``key_of(kind, canonical_json(payload))`` for each, at a cost that follows
+    what changed since the stream's previous payload rather than its size.
+
+    A conversation grows by appending, so each payload's canonical text extends a prefix of
+    the previous one's. The stream keeps the SHA-256 state after the prefix its last text
+    shared with the text before it; when the new text starts with that prefix (one memcmp),
+    only the bytes after it are checked (``_plain``) and hashed, from a copy of the saved
+    state. Anything else (a new conversation, an edited message, a text the fast encoder
+    cannot write) is keyed whole: the key is always the full path's (property-tested).
+
+    >>> keys = StreamKey("llm")
+    >>> text, key = keys.key({"messages": ["hi"], "step": 1})
+    >>> text, key == key_of("llm", text.decode())
+    (b'{"messages":["hi"],"step":1}', True)
+    """
+
+    __slots__ = ("_last", "_prefix", "_state", "kind")
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._last = b""  # the last text keyed on the fast path
+        self._prefix = b""  # its first bytes, also a prefix of the text before it
+        self._state = hashlib.sha256()  # the state after hashing ``_prefix``
+
+    def key(self, payload: Any, *, finite: bool = False) -> tuple[bytes, str]:
+        """The canonical text of ``payload`` (ASCII bytes) and its key."""
+        raw = _orjson(payload)
+        prefix = self._prefix
+        at = len(prefix) if raw is not None and raw.startswith(prefix) else 0
+        if raw is None or not _plain(raw[max(0, at - 32) :] if at else raw, payload, finite):
+            self._last, self._prefix, self._state = b"", b"", hashlib.sha256()
+            text = _reference(payload).encode()
+            return text, f"{self.kind}:{hashlib.sha256(text).hexdigest()[:16]}"
+        # Save the state at the prefix this text shares with the last one: the next text of
+        # a growing conversation starts with it.
+        shared = common_prefix(self._last, raw, at)
+        state = self._state.copy() if at else hashlib.sha256()
+        view = memoryview(raw)
+        state.update(view[at:shared])
+        self._last, self._prefix, self._state = raw, raw[:shared], state
+        final = state.copy()
+        final.update(view[shared:])
+        return raw, f"{self.kind}:{final.hexdigest()[:16]}"
 
 
 def digest(value: Any) -> str:

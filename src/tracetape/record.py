@@ -84,14 +84,21 @@ def call_args(rec: Record) -> Any:
 class Decision(NamedTuple):
     """A boundary input, keyed: what ``Tape.prepare`` returns and ``play``/``record`` take.
 
-    ``blob`` is the redacted canonical JSON text the key was hashed from.
+    ``text`` is the redacted canonical JSON text the key was hashed from: a ``str``, or its
+    ASCII bytes where replay keyed it without decoding (``blob`` is always the ``str``).
     """
 
     kind: str
     key: str
-    blob: str
+    text: str | bytes
     step: int | None
+
+    @property
+    def blob(self) -> str:
+        """The redacted canonical JSON text, as ``str``."""
+        text = self.text
+        return text.decode() if isinstance(text, bytes) else text
 
     def input(self) -> Any:
         """The redacted input as plain JSON data."""
-        return json.loads(self.blob)
+        return json.loads(self.text)

@@ -32,7 +32,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from ._enums import LoudEnum
-from .canonical import canonical_json, field_digests, key_of
+from .canonical import StreamKey, canonical_json, field_digests, key_of
 from .config import load_config
 from .diagnose import explain_miss
 from .errors import (
@@ -101,10 +101,12 @@ def key(kind: str, payload: Any) -> str:
 @dataclass
 class HookState:
     """What the SDK and HTTP hooks keep per tape (``tape.hooks``): the lock that numbers model
-    calls, and the captures of responses still being read (written when they end)."""
+    calls, the captures of responses still being read (written when they end), and the
+    endpoints the cassette answers (found once, to warm replay up)."""
 
     step_lock: threading.Lock = field(default_factory=threading.Lock)
     pending: set[Any] = field(default_factory=set)
+    answered: dict[str, Any] | None = None
 
 
 _current: contextvars.ContextVar[Tape | None] = contextvars.ContextVar("tracetape", default=None)
@@ -191,8 +193,10 @@ class Tape:
         self._missed = False
         # Records this tape wrote (the highest sequence number the store gave back).
         self.written = 0
-        # Per kind, the last canonical text keyed: a conversation grows by appending.
+        # Per kind, the last canonical text keyed (recording) and the incremental keys
+        # (replay): a conversation grows by appending.
         self._memos: dict[str, list[bytes]] = {}
+        self._keys: dict[str, StreamKey] = {}
         self.records: list[Record] = []
         self.header: dict[str, Any] | None = None
         if self.mode is Mode.RECORD:
@@ -237,6 +241,8 @@ class Tape:
             if lst is None:
                 by_kind[kind] = lst = []
             lst.append(i)
+        # Replay keys each kind incrementally; made now, so the first call pays no setup.
+        self._keys = {kind: StreamKey(kind) for kind in by_kind}
         self._check_environment(harness_sha)
 
     def _env_digest(self, name: str) -> str | None:
@@ -279,14 +285,30 @@ class Tape:
         The payload may still hold SDK models and tuples: they are serialized here, at call
         time, so the key and the stored input are a snapshot later mutation cannot reach.
         ``finite`` says the payload holds no NaN or infinity (see ``canonical_json``).
+
+        Replay keys first and redacts only on a miss: a text whose key was recorded *is* a
+        recorded text, already redacted (redaction leaves a redacted text as it is), and a
+        conversation's key is hashed incrementally (``StreamKey``). Only a text holding a
+        secret, or one never recorded, is redacted and keyed again.
         """
+        mapping = type(payload) is dict or isinstance(payload, Mapping)
+        step = payload.get("step") if mapping else None
+        step = step if type(step) is int else None
+        if self.mode is Mode.REPLAY:
+            keys = self._keys.get(kind)
+            if keys is None:
+                keys = self._keys[kind] = StreamKey(kind)
+            text, key = keys.key(payload, finite=finite)
+            if key in self._queues:
+                return Decision(kind, key, text, step)
+            plain = text.decode()
+            blob = self.redactor.redact(plain, kind)
+            return Decision(kind, key if blob == plain else key_of(kind, blob), blob, step)
         memo = self._memos.get(kind)
         if memo is None:
             memo = self._memos[kind] = [b""]
         blob = self.redactor.redact(canonical_json(payload, memo, finite=finite), kind)
-        mapping = type(payload) is dict or isinstance(payload, Mapping)
-        step = payload.get("step") if mapping else None
-        return Decision(kind, key_of(kind, blob), blob, step if type(step) is int else None)
+        return Decision(kind, key_of(kind, blob), blob, step)
 
     def play(self, decision: Decision) -> Record:
         """Return the next recorded record for ``decision`` or raise ``ReplayMiss``."""

@@ -658,3 +658,51 @@ def test_the_hooks_patch_sdks_when_imported_and_never_import_them(tmp_path: Path
         "restored": True,
         "finder_left": [],
     }
+
+
+WARM_UP = """
+import json, sys
+import tracetape
+from tracetape.integrations.sdk import patch
+
+tape = tracetape.Tape(sys.argv[1], mode=sys.argv[2])
+handle = patch(tape)
+import openai, anthropic  # the hooks warm replay up as the SDKs load
+from openai.types.chat import ChatCompletion
+from anthropic.types import Message
+
+print(json.dumps({
+    "openai_type_built": ChatCompletion.__pydantic_complete__,
+    "openai_resource_imported": "openai.resources.chat.chat" in sys.modules,
+    "anthropic_type_built": Message.__pydantic_complete__,
+}))
+"""
+
+
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+def test_replay_warms_up_what_the_cassette_answers(
+    tmp_path: Path, server: FakeServer, sdk: str
+) -> None:
+    """When replay starts, the response types the cassette holds are built and openai's lazy
+    resource module is imported, so the first replayed call costs what the others do; a
+    recording tape, and an SDK the cassette never answers, are left as they are."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "run.jsonl"
+    _run(path, "record", sdk, "sdk", stream=False, base=server.base_url)
+
+    def report(mode: str, tape: Path) -> dict[str, bool]:
+        done = subprocess.run(
+            [sys.executable, "-c", WARM_UP, str(tape), mode],
+            capture_output=True, text=True, check=True, cwd=tmp_path,
+        )  # fmt: skip
+        return dict(json.loads(done.stdout))
+
+    warmed = sdk == "openai"
+    assert report("replay", path) == {
+        "openai_type_built": warmed,
+        "openai_resource_imported": warmed,
+        "anthropic_type_built": not warmed,
+    }
+    assert not any(report("record", tmp_path / "new.jsonl").values())

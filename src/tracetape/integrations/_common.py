@@ -129,7 +129,7 @@ def endpoint_for_path(path: str) -> Endpoint | None:
 
 
 def _tool_name(tool: Any) -> str:
-    if isinstance(tool, Mapping):
+    if type(tool) is dict or isinstance(tool, Mapping):
         function = tool.get("function")
         name = tool.get("name") or (function.get("name") if isinstance(function, Mapping) else None)
         return str(name or tool.get("type") or "")

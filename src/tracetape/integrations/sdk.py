@@ -128,14 +128,18 @@ _META = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
 _HEADER_ARGS = frozenset({"user_profile_id", "workspace_id"})
 
 
+_NOT_BODY = _META | _HEADER_ARGS
+_UNSET = frozenset({"Omit", "NotGiven"})  # the SDKs' markers of an argument not given
+
+
 def _given(value: Any) -> bool:
-    return type(value).__name__ not in ("Omit", "NotGiven")
+    return type(value).__name__ not in _UNSET
 
 
 def _body(target: _Target, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
     """The JSON body the SDK would send for these arguments, and its response post-parser."""
     body = {
-        k: v for k, v in kwargs.items() if k not in _META and k not in _HEADER_ARGS and _given(v)
+        k: v for k, v in kwargs.items() if k not in _NOT_BODY and type(v).__name__ not in _UNSET
     }
     extra = kwargs.get("extra_body")
     if extra:
@@ -170,21 +174,22 @@ def _replay_result(
 
     Returns the value, or for async clients an awaitable of it.
     """
-    sdk = _sdk(target.sdk)
-    client = resource._client
     stream = kwargs.get("stream") is True
-    status = int(out.get("status", 200))
+    status = out.get("status", 200)
     headers = kwargs.get("extra_headers") or None
     cast_to = _type(target.cast_to)
-    if headers is None and not stream and status < 400 and "body" in out and post is None:
+    if headers is None and not stream and status == 200 and "body" in out and post is None:
         # The common case, without building a response object. pydantic-core validation is
         # about 10x faster than the SDK's own lenient construct_type and gives the same object
         # for a body that fits the schema; anything else is built the SDK's way.
         try:
             value = cast_to.model_validate(out["body"])
         except ValueError:
-            value = sdk.construct_type(type_=cast_to, value=out["body"])
+            value = _sdk(target.sdk).construct_type(type_=cast_to, value=out["body"])
         return _done(value) if target.aio else value
+    sdk = _sdk(target.sdk)
+    client = resource._client
+    status = int(status)
     path = endpoint(target.endpoint).path
     options = sdk.options_cls.construct(method="post", url=path, headers=headers or {})
     if post is not None:
@@ -455,6 +460,100 @@ def _wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> C
     return send
 
 
+# -- warming up replay -------------------------------------------------------------------------
+#
+# The SDKs defer work to their first call: openai imports a resource module when the client's
+# attribute is first read (``client.chat``, ~20 ms) and pydantic builds a response type's
+# validator when it first validates one (``ChatCompletion``, ~5 ms). Replay does both when it
+# starts, for the endpoints the cassette answers, so the first replayed call costs what the
+# others do. The work is the same; it moves to where the program imports the SDK.
+
+# What a recorded response answers, by its body's ``object`` (openai) or ``type`` (anthropic),
+# or its first event's.
+_ANSWERS = {
+    "chat.completion": "chat.completions",
+    "chat.completion.chunk": "chat.completions",
+    "response": "responses",
+    "text_completion": "completions",
+    "list": "embeddings",
+    "message": "messages",
+    "message_start": "messages",
+}
+
+
+def _answer(out: Any) -> tuple[str, tuple[Any, bool]] | None:
+    """The endpoint a recorded output answers, with its body or first event and whether it
+    was streamed, if known."""
+    if not isinstance(out, Mapping):
+        return None
+    sample, streamed = out.get("body"), False
+    if sample is None:
+        events = out.get("events")
+        sample = events[0].get("data") if events and isinstance(events[0], Mapping) else None
+        streamed = True
+    if not isinstance(sample, Mapping):
+        return None
+    kind = sample.get("object") or sample.get("type")
+    name = _ANSWERS.get(kind) if isinstance(kind, str) else None
+    if name is None and isinstance(kind, str) and kind.startswith("response."):
+        name = "responses"
+    return (name, (sample, streamed)) if name is not None else None
+
+
+def _answered(tape: Tape) -> dict[str, Any]:
+    """Each endpoint the tape's cassette answers, with one recorded body (found once)."""
+    found = tape.hooks.answered
+    if found is None:
+        found = {}
+        for rec in tape.records:
+            if rec.kind == "llm" and len(found) < len(_ANSWERS):
+                answer = _answer(rec.out)
+                if answer is not None:
+                    found.setdefault(*answer)
+        tape.hooks.answered = found
+    return found
+
+
+def warm_up(tape: Tape, sdk: str | None = None) -> None:
+    """Import the resource modules and build the response types that replaying ``tape``
+    needs, for ``sdk`` (or each SDK already imported). Never imports an SDK; errors are left
+    to the call that would have met them."""
+    if not tape.replaying:
+        return
+    answered = _answered(tape)
+    for target in _targets():
+        if target.aio or target.endpoint not in answered:
+            continue
+        if target.sdk != sdk and (sdk is not None or target.sdk not in sys.modules):
+            continue
+        _warm(target, answered[target.endpoint])
+
+
+# The class a client's attribute imports on first read, where it is not the target's own.
+_VIA = {"chat.completions": ("openai.resources.chat", "Chat")}
+
+
+def _warm(target: _Target, answer: tuple[Any, bool]) -> None:
+    if target in _warmed:
+        return
+    _warmed.add(target)
+    sample, streamed = answer
+    try:
+        importlib.import_module(target.module)
+        if target.endpoint in _VIA:
+            _type(_VIA[target.endpoint])
+        _sdk(target.sdk)
+        cls = _type(target.chunk if streamed and target.chunk else target.cast_to)
+        validate = getattr(cls, "model_validate", None)
+        if validate is not None:
+            validate(sample)
+    except Exception:  # a warm-up: the call itself reports what fails
+        pass
+
+
+_warmed: set[_Target] = set()
+
+
 # -- installing ----------------------------------------------------------------------------------
 #
 # Installing never imports an SDK (openai and anthropic take seconds to import): a module that
@@ -468,8 +567,11 @@ _saved: list[tuple[type, str, Any]] = []
 _waiting: set[str] = set()  # watched modules not imported yet
 
 
+_SDKS = ("openai", "anthropic")
+
+
 def _watched() -> set[str]:
-    return {t.module for t in _targets()} | {"httpx2", "httpx"}
+    return {t.module for t in _targets()} | {"httpx2", "httpx", *_SDKS}
 
 
 def _patch_attr(cls: type, name: str, wrapper: Callable[..., Any]) -> None:
@@ -502,6 +604,10 @@ def _imported(name: str, module: ModuleType) -> None:
         if name in _waiting:
             _waiting.discard(name)
             _patch_module(name, module)
+    if name in _SDKS:
+        tape = resolve_tape()
+        if tape is not None:
+            warm_up(tape, name)
 
 
 class _PatchingLoader:
@@ -603,6 +709,7 @@ def patch_sdks(tape: Tape) -> Iterator[Tape]:
     token = _current.set(tape)
     _install()
     try:
+        warm_up(tape)
         yield tape
     finally:
         try:
@@ -623,6 +730,7 @@ class Patch:
         self._stopped = False
         _install()
         self._previous = set_default_tape(tape)
+        warm_up(tape)
 
     def stop(self) -> None:
         """Record half-read streams, restore the previous default tape and unhook (idempotent)."""
