@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -50,6 +49,8 @@ from contextlib import AbstractContextManager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from _fresh import installed_env
 
 MODEL = "gpt-4o-mini"
 TOOLS = [
@@ -184,7 +185,7 @@ def fresh_processes(tmp: Path, repeat: int) -> list[tuple[int, int, float, dict[
         folder.mkdir()
         out = folder / "out.json"
         env = {
-            **os.environ,
+            **installed_env(),
             "BENCH_STEPS": str(steps),
             "BENCH_SIZE": str(size),
             "BENCH_OUT": str(out),

@@ -1,13 +1,14 @@
 """Startup cost as users pay it: a fresh ``tracetape run`` process, and a pytest ``tape`` test.
 
 1. ``tracetape run -- python trivial.py`` (recording with ``rewrite``, then replaying)
-   against ``python trivial.py`` run bare, fresh processes, interleaved, medians of
-   ``--repeat``. Target: at most 0.25 s added. The program imports no SDK, so the default
-   SDK hooks must cost next to nothing.
+   against ``python trivial.py`` run bare, fresh processes, interleaved; the figure is the
+   median over ``--repeat`` pairs of the difference. Target: at most 0.25 s added. The
+   program imports no SDK, so the default SDK hooks must cost next to nothing.
 2. A pytest session of one test using the ``tape`` fixture (no SDK) against the same test
    without the fixture, each session a fresh ``python -m pytest`` process, interleaved,
-   medians. Target: at most 20 ms added.
+   the median of paired differences. Target: at most 20 ms added.
 
+Processes start as an installed tracetape's do: bytecode compiled (``_fresh.py``).
 Figures are printed as seconds added over the bare run measured in the same script (these
 machines are shared and noisy: compare the differences, not the absolute times).
 """
@@ -22,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _fresh import installed_env
+
 TRIVIAL = "print(sum(range(1000)))\n"
 
 TEST_WITH = """
@@ -34,9 +37,12 @@ def test_it():
 """
 
 
+ENV = installed_env()
+
+
 def timed(argv: list[str], cwd: Path) -> float:
     start = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, check=True, capture_output=True)
+    subprocess.run(argv, cwd=cwd, check=True, capture_output=True, env=ENV)
     return time.perf_counter() - start
 
 
@@ -51,12 +57,17 @@ def bench_run(folder: Path, repeat: int) -> dict[str, float]:
         # rewrite: record over the cassette each time (record never overwrites one)
         record.append(timed([*tt, "--mode", "rewrite", "--", sys.executable, str(script)], folder))
         replay.append(timed([*tt, "--mode", "replay", "--", sys.executable, str(script)], folder))
-    b = statistics.median(bare)
     return {
-        "bare_s": b,
-        "record_added_s": statistics.median(record) - b,
-        "replay_added_s": statistics.median(replay) - b,
+        "bare_s": statistics.median(bare),
+        "record_added_s": added(record, bare),
+        "replay_added_s": added(replay, bare),
     }
+
+
+def added(taped: list[float], bare: list[float]) -> float:
+    """The median over repetitions of what the taped run took more than the bare run next to
+    it: paired, so a slow patch of the shared machine weighs on both sides of a pair."""
+    return statistics.median(t - b for t, b in zip(taped, bare, strict=True))
 
 
 def bench_pytest(folder: Path, repeat: int) -> dict[str, float]:
@@ -66,13 +77,14 @@ def bench_pytest(folder: Path, repeat: int) -> dict[str, float]:
         (path / "test_one.py").write_text(text)
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_one.py"]
     # The cassette is recorded once; the timed sessions replay it, as a test suite does.
-    subprocess.run([*argv, "--tape-mode", "record"], cwd=with_tape, check=True, capture_output=True)
+    subprocess.run(
+        [*argv, "--tape-mode", "record"], cwd=with_tape, check=True, capture_output=True, env=ENV
+    )
     a, b = [], []
     for _ in range(repeat):
         a.append(timed(argv, without))
         b.append(timed(argv, with_tape))
-    base = statistics.median(a)
-    return {"pytest_bare_s": base, "pytest_tape_added_s": statistics.median(b) - base}
+    return {"pytest_bare_s": statistics.median(a), "pytest_tape_added_s": added(b, a)}
 
 
 def main() -> None:

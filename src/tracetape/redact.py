@@ -230,6 +230,26 @@ class Redactor:
             key = env.encode() if env else DEFAULT_REDACT_KEY
         self._key = key.encode() if isinstance(key, str) else key
         self.key_id = hashlib.sha256(self._key).hexdigest()[:12]
+        for name, pattern in rules.patterns.items():
+            _Compiled(name, pattern, (), True)  # a bad pattern fails here, not at first use
+        self._rules = rules
+        # Compiled on first use (about 6 ms): a replay whose texts hold no secret never
+        # redacts anything, since a recorded text is already redacted.
+        self._compiled: tuple[list[tuple[str, list[_Compiled]]], list[_Compiled], dict[str, int]]
+        self._compiled = ([], [], {})
+        self._ready = False
+        self._memo: dict[str, tuple[str, list[Match], str, str]] = {}
+
+    def mac(self, value: str, length: int = 12) -> str:
+        """Return the keyed digest (HMAC-SHA256, hex) of a value, cut to ``length``."""
+        return hmac.new(self._key, value.encode(), hashlib.sha256).hexdigest()[:length]
+
+    def placeholder(self, detector: str, value: str) -> str:
+        """Return the placeholder of a secret value (HMAC of its fully unescaped form)."""
+        return f"{PLACEHOLDER_PREFIX}{detector}:{self.mac(_unescape_fully(value))}]"
+
+    def _compile(self) -> None:
+        rules = self._rules
         detectors = list(DETECTORS) if rules.builtins else []
         detectors += [Detector(n, p) for n, p in rules.patterns.items()]
         compiled = [_Compiled(d.name, d.pattern, d.anchors, True) for d in detectors]
@@ -241,24 +261,18 @@ class Redactor:
         for det in compiled:
             for anchor in dict.fromkeys(det.anchors):
                 by_anchor.setdefault(anchor, []).append(det)
-        self._anchored = list(by_anchor.items())
-        self._free = [c for c in compiled if not c.anchors]
-        self._order = {c.name: i for i, c in enumerate(compiled)}
-        self._memo: dict[str, tuple[str, list[Match], str, str]] = {}
-
-    def mac(self, value: str, length: int = 12) -> str:
-        """Return the keyed digest (HMAC-SHA256, hex) of a value, cut to ``length``."""
-        return hmac.new(self._key, value.encode(), hashlib.sha256).hexdigest()[:length]
-
-    def placeholder(self, detector: str, value: str) -> str:
-        """Return the placeholder of a secret value (HMAC of its fully unescaped form)."""
-        return f"{PLACEHOLDER_PREFIX}{detector}:{self.mac(_unescape_fully(value))}]"
+        free = [c for c in compiled if not c.anchors]
+        self._compiled = list(by_anchor.items()), free, {c.name: i for i, c in enumerate(compiled)}
+        self._ready = True
 
     def _scan(self, text: str, start: int, end: int) -> list[Match]:
         """Find the secrets in ``text[start:end]``, without overlaps, in text order."""
+        if not self._ready:
+            self._compile()
+        anchored, free, order = self._compiled
         found: list[tuple[int, int, int, bool, str]] = []
         low = text[start:end].lower()
-        for anchor, dets in self._anchored:
+        for anchor, dets in anchored:
             i = low.find(anchor)
             while i >= 0:
                 for det in dets:
@@ -266,13 +280,13 @@ class Redactor:
                     m = det.regex.match(text, pos, end) if pos >= 0 else None
                     if m is not None:
                         s, e = m.span(det.group)
-                        found.append((s, e, self._order[det.name], det.token, det.name))
+                        found.append((s, e, order[det.name], det.token, det.name))
                 i = low.find(anchor, i + 1)
-        for det in self._free:
+        for det in free:
             for m in det.regex.finditer(text, start, end):
                 s, e = m.span(det.group)
                 if e > s:
-                    found.append((s, e, self._order[det.name], True, det.name))
+                    found.append((s, e, order[det.name], True, det.name))
         if not found:
             return []
         # Token shapes win over field names, then the earlier detector: the same secret gets

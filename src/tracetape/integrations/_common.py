@@ -28,8 +28,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..diagnose import truncated_stream_miss as _truncated
 from ..errors import CassetteError, ReplayMiss, TapeWarning
@@ -95,8 +94,7 @@ def model_calls(tape: Tape) -> int:
 # -- the canonical llm payload ----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Endpoint:
+class Endpoint(NamedTuple):
     """A known model endpoint: its URL path suffix and the body field holding the conversation."""
 
     name: str

@@ -32,9 +32,8 @@ import importlib.machinery
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..tape import Tape, _current
 from ._common import (
@@ -54,8 +53,7 @@ from .http import _identity, _replay_response, beyond_recording, tap_response
 __all__ = ["Patch", "patch", "patch_sdks", "unpatch_all"]
 
 
-@dataclass(frozen=True)
-class _Target:
+class _Target(NamedTuple):
     module: str
     cls: str
     endpoint: str
@@ -87,8 +85,7 @@ def _targets() -> list[_Target]:
     return out
 
 
-@dataclass
-class _Sdk:
+class _Sdk(NamedTuple):
     """What replay needs from one SDK package, looked up once."""
 
     module: ModuleType
