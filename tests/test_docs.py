@@ -105,3 +105,35 @@ def test_every_command_help_is_whole_and_its_options_are_documented() -> None:
         options = [o for p in command.params for o in p.opts if o.startswith("--")]
         missing = [o for o in options if o not in text and o != "--help"]
         assert missing == [], f"tracetape {name}: {missing} not in the README"
+
+
+def test_exit_codes_are_one_table_in_the_readme_and_every_help() -> None:
+    """The README's exit-code table is ``EXIT_CODES``, and each command's ``--help`` ends with
+    its row (CI gates depend on these codes)."""
+    from click.testing import CliRunner
+
+    from tracetape.cli import EXIT_CODES, exit_codes_help, exit_codes_markdown
+
+    assert exit_codes_markdown() in README.read_text(encoding="utf-8")
+    assert sorted(EXIT_CODES) == sorted(COMMANDS)
+    for name in COMMANDS:
+        shown = " ".join(CliRunner().invoke(main, [name, "--help"]).output.split())
+        assert shown.endswith(" ".join(exit_codes_help(name).split())), name
+
+
+def test_option_choices_in_the_readme_are_the_clis() -> None:
+    """Where the README spells an option's choices (``--mode replay|record|...``), they are
+    exactly the choices a command accepts (``--format`` differs between commands)."""
+    text = README.read_text(encoding="utf-8").replace("\\|", "|")
+    choices: dict[str, list[set[str]]] = {}
+    for name in COMMANDS:
+        command = main.get_command(click.Context(main), name)
+        assert command is not None
+        for param in command.params:
+            if isinstance(param.type, click.Choice):
+                for opt in param.opts:
+                    choices.setdefault(opt, []).append(set(map(str, param.type.choices)))
+    spelled = re.findall(r"`(--[\w-]+) (\w+(?:\|\w+)+)`", text)
+    assert spelled
+    for opt, values in spelled:
+        assert set(values.split("|")) in choices.get(opt, []), (opt, values)

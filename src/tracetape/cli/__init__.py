@@ -1,14 +1,9 @@
 """The ``tracetape`` command line: one module per command group, each thin.
 
-Exit codes (every command):
-
-* 0: success, nothing to report;
-* 1: the command's check failed (a corrupt cassette for ``verify``, a finding at or above
-  ``--fail-on`` for ``diff``, a broken invariant for ``check``);
-* 2: bad input or usage: a missing or unreadable file, an unknown format, a bad option.
-
-``tracetape run`` passes the program's own exit code through and adds 3 (replay miss), 4
-(strict replay left decisions unplayed) and 5 (replay tried the network); see ``cli/run.py``.
+Exit codes are ``EXIT_CODES``: the one table every command's ``--help`` ends with and the
+README's exit-code table is generated from (a test holds the README to it). In short, 0 is
+success, 1 the command's check failed, 2 bad input or usage; ``tracetape run`` passes the
+program's own code through and adds 3, 4 and 5.
 """
 
 from __future__ import annotations
@@ -30,6 +25,63 @@ COMMANDS = {
     "summarize": "diff",
     "export": "export",
 }
+
+
+# What each exit code of each command means (CI gates depend on them).
+EXIT_CODES: dict[str, dict[str, str]] = {
+    "diff": {
+        "0": "no finding at or above `--fail-on` (default `fatal`)",
+        "1": "a finding at or above `--fail-on`",
+        "2": "bad input: a missing or empty file, a malformed line (file, line and field "
+        "named), an unknown run, a bad option or config",
+    },
+    "check": {
+        "0": "every invariant holds",
+        "1": "an invariant is broken (fanout, repeats, tokens, steps, calls, exploration)",
+        "2": "bad input",
+    },
+    "summarize": {
+        "0": "the summary is printed (also when `--llm` fell back to the rules)",
+        "2": "bad input",
+    },
+    "export": {
+        "0": "written",
+        "2": "bad input: a missing or corrupt cassette, an unwritable output",
+    },
+    "show": {"0": "printed", "2": "the cassette is missing or unreadable"},
+    "verify": {
+        "0": "the cassette is sound",
+        "1": "it is corrupt",
+        "2": "it is missing or not a file (a folder)",
+    },
+    "run": {
+        "N": "the program's own exit code when the tape ran clean (a signal N gives 128 + N)",
+        "2": "the tape could not start: a bad option, a missing or corrupt cassette in replay, "
+        "a Python that cannot import tracetape, `--strict` replay under environment drift, or "
+        "(in replay) a command that started no Python at all",
+        "3": "replay met a decision that was never recorded, even where the program caught the "
+        "`ReplayMiss` (the diagnosis is on stderr)",
+        "4": "`--strict` replay left recorded decisions unplayed",
+        "5": "replay tried to open a network connection (blocked unless `--network "
+        "loopback` or `allow`), even where the program caught the error",
+        "126/127": "the command is not executable / not found",
+    },
+}
+
+
+def exit_codes_help(name: str) -> str:
+    """The exit-code paragraph that ends ``tracetape NAME --help``."""
+    codes = "; ".join(f"{code} {what}" for code, what in EXIT_CODES[name].items())
+    return "Exit codes: " + codes.replace("`", "") + "."
+
+
+def exit_codes_markdown() -> str:
+    """The README's exit-code table."""
+    lines = ["| command | exit codes |", "|---|---|"]
+    for name, codes in EXIT_CODES.items():
+        cell = "; ".join(f"**{code}** {what}" for code, what in codes.items())
+        lines.append(f"| `{name}` | {cell} |")
+    return "\n".join(lines) + "\n"
 
 
 class _LazyGroup(click.Group):

@@ -1,12 +1,6 @@
 """``tracetape diff``, ``tracetape check`` and ``tracetape summarize``: diff runs, not logs.
 
-Exit codes:
-
-* ``diff``: 0 when no finding is at or above ``--fail-on`` (default ``fatal``), 1 when one
-  is, 2 on bad input (missing file, malformed line, unknown run, bad option or config);
-* ``check``: 0 when every invariant holds, 1 when one is broken (fanout, repeats, tokens,
-  steps, calls above their bounds), 2 on bad input;
-* ``summarize``: 0 on success (also when ``--llm`` fell back to the rules), 2 on bad input.
+Exit codes: ``EXIT_CODES`` in ``cli/__init__.py``.
 """
 
 from __future__ import annotations
@@ -34,6 +28,7 @@ from ..analysis import (
 )
 from ..analysis.render import redacted, skipped_line, summary_lines
 from ..analysis.summarize import LLMSettings, rule_summary, summarize_with_llm
+from . import exit_codes_help
 from ._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -107,7 +102,9 @@ def _emit(report: Report, fmt: str, output: Path | None) -> None:
         output.write_text(text + "\n", encoding="utf-8")
 
 
-@click.command(short_help="Where two runs stopped agreeing, and every finding.")
+@click.command(
+    short_help="Where two runs stopped agreeing, and every finding.", epilog=exit_codes_help("diff")
+)
 @click.argument("trace_a", type=click.Path(path_type=Path))
 @click.argument("trace_b", type=click.Path(path_type=Path), required=False)
 @click.option("--runs", nargs=2, metavar="RUN_A RUN_B", help="The two runs to compare (by run id).")
@@ -140,7 +137,7 @@ def diff(  # noqa: PLR0917 - click passes every option
     """Compare two runs without executing anything: TRACE_A TRACE_B, or TRACE --runs A B.
 
     Prints the repeats, drift, mock-replay result and first divergence, then a severity
-    table. Exit 0 when nothing reaches --fail-on, 1 when something does, 2 on bad input.
+    table.
     """
     paths = [trace_a] if trace_b is None else [trace_a, trace_b]
     with _progress(paths) as progress:
@@ -160,7 +157,10 @@ def diff(  # noqa: PLR0917 - click passes every option
     sys.exit(EXIT_OK)
 
 
-@click.command(short_help="The invariants of every run of one trace: the CI gate.")
+@click.command(
+    short_help="The invariants of every run of one trace: the CI gate.",
+    epilog=exit_codes_help("check"),
+)
 @click.argument("trace", type=click.Path(path_type=Path))
 @click.option("--max-calls-per-step", type=click.IntRange(0), help="Fanout bound (default 10).")
 @click.option(
@@ -190,7 +190,6 @@ def check(
     """Check the invariants of every run in TRACE: the CI regression gate.
 
     Each bound comes from its option, else [tool.tracetape.check], else its default.
-    Exit 0 when every invariant holds, 1 when one is broken, 2 on bad input.
     """
     config = AnalysisConfig.load(None, **limits)  # the --max-* and --exploration options
     with _progress([trace]) as progress:
@@ -222,7 +221,9 @@ def check(
     sys.exit(EXIT_FAILED if broken else EXIT_OK)
 
 
-@click.command(short_help="One line per finding: pattern, severity, fix.")
+@click.command(
+    short_help="One line per finding: pattern, severity, fix.", epilog=exit_codes_help("summarize")
+)
 @click.argument("diff_json", type=click.Path(path_type=Path))
 @click.option("--llm", is_flag=True, help="Ask a model behind an OpenAI-compatible endpoint.")
 @click.option("--model", envvar="TRACETAPE_MODEL", help="Model name (env TRACETAPE_MODEL).")

@@ -1,6 +1,6 @@
 """``tracetape export --otel CASSETTE``: write a cassette as OTLP/JSON for an OTel backend.
 
-Exit codes: 0 written, 2 bad input (missing or corrupt cassette, unwritable output).
+Exit codes: ``EXIT_CODES`` in ``cli/__init__.py``.
 """
 
 from __future__ import annotations
@@ -11,10 +11,13 @@ from pathlib import Path
 import click
 
 from ..formats.otlp import cassette_to_otlp
+from . import exit_codes_help
 from ._common import handle_errors
 
 
-@click.command(short_help="A cassette as OpenTelemetry traces (OTLP/JSON).")
+@click.command(
+    short_help="A cassette as OpenTelemetry traces (OTLP/JSON).", epilog=exit_codes_help("export")
+)
 @click.argument("cassette", type=click.Path(path_type=Path))
 @click.option(
     "--otel", is_flag=True, required=True, help="Write OTLP/JSON (the only export format)."

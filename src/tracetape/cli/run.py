@@ -1,17 +1,6 @@
 """``tracetape run``: run a program with a tape active from its first import.
 
-Exit codes:
-
-* the program's own exit code when the tape ran clean (a signal N gives 128 + N);
-* 2: the tape could not start: a bad option, a missing or corrupt cassette in replay, a Python
-  that cannot import tracetape, ``--strict`` replay under environment drift, or (in replay) a
-  command that started no Python at all;
-* 3: replay met a decision that was never recorded (``ReplayMiss``); the diagnosis is on
-  stderr, even when the program caught the exception and carried on;
-* 4: ``--strict`` replay ended with recorded decisions never played;
-* 5: replay tried to open a network connection (blocked unless ``--network loopback|allow``),
-  even when the program caught the error;
-* 126 / 127: the command is not executable / not found.
+Exit codes: ``EXIT_CODES`` in ``cli/__init__.py`` (the program's own, or 2, 3, 4, 5).
 
 The program owns stdout; tracetape's own lines (and the ``--format json`` report) go to stderr.
 """
@@ -25,6 +14,7 @@ import click
 
 from ..integrations.runner import EXIT_SETUP, HOOKS, NETWORK, run_program
 from ..tape import Mode
+from . import exit_codes_help
 from ._common import output_options
 
 __all__ = ["run"]
@@ -35,6 +25,7 @@ EXIT_NOT_FOUND = 127
 
 @click.command(
     short_help="Run a program with a tape active from its first import.",
+    epilog=exit_codes_help("run"),
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @click.option(
@@ -97,9 +88,6 @@ def run(
     \b
         tracetape run --tape runs/412.jsonl --mode record -- python -m agent --task fix-ci
         tracetape run --tape runs/412.jsonl -- python -m agent --task fix-ci
-
-    Exit code: the program's own, or 2 (the tape could not start), 3 (replay miss, diagnosis on
-    stderr), 4 (--strict: decisions left unplayed), 5 (replay tried the network).
     """
     try:
         result = run_program(

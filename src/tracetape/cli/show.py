@@ -11,6 +11,7 @@ import click
 
 from ..errors import CassetteError
 from ..formats.cassette import read_cassette
+from . import exit_codes_help
 from ._common import EXIT_BAD_INPUT, EXIT_FAILED, echo_json, handle_errors, output_options
 
 
@@ -31,13 +32,13 @@ def rows(path: Path) -> list[dict[str, Any]]:
     ]
 
 
-@click.command(short_help="The decisions of a cassette as a table.")
+@click.command(short_help="The decisions of a cassette as a table.", epilog=exit_codes_help("show"))
 @click.argument("cassette", type=click.Path(path_type=Path))
 @output_options
 @handle_errors
 def show(cassette: Path, fmt: str) -> None:
     """Print the decisions of CASSETTE as a table: seq, step, kind, tool or model, ms, effect,
-    key (exit 0; 2 when the cassette is missing or unreadable)."""
+    key."""
     data = rows(cassette)
     if fmt == "json":
         echo_json(data)
@@ -70,14 +71,11 @@ def show(cassette: Path, fmt: str) -> None:
     Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
-@click.command(short_help="A cassette's integrity, in one line.")
+@click.command(short_help="A cassette's integrity, in one line.", epilog=exit_codes_help("verify"))
 @click.argument("cassette", type=click.Path(path_type=Path))
 @output_options
 def verify(cassette: Path, fmt: str) -> None:
-    """Check CASSETTE's integrity and print a one-line summary.
-
-    Exit 0 when it is sound, 1 when it is corrupt, 2 when it is missing or not a file.
-    """
+    """Check CASSETTE's integrity and print a one-line summary."""
     problems: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
