@@ -15,6 +15,7 @@ from .canonical import Normalizer, canonical_json, fingerprint, normalize
 from .errors import (
     CassetteError,
     CassetteExistsError,
+    CassetteLockedError,
     CassetteNotFoundError,
     CassetteVersionError,
     ConfigError,
@@ -49,6 +50,7 @@ __all__ = [
     "Cassette",
     "CassetteError",
     "CassetteExistsError",
+    "CassetteLockedError",
     "CassetteNotFoundError",
     "CassetteVersionError",
     "ConfigError",

@@ -6,6 +6,7 @@ The tree::
     ├── CassetteError              a cassette file cannot be read or written as asked
     │   ├── CassetteNotFoundError  replay asked for a missing cassette (a FileNotFoundError)
     │   ├── CassetteExistsError    mode 'record' found a cassette it must not overwrite
+    │   ├── CassetteLockedError    another recorder is writing this cassette
     │   ├── CassetteVersionError   the cassette was written in a format this version cannot read
     │   └── TraceError             a trace is missing, empty, malformed or of mixed schemas
     ├── ConfigError                [tool.tracetape] holds a value of the wrong shape (a ValueError)
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CassetteError",
     "CassetteExistsError",
+    "CassetteLockedError",
     "CassetteNotFoundError",
     "CassetteVersionError",
     "ConfigError",
@@ -77,6 +79,15 @@ class CassetteNotFoundError(CassetteError, FileNotFoundError):
 class CassetteExistsError(CassetteError, FileExistsError):
     """Raised when mode ``record`` finds a cassette already there: it never overwrites one
     (mode ``rewrite`` does)."""
+
+
+class CassetteLockedError(CassetteError):
+    """Raised when another recorder (a thread or a process, ``.pid``) is writing the same
+    cassette: one writer per cassette, checked before the agent runs."""
+
+    def __init__(self, message: str, *, path: str | Path, pid: int | None):
+        self.pid = pid
+        super().__init__(message, path=path)
 
 
 class CassetteVersionError(CassetteError):

@@ -36,6 +36,7 @@ from .canonical import StreamKey, canonical_json, field_digests, key_of
 from .config import load_config
 from .diagnose import explain_miss
 from .errors import (
+    CassetteError,
     CassetteExistsError,
     CassetteNotFoundError,
     EnvironmentDriftError,
@@ -191,8 +192,10 @@ class Tape:
         self._token: contextvars.Token[Tape | None] | None = None
         self._closed = False
         self._missed = False
-        # Records this tape wrote (the highest sequence number the store gave back).
+        # Records this tape wrote (the highest sequence number the store gave back), and the
+        # first error that stopped the recording (a full disk), if any.
         self.written = 0
+        self.write_failure: CassetteError | None = None
         # Per kind, the last canonical text keyed (recording) and the incremental keys
         # (replay): a conversation grows by appending.
         self._memos: dict[str, list[bytes]] = {}
@@ -330,18 +333,22 @@ class Tape:
             )
         stored, _ = self.redactor.redact_value(out)
         data = decision.input()
-        seq = self.store.append(
-            Record(
-                kind=decision.kind,
-                key=decision.key,
-                step=decision.step,
-                input=data if self.store_inputs else None,
-                out=stored,
-                effect=Effect.parse(effect).value,
-                ms=round(ms, 3),
-                digests=field_digests(data) if isinstance(data, dict) else None,
-            )
+        record = Record(
+            kind=decision.kind,
+            key=decision.key,
+            step=decision.step,
+            input=data if self.store_inputs else None,
+            out=stored,
+            effect=Effect.parse(effect).value,
+            ms=round(ms, 3),
+            digests=field_digests(data) if isinstance(data, dict) else None,
         )
+        try:
+            seq = self.store.append(record)
+        except CassetteError as exc:
+            if self.write_failure is None:
+                self.write_failure = exc
+            raise
         self.written = max(self.written, seq)
         return stored
 

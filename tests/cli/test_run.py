@@ -486,3 +486,34 @@ def test_record_never_overwrites_and_rewrite_does(tmp_path: Path, agent: Path) -
     rewritten = run(tmp_path, "--tape", "t.jsonl", "--mode", "rewrite", *program)
     assert rewritten.returncode == 0, rewritten.stderr
     assert (tmp_path / "t.jsonl").read_bytes() != before
+
+
+BIG = """
+import tracetape
+
+@tracetape.tool
+def fetch(n: int) -> str:
+    return "y" * n
+
+fetch(100)
+try:
+    fetch(200_000)  # cannot be stored: the disk is full
+except tracetape.CassetteError:
+    pass  # an agent that swallows every error goes on
+print("done")
+"""
+
+
+def test_a_recording_stopped_by_a_full_disk_exits_2_and_says_so(
+    tmp_path: Path, tiny_disk: Path
+) -> None:
+    """The program went on (it caught the error), but the recording is incomplete: run exits
+    2 and says what stopped it and what the cassette holds."""
+    (tmp_path / "big.py").write_text(BIG)
+    tape = tiny_disk / "run.jsonl"
+    done = run(tmp_path, "--tape", str(tape), "--mode", "record", "--hook", "none", "--",
+               PYTHON, "big.py")  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "done" in done.stdout
+    assert "the recording stopped:" in done.stderr and "the disk is full" in done.stderr
+    assert "holds the 1 decision(s) written before it" in done.stderr

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,6 +14,7 @@ import pytest
 from tracetape import (
     Cassette,
     CassetteError,
+    CassetteLockedError,
     CassetteNotFoundError,
     FileStore,
     Record,
@@ -118,3 +122,113 @@ def test_a_refused_record_does_not_shift_the_next_records_delta(tmp_path: Path) 
     records = read_cassette(path).records
     assert [len(r.input["messages"]) for r in records] == [1, 3, 4]
     assert [r.seq for r in records] == [1, 2, 3]
+
+
+def test_a_second_recorder_of_one_cassette_is_refused_before_it_runs(tmp_path: Path) -> None:
+    """Two tapes recording one path (two threads, say): the second fails when it begins,
+    naming the holder, and the first recording is whole."""
+    path = tmp_path / "run.jsonl"
+    with Tape(path, mode="record") as first:
+        first.call("tool", {"name": "a", "args": {}, "step": 1}, lambda: 1)
+        with pytest.raises(CassetteLockedError, match="another tape of this process") as info:
+            Tape(path, mode="rewrite")
+        assert info.value.pid == os.getpid()
+        first.call("tool", {"name": "b", "args": {}, "step": 1}, lambda: 2)
+    assert [r.out for r in read_cassette(path).records] == [1, 2]
+    with Tape(path, mode="rewrite") as again:  # the lock went with the first recorder
+        again.call("tool", {"name": "c", "args": {}, "step": 1}, lambda: 3)
+    assert [r.out for r in read_cassette(path).records] == [3]
+
+
+HOLD = """
+import sys, tracetape
+with tracetape.Tape(sys.argv[1], mode="record") as tape:
+    tape.call("tool", {"name": "a", "args": {}, "step": 1}, lambda: 1)
+    print("recording", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_a_second_recording_process_exits_2_naming_the_first(tmp_path: Path) -> None:
+    """``tracetape run --mode rewrite`` on a cassette another process is recording exits 2
+    before the program starts, naming that process; the first recording completes."""
+    path = tmp_path / "run.jsonl"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "recording\n"
+        second = subprocess.run(
+            [sys.executable, "-m", "tracetape", "run", "--tape", str(path), "--mode", "rewrite",
+             "--hook", "none", "--", sys.executable, "-c", "print('the agent ran')"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    finally:
+        holder.communicate("\n", timeout=30)
+    assert second.returncode == 2, second.stderr
+    assert f"process {holder.pid} is recording this cassette" in second.stderr
+    assert "the agent ran" not in second.stdout
+    assert "Traceback" not in second.stderr
+    assert [r.out for r in read_cassette(path).records] == [1]
+
+
+def test_a_killed_recorders_partial_file_is_taken_over(tmp_path: Path) -> None:
+    """A recorder killed mid-run leaves its partial file; its lock went with it."""
+    path = tmp_path / "run.jsonl"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline() == "recording\n"
+    holder.kill()
+    holder.communicate(timeout=30)
+    assert Path(str(path) + ".partial").exists()
+    with Tape(path, mode="record") as tape:
+        tape.call("tool", {"name": "b", "args": {}, "step": 1}, lambda: 2)
+    assert [r.out for r in read_cassette(path).records] == [2]
+
+
+def test_a_folder_or_an_unmakeable_folder_fails_before_the_agent_runs(tmp_path: Path) -> None:
+    """A cassette path that is a folder, or under a file, is a CassetteError naming it when the
+    tape opens: nothing has run, and no partial file is left."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    with pytest.raises(CassetteError, match="is a folder, not a cassette file") as info:
+        Tape(folder, mode="record")
+    assert info.value.path == str(folder)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(CassetteError, match="cannot write cassette") as info:
+        Tape(blocker / "run.jsonl", mode="record")
+    assert str(blocker) in str(info.value)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_a_read_only_folder_fails_before_the_agent_runs(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        with pytest.raises(CassetteError, match="cannot write here"):
+            Tape(folder / "run.jsonl", mode="record")
+    finally:
+        folder.chmod(0o700)
+
+
+def test_a_full_disk_is_one_clear_error_and_what_fit_is_kept(tiny_disk: Path) -> None:
+    """Recording onto a full disk: the call that cannot be stored raises one CassetteError
+    saying the disk is full (closing the tape raises nothing more), and the records written
+    before it are in the cassette."""
+    path = tiny_disk / "run.jsonl"
+    tape = Tape(path, mode="record")
+    with pytest.raises(CassetteError, match="the disk is full") as info, tape:
+        tape.call("tool", {"name": "small", "args": {}, "step": 1}, lambda: "x" * 1000)
+        tape.call("tool", {"name": "big", "args": {}, "step": 2}, lambda: "y" * 200_000)
+    # the error of the failed write itself, not a second one from closing the tape
+    assert not isinstance(info.value.__context__, CassetteError)
+    assert info.value.__suppress_context__
+    with pytest.warns(UserWarning):  # the torn last line is skipped, with a warning
+        records = read_cassette(path).records
+    assert [r.name or r.input["name"] for r in records] == ["small"]

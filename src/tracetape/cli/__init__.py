@@ -57,8 +57,9 @@ EXIT_CODES: dict[str, dict[str, str]] = {
     "run": {
         "N": "the program's own exit code when the tape ran clean (a signal N gives 128 + N)",
         "2": "the tape could not start: a bad option, a missing or corrupt cassette in replay, "
-        "a Python that cannot import tracetape, `--strict` replay under environment drift, or "
-        "(in replay) a command that started no Python at all",
+        "a Python that cannot import tracetape, `--strict` replay under environment drift, "
+        "(in replay) a command that started no Python at all; or the recording stopped (a "
+        "full disk: the cassette holds what was written before)",
         "3": "replay met a decision that was never recorded, even where the program caught the "
         "`ReplayMiss` (the diagnosis is on stderr)",
         "4": "`--strict` replay left recorded decisions unplayed",

@@ -246,6 +246,8 @@ def start_from_environment() -> None:
         final["warnings"] = [str(w.message) for w in caught] + final.pop("warnings_extra", [])
         if not tape.replaying:
             final["written"] = tape.written
+            if tape.write_failure is not None:
+                final["write_failure"] = str(tape.write_failure)
         if tape.replaying:
             final["recorded"] = len(tape.records)
             final["unplayed"] = [
@@ -479,6 +481,13 @@ def _judge(
     if report.get("error"):
         say(str(report["error"]))
         result.exit_code = EXIT_UNPLAYED
+        return result
+    if report.get("write_failure"):
+        say(
+            f"the recording stopped: {report['write_failure']}; {path} holds the "
+            f"{report['written']} decision(s) written before it"
+        )
+        result.exit_code = EXIT_SETUP
         return result
     for warning in report.get("warnings", []):
         say(f"warning: {warning}")

@@ -3,17 +3,27 @@
 Records are appended one line at a time and flushed, so a killed process leaves
 ``PATH.partial`` (whose complete records replay) and the old ``PATH`` untouched; ``commit``
 moves the partial file over ``PATH`` atomically, ``abort`` removes it.
+
+One writer per cassette: the recorder holds an exclusive advisory lock (``flock``) on
+``PATH.partial`` for as long as it records, and its header names its pid. A second recorder,
+in another process or another thread, gets ``CassetteLockedError`` (naming that pid) when it
+begins, before its agent runs; the lock of a killed recorder goes with its process, so its
+partial file is taken over. Where the file cannot be written (``PATH`` is a folder, its folder
+cannot be made or written, the disk is full) the error is a ``CassetteError`` naming the path,
+raised when recording begins if it can be known then.
 """
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import CassetteError
+from ..errors import CassetteError, CassetteLockedError
 from ..formats.cassette import (
     MAX_RECORD_BYTES,
     Cassette,
@@ -23,7 +33,34 @@ from ..formats.cassette import (
 )
 from ..record import Record
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on Windows: one writer is then not enforced
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = ["CassetteWriter", "FileStore"]
+
+
+def _write_error(exc: OSError, path: Path) -> CassetteError:
+    """The error for a failed write of ``path``, saying what to do."""
+    if exc.errno == errno.ENOSPC:
+        return CassetteError("the disk is full; free space and record again", path=path)
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return CassetteError(
+            f"cannot write here ({exc.strerror}); record to a writable folder", path=path
+        )
+    return CassetteError(f"cannot write cassette: {exc.strerror or exc}", path=path)
+
+
+def _holder(partial: Path) -> int | None:
+    """The pid a locked partial file's header names, if it can be read."""
+    try:
+        with partial.open("rb") as fh:
+            head = fh.readline(4096)
+        pid = json.loads(head).get("pid")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return pid if type(pid) is int else None
 
 
 class FileStore:
@@ -50,8 +87,8 @@ class FileStore:
         return str(self.path)
 
     def exists(self) -> bool:
-        """Whether a recording is there to replay."""
-        return self.path.exists()
+        """Whether a recording is there to replay (a folder is not one)."""
+        return self.path.is_file()
 
     def load(self) -> Cassette:
         """Read the whole cassette (``CassetteNotFoundError`` when there is none)."""
@@ -100,19 +137,62 @@ class CassetteWriter:
         self.partial = self.path.with_name(self.path.name + ".partial")
         self._lock = threading.Lock()
         self._seq = 0
+        self._broken: CassetteError | None = None
+        if self.path.is_dir():
+            raise CassetteError(
+                f"is a folder, not a cassette file; name a file such as {self.path / 'run.jsonl'}",
+                path=self.path,
+            )
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh: IO[bytes] | None = self.partial.open("wb")
+            fd = os.open(self.partial, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise CassetteError(
-                f"cannot write cassette: {exc.strerror}", path=self.partial
-            ) from exc
-        self._write(dumps_record(header))
+            raise _write_error(exc, self.partial) from None
+        # Unbuffered: each record is one write of a whole line, and a failed write (a full
+        # disk) leaves nothing behind in a buffer to fail again on close.
+        self._fh: IO[bytes] | None = os.fdopen(fd, "r+b", buffering=0)
+        self._claim()
+        self._write(dumps_record({**header, "pid": os.getpid()}))
+
+    def _claim(self) -> None:
+        """Take the partial file's lock (or fail naming its holder) and empty the file."""
+        assert self._fh is not None
+        if fcntl is not None:
+            try:
+                fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                self._fh.close()
+                self._fh = None
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise _write_error(exc, self.partial) from None
+                pid = _holder(self.partial)
+                who = "another recorder" if pid is None else f"process {pid}"
+                if pid == os.getpid():
+                    who = "another tape of this process"
+                raise CassetteLockedError(
+                    f"{who} is recording this cassette; wait for it to finish, or record "
+                    "to another path",
+                    path=self.path,
+                    pid=pid,
+                ) from None
+        self._fh.truncate(0)
 
     def _write(self, line: bytes) -> None:
         assert self._fh is not None
-        self._fh.write(line)
-        self._fh.flush()
+        if self._broken is not None:
+            raise self._broken
+        view = memoryview(line)
+        try:
+            while view:
+                n = self._fh.write(view)
+                if not n:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                view = view[n:]
+        except OSError as exc:
+            # What was written stays (a torn last line is skipped on reading); nothing more is
+            # appended after it, so the file never holds a torn line before a whole one.
+            self._broken = _write_error(exc, self.partial)
+            raise self._broken from None
 
     def write(self, rec: Record | Mapping[str, Any]) -> int:
         """Append one record (a ``Record``, or a line's dict as it is), assigning and
@@ -158,9 +238,15 @@ class CassetteWriter:
         with self._lock:
             if self._fh is None:
                 return
-            self._fh.close()
-            self._fh = None
-            if keep:
-                self.partial.replace(self.path)
-            else:
-                self.partial.unlink(missing_ok=True)
+            fh, self._fh = self._fh, None
+            try:
+                # Moved (or removed) while the lock is held: a recorder that starts now finds
+                # no partial file of ours to take over.
+                if keep:
+                    self.partial.replace(self.path)
+                else:
+                    self.partial.unlink(missing_ok=True)
+            except OSError as exc:
+                raise _write_error(exc, self.path) from None
+            finally:
+                fh.close()
