@@ -331,3 +331,19 @@ def test_incremental_key_checks_a_number_cut_by_the_saved_prefix() -> None:
     keys = StreamKey("tool")
     for payload in ([10], [11], [1e-07], {"a": 10}, {"a": 11}, {"a": 1e-07}):
         assert keys.key(payload) == _full_key("tool", payload)
+
+
+def test_values_json_has_no_type_for_key_as_documented() -> None:
+    """The README's forms: str() for datetimes, Decimals and bytes, lists for tuples and sets."""
+    import datetime
+    import decimal
+
+    payload = {
+        "d": datetime.datetime(2026, 1, 2, 3, 4, 5),
+        "x": decimal.Decimal("1.10"),
+        "b": b"..",
+        "t": (1, 2),
+        "s": {"b", "a"},
+    }
+    text = '{"b":"b\'..\'","d":"2026-01-02 03:04:05","s":["a","b"],"t":[1,2],"x":"1.10"}'
+    assert canonical_json(payload) == reference_json(payload) == text

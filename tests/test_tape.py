@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import warnings
 from collections.abc import Callable
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests import _seed
 from tracetape import (
@@ -28,6 +31,7 @@ from tracetape import (
     UnplayedDecisionsError,
     key,
 )
+from tracetape.canonical import reference_json
 from tracetape.formats.cassette import read_cassette
 
 OPENAI_KEY = "sk-proj-Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0Pp"
@@ -700,3 +704,30 @@ def test_a_miss_names_the_callers_rerecord_command(tmp_path: Path) -> None:
     with pytest.raises(CassetteExistsError, match=hint):
         Tape(path, mode="record", rerecord=hint)
     assert Tape(path, harness_sha="x").rerecord == f"Tape({str(path)!r}, mode='rewrite')"
+
+
+_plain_text = st.text(alphabet="xyzXYZ019 .,:/\\\"'\n\té東🙂_", max_size=10)
+_tool_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats()  # NaN and the infinities included
+    | _plain_text
+    | st.sampled_from([{"__float__": "NaN"}, {"__escaped__": {"__float__": "Infinity"}}]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_plain_text, inner, max_size=4),
+    max_leaves=15,
+)
+
+
+@given(_tool_values)
+@settings(max_examples=300, deadline=None)
+def test_replay_returns_what_the_tool_returned(value: Any) -> None:
+    """For any JSON value a tool can return (NaN, infinities, 80-bit integers, dicts that look
+    like the store's own tags included), replay returns an equal value."""
+    path = Path(tempfile.mkdtemp()) / "run.jsonl"
+    payload = {"name": "f", "args": {}, "step": 1}
+    with Tape(path, mode="record") as tape:
+        tape.call("tool", payload, lambda: value)
+    with Tape(path, mode="replay") as tape:
+        replayed = tape.call("tool", payload, failing)
+    assert reference_json(replayed) == reference_json(value)

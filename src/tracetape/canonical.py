@@ -47,6 +47,7 @@ __all__ = [
     "Change",
     "Normalizer",
     "StreamKey",
+    "all_finite",
     "canonical_json",
     "changed_paths",
     "common_prefix",
@@ -148,9 +149,13 @@ def common_prefix(a: AnyStr, b: AnyStr, lo: int = 0) -> int:
     return n
 
 
-def _finite(obj: Any) -> bool:
+def all_finite(obj: Any) -> bool:
     """Whether ``obj`` holds no NaN or infinite float in its containers (SDK models are dumped
-    by pydantic, which writes those as null itself)."""
+    by pydantic, which writes those as null itself).
+
+    >>> all_finite({"a": [1.0, None]}), all_finite([{"b": float("nan")}])
+    (True, False)
+    """
     stack = [obj]
     pop, push = stack.pop, stack.extend
     while stack:
@@ -180,7 +185,7 @@ def _plain(region: bytes, payload: Any, finite: bool) -> bool:
     risky = b"e+" in region or b"e-" in region or b"0.0000" in region
     if risky and _FLOAT_RISK.search(region):
         return False
-    return finite or b"null" not in region or _finite(payload)
+    return finite or b"null" not in region or all_finite(payload)
 
 
 def _orjson(payload: Any) -> bytes | None:

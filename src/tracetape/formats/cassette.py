@@ -19,12 +19,19 @@ since the previous record of its kind, and ``base`` says how many it shares: the
 
 A cassette names no run: the reader takes the run id from the header's ``run_id``, else from
 the source's name (``runs/412.jsonl`` is run ``412``).
+
+Values JSON cannot hold come back as they were: a NaN or an infinity in an output is stored
+tagged, ``{"__float__": "NaN"}`` (``"Infinity"``, ``"-Infinity"``), in a record marked
+``"tagged": true``; in such a record a dict that looks like a tag is stored wrapped,
+``{"__escaped__": {...}}``. A record holding an integer beyond 64 bits is marked
+``"bigint": true`` and read exactly. Records without a mark are read as plain JSON.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -36,7 +43,7 @@ from typing import Any
 import orjson
 
 from .._version import __version__
-from ..canonical import Normalizer, fingerprint, json_default
+from ..canonical import Normalizer, all_finite, fingerprint, json_default
 from ..errors import CassetteError, CassetteNotFoundError, CassetteVersionError, TapeWarning
 from ..record import Record
 from ._source import TraceSource, stem_of
@@ -53,7 +60,9 @@ __all__ = [
     "new_header",
     "read_cassette",
     "read_records",
+    "tag_values",
     "tokens_of",
+    "untag_values",
 ]
 
 FORMAT_VERSION = 1
@@ -70,6 +79,52 @@ def _default(value: Any) -> Any:
     if isinstance(value, set | frozenset | Mapping):
         return json_default(value)
     raise TypeError(f"{type(value).__name__} is not JSON-serializable")
+
+
+_FLOAT_TAG, _ESCAPE_TAG = "__float__", "__escaped__"
+_TAGS = frozenset({_FLOAT_TAG, _ESCAPE_TAG})
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def tag_values(value: Any) -> Any:
+    """``value`` with its non-finite floats tagged and its tag-like dicts wrapped.
+
+    >>> tag_values([float("nan"), {"__float__": "NaN"}, -float("inf")])
+    [{'__float__': 'NaN'}, {'__escaped__': {'__float__': 'NaN'}}, {'__float__': '-Infinity'}]
+    """
+    kind = type(value)
+    if kind is float:
+        if math.isnan(value):
+            return {_FLOAT_TAG: "NaN"}
+        if math.isinf(value):
+            return {_FLOAT_TAG: "Infinity" if value > 0 else "-Infinity"}
+        return value
+    if kind is list or kind is tuple:
+        return [tag_values(v) for v in value]
+    if kind is dict or isinstance(value, Mapping):
+        tagged = {k: tag_values(v) for k, v in value.items()}
+        return {_ESCAPE_TAG: tagged} if len(tagged) == 1 and next(iter(tagged)) in _TAGS else tagged
+    return value
+
+
+def untag_values(value: Any) -> Any:
+    """The inverse of ``tag_values``.
+
+    >>> untag_values([{"__float__": "Infinity"}, {"__escaped__": {"__float__": "NaN"}}])
+    [inf, {'__float__': 'NaN'}]
+    """
+    kind = type(value)
+    if kind is list:
+        return [untag_values(v) for v in value]
+    if kind is dict:
+        if len(value) == 1:
+            tag, inner = next(iter(value.items()))
+            if tag == _FLOAT_TAG and inner in _NON_FINITE:
+                return _NON_FINITE[inner]
+            if tag == _ESCAPE_TAG and type(inner) is dict:
+                return {k: untag_values(v) for k, v in inner.items()}
+        return {k: untag_values(v) for k, v in value.items()}
+    return value
 
 
 def dumps_record(record: Mapping[str, Any]) -> bytes:
@@ -287,6 +342,9 @@ class CassetteReader:
             if rec.get("bigint") is True:
                 rec = json.loads(raw)
                 del rec["bigint"]
+            if rec.get("tagged") is True:
+                rec["out"] = untag_values(rec["out"])
+                del rec["tagged"]
             base = rec.get("base")
             if base is not None:
                 try:
@@ -420,6 +478,9 @@ class CassetteEncoder:
         line["ms"] = round(rec.ms or 0.0, 3)
         line["effect"] = rec.effect or "read"
         line["out"] = rec.out
+        if not all_finite(rec.out):
+            line["out"] = tag_values(rec.out)
+            line["tagged"] = True
         digests = rec.digests
         if digests is None:
             if rec.input is not None:
