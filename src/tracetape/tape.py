@@ -19,7 +19,9 @@ recorded, naming the fields that changed.
 from __future__ import annotations
 
 import contextvars
+import itertools
 import os
+import sys
 import threading
 import time
 import warnings
@@ -32,7 +34,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from ._enums import LoudEnum
-from .canonical import StreamKey, canonical_json, field_digests, key_of
+from .canonical import StreamKey, canonical_json, digest, field_digests, key_of
 from .config import load_config
 from .diagnose import explain_miss
 from .errors import (
@@ -101,16 +103,35 @@ def key(kind: str, payload: Any) -> str:
 
 @dataclass
 class HookState:
-    """What the SDK and HTTP hooks keep per tape (``tape.hooks``): the lock that numbers model
-    calls, the captures of responses still being read (written when they end), and the
-    endpoints the cassette answers (found once, to warm replay up)."""
+    """What the SDK and HTTP hooks keep per tape (``tape.hooks``): the captures of responses
+    still being read (written when they end), and the endpoints the cassette answers (found
+    once, to warm replay up)."""
 
-    step_lock: threading.Lock = field(default_factory=threading.Lock)
     pending: set[Any] = field(default_factory=set)
     answered: dict[str, Any] | None = None
 
 
 _current: contextvars.ContextVar[Tape | None] = contextvars.ContextVar("tracetape", default=None)
+
+# Model calls are counted per logical flow: each thread, and each asyncio task (which starts
+# with its parent's count, as a task copies its parent's context when it is created). The
+# value is a tape serial -> count mapping, replaced (never changed in place) on each count.
+_flow_steps: contextvars.ContextVar[dict[int, int] | None] = contextvars.ContextVar(
+    "tracetape_flow_steps", default=None
+)
+_serials = itertools.count(1)
+
+
+def _flow() -> tuple[int, int]:
+    """The calling flow: its thread, and its asyncio task if one runs."""
+    task = None
+    aio = sys.modules.get("asyncio")  # a program that never imported asyncio runs no task
+    if aio is not None:
+        try:
+            task = aio.current_task()
+        except RuntimeError:  # no running loop in this thread
+            task = None
+    return threading.get_ident(), id(task) if task is not None else 0
 
 
 def current_tape() -> Tape | None:
@@ -186,8 +207,11 @@ class Tape:
         self.strict = strict
         self.allow_irreversible = allow_irreversible
         self.store_inputs = store_inputs
-        # Model calls made so far: the SDK hooks count them, tools key their ``step`` on it.
-        self.model_calls = 0
+        # Model calls are counted per flow (``model_calls``, ``next_model_step``).
+        self._serial = next(_serials)
+        # Record mode: the flow and output digest of each key's first record, to warn when two
+        # flows make the same decision and get different outputs.
+        self._first_outputs: dict[str, tuple[tuple[int, int], str]] = {}
         self.hooks = HookState()
         self._token: contextvars.Token[Tape | None] | None = None
         self._closed = False
@@ -280,6 +304,29 @@ class Tape:
         """How many recorded decisions replay has played so far."""
         return self._played.count(1) if self.mode is Mode.REPLAY else 0
 
+    @property
+    def model_calls(self) -> int:
+        """How many model calls this flow (thread, or asyncio task) made so far on this tape:
+        the ``step`` tools key on."""
+        counts = _flow_steps.get()
+        return counts.get(self._serial, 0) if counts else 0
+
+    @model_calls.setter
+    def model_calls(self, count: int) -> None:
+        _flow_steps.set({**(_flow_steps.get() or {}), self._serial: count})
+
+    def next_model_step(self) -> int:
+        """Count one more model call in this flow and return its step number.
+
+        Each thread counts its own calls; an asyncio task starts from its parent's count when
+        it was created. So a program whose threads or tasks call the model concurrently keys
+        each call the same way on every run, whatever order the calls arrive in.
+        """
+        counts = _flow_steps.get() or {}
+        step = counts.get(self._serial, 0) + 1
+        _flow_steps.set({**counts, self._serial: step})
+        return step
+
     # -- the decision API ----------------------------------------------------------------------
 
     def prepare(self, kind: str, payload: Any, *, finite: bool = False) -> Decision:
@@ -350,7 +397,24 @@ class Tape:
                 self.write_failure = exc
             raise
         self.written = max(self.written, seq)
+        self._check_ambiguous(decision.key, stored)
         return stored
+
+    def _check_ambiguous(self, key: str, stored: Any) -> None:
+        """Warn when two flows made the same decision and got different outputs: replay
+        returns a key's outputs in recorded order, which need not be their arrival order."""
+        flow, out = _flow(), digest(stored)
+        first = self._first_outputs.setdefault(key, (flow, out))
+        if first[0] != flow and first[1] != out:
+            self._first_outputs[key] = (flow, out)  # one warning per pair of flows
+            warnings.warn(
+                f"{self.store.name}: {key} was made by two concurrent flows (threads or asyncio "
+                "tasks) with different outputs; replay returns them in recorded order, which "
+                "may not be the order the calls arrive in: make the inputs differ (a worker "
+                "id in the prompt or the tool arguments) or make the calls in one flow",
+                TapeWarning,
+                stacklevel=3,
+            )
 
     def _begin(
         self, kind: str, payload: Any, effect: str | Effect, stub: Any

@@ -79,15 +79,13 @@ def set_default_tape(tape: Tape | None) -> Tape | None:
 
 
 def next_model_step(tape: Tape) -> int:
-    """Count one more model call on ``tape`` (``tape.model_calls``) and return its step number."""
-    with tape.hooks.step_lock:
-        tape.model_calls += 1
-        n = tape.model_calls
-    return n
+    """Count one more model call in this flow on ``tape`` and return its step number
+    (``Tape.next_model_step``: each thread and asyncio task counts its own)."""
+    return tape.next_model_step()
 
 
 def model_calls(tape: Tape) -> int:
-    """How many model calls ``tape`` has seen so far (the step of the latest one)."""
+    """How many model calls this flow made on ``tape`` so far (the step of the latest one)."""
     return tape.model_calls
 
 
