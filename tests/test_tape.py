@@ -251,6 +251,25 @@ def test_seed_cassettes_replay_unchanged(tmp_path: Path) -> None:
         run_agent(tape, "find the bugs", ScriptedModel(3), failing)
 
 
+def test_seed_cassettes_with_a_secret_in_the_prompt_replay(tmp_path: Path) -> None:
+    """The seed keys the intact payload (it stores no redacted copy): a seed recording whose
+    prompt holds a secret replays, because replay keys the live text before redacting it.
+    tracetape's own cassettes key the redacted text, and the same run replays there too."""
+    task = f"deploy with {OPENAI_KEY}"
+    seed = tmp_path / "seed.jsonl"
+    answer = run_agent(_seed.Tape(str(seed), "record"), task, ScriptedModel(3), lookup)
+    # the seed stores no input: its keys hash the intact prompt, secret included
+    assert _seed._key("llm", {"messages": [{"role": "user", "content": task}], "tools": ["lookup"],
+                              "step": 1}) in seed.read_text()  # fmt: skip
+    with Tape(seed, mode="replay", strict=True) as tape:
+        assert run_agent(tape, task, ScriptedModel(3), failing) == answer
+    ours = tmp_path / "ours.jsonl"
+    record(ours, task=task, steps=3)
+    assert OPENAI_KEY.encode() not in ours.read_bytes()
+    with Tape(ours, mode="replay", strict=True) as tape:
+        assert run_agent(tape, task, ScriptedModel(3), failing) == answer
+
+
 def test_tracetape_cassettes_keep_the_seeds_keys(tmp_path: Path) -> None:
     """Without secrets, every recorded key equals the key the seed's Tape records."""
     ours, seed = tmp_path / "ours.jsonl", tmp_path / "seed.jsonl"
