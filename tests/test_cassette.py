@@ -29,13 +29,13 @@ def header_line(**extra: object) -> str:
 
 
 def test_writer_writes_a_header_then_numbered_records(tmp_path: Path) -> None:
-    """Records get increasing sequence numbers after a format-1 header."""
+    """Records get increasing sequence numbers after a format-2 header."""
     writer = CassetteWriter(tmp_path / "c.jsonl", new_header(harness_sha="abc"))
     writer.write(dict(RECORD))
     writer.write(dict(RECORD))
     writer.close()
     cassette = read_cassette(tmp_path / "c.jsonl")
-    assert cassette.format == 1 and cassette.header is not None
+    assert cassette.format == 2 and cassette.header is not None
     assert cassette.header["harness_sha"] == "abc"
     assert [r.seq for r in cassette] == [1, 2]
 
@@ -111,7 +111,7 @@ def test_corrupt_cassettes_name_the_line_and_field(
     assert str(info.value).startswith(f"{path}:{line}: ")
 
 
-@pytest.mark.parametrize(("version", "advice"), [(2, "upgrade tracetape"), (0, "re-record")])
+@pytest.mark.parametrize(("version", "advice"), [(3, "upgrade tracetape"), (0, "re-record")])
 def test_unknown_format_versions_say_how_to_migrate(
     tmp_path: Path, version: int, advice: str
 ) -> None:

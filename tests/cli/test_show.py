@@ -46,10 +46,10 @@ def test_show_of_a_missing_file_exits_2(tmp_path: Path) -> None:
 
 
 def test_verify_summarizes_a_sound_cassette(cassette: Path) -> None:
-    """verify prints one line with format and counts, exit 0."""
+    """verify prints one line with format, counts and seal, exit 0."""
     result = CliRunner().invoke(main, ["verify", str(cassette)])
     assert result.exit_code == 0
-    assert result.output.strip() == f"ok: {cassette}: format 1, 2 records (1 llm, 1 tool)"
+    assert result.output.strip() == f"ok: {cassette}: format 2, 2 records (1 llm, 1 tool), sealed"
 
 
 @pytest.mark.parametrize(
@@ -78,12 +78,14 @@ def test_verify_reports_damage_with_exit_1(cassette: Path, damage, message: str)
     assert summary["ok"] is False and message in " ".join(summary["problems"])
 
 
-def test_verify_reports_a_torn_last_line_as_damage(cassette: Path) -> None:
-    """A torn last line still replays, but verify flags it (exit 1)."""
-    with cassette.open("a") as fh:
-        fh.write('{"seq": 3, "key": "to')
+def test_verify_reports_a_torn_last_line_as_an_unfinished_recording(cassette: Path) -> None:
+    """A recording killed mid-write (no trailer, a torn last line) is its own state, not
+    corruption: its records replay and chain intact (exit 0, said on the line)."""
+    lines = cassette.read_text().splitlines(keepends=True)
+    cassette.write_text("".join(lines[:-1]) + '{"seq": 3, "key": "to')
     result = CliRunner().invoke(main, ["verify", str(cassette)])
-    assert result.exit_code == 1 and "torn last line" in result.output
+    assert result.exit_code == 0, result.output
+    assert "unfinished; the recording never closed (its last line is torn" in result.output
 
 
 def test_verify_of_a_missing_file_exits_2(tmp_path: Path) -> None:
@@ -95,3 +97,73 @@ def test_verify_and_show_of_a_folder_exit_2(tmp_path: Path) -> None:
     """A folder given as the cassette is bad input (exit 2) for verify and show alike."""
     assert CliRunner().invoke(main, ["verify", str(tmp_path)]).exit_code == 2
     assert CliRunner().invoke(main, ["show", str(tmp_path)]).exit_code == 2
+
+
+@pytest.fixture
+def sealed(tmp_path: Path) -> Path:
+    path = tmp_path / "sealed.jsonl"
+    with Tape(path, mode="record") as tape:
+        for i in range(4):
+            tape.call("tool", {"name": "f", "args": {"i": i}, "step": 1}, lambda i=i: {"n": i})
+    return path
+
+
+def _sub(line: str, old: str, new: str) -> str:
+    assert old in line
+    return line.replace(old, new)
+
+
+# Hand edits of a sealed cassette (lines: header, 4 records, trailer) and what verify says.
+EDITS = [
+    pytest.param(lambda ls: [*ls[:2], _sub(ls[2], '"n":1', '"n":7'), *ls[3:]], 3,
+                 "the record was changed", id="changed-output"),
+    pytest.param(lambda ls: [*ls[:2], _sub(ls[2], '"i":1}', '"i":8}'), *ls[3:]], 3,
+                 "the record was changed", id="changed-input-copy"),
+    pytest.param(lambda ls: [*ls[:2], _sub(ls[2], '"key":"tool:', '"key":"tool:0'), *ls[3:]], 3,
+                 "the record was changed", id="changed-key"),
+    pytest.param(lambda ls: [_sub(ls[0], '"version"', '"versio"'), *ls[1:]], 2,
+                 "the header or this record was changed", id="changed-header"),
+    pytest.param(lambda ls: [*ls[:2], *ls[3:]], 3, "records were deleted or moved", id="deleted"),
+    pytest.param(lambda ls: [*ls[:4], ls[5]], 5, "the trailer seals 4 records and this file "
+                 "holds 3", id="deleted-last-record"),
+    pytest.param(lambda ls: [ls[0], ls[2], ls[1], *ls[3:]], 2, "records were deleted or moved "
+                 "before it (seq 0 is followed by 2)", id="swapped"),
+    pytest.param(lambda ls: [*ls[:3], ls[2], *ls[3:]], 4, "records were reordered or copied",
+                 id="duplicated"),
+    pytest.param(lambda ls: [*ls[:2], '{"seq":2,"key":"tool:1","kind":"tool","out":1}', *ls[2:]],
+                 3, "the record has no chain digest: inserted by hand", id="inserted"),
+    pytest.param(lambda ls: [*ls, ls[-1]], 7, "lines were added after the trailer",
+                 id="after-trailer"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("edit", "line", "reason"), EDITS)
+def test_verify_finds_every_hand_edit_at_its_line(
+    sealed: Path, edit, line: int, reason: str
+) -> None:  # type: ignore[no-untyped-def]
+    """A changed, deleted, inserted, duplicated or reordered record, or a changed header, is
+    found at the line at fault (exit 1), though each line still parses."""
+    lines = sealed.read_text().splitlines()
+    assert len(lines) == 6
+    sealed.write_text("\n".join(edit(lines)) + "\n")
+    result = CliRunner().invoke(main, ["verify", str(sealed)])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"corrupt: {sealed}:{line}: {reason}"), result.output
+
+
+def test_verify_says_unsealed_and_unfinished_without_calling_them_corrupt(sealed: Path) -> None:
+    """A recording that never closed (no trailer) and a format-1 cassette (no digests) are
+    sound as far as can be told: exit 0, and the line says which."""
+    lines = sealed.read_text().splitlines()
+    sealed.write_text("\n".join(lines[:-1]) + "\n")
+    result = CliRunner().invoke(main, ["verify", str(sealed)])
+    assert result.exit_code == 0 and "unfinished; the recording never closed (no trailer)" in (
+        result.output
+    )
+    old = [lines[0].replace('"tracetape":2', '"tracetape":1')]
+    old += [line.split(',"chain"')[0] + "}" for line in lines[1:-1]]
+    sealed.write_text("\n".join(old) + "\n")
+    result = CliRunner().invoke(main, ["verify", str(sealed), "--format", "json"])
+    summary = json.loads(result.output)
+    assert result.exit_code == 0 and summary["seal"] == "unsealed" and summary["format"] == 1
+    assert "re-record it to seal it" in summary["notes"][0]

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ..errors import CassetteError
-from ..formats.cassette import read_cassette
+from ..formats.cassette import read_cassette, verify_seal
 from . import exit_codes_help
 from ._common import EXIT_BAD_INPUT, EXIT_FAILED, echo_json, handle_errors, output_options
 
@@ -75,8 +75,16 @@ def show(cassette: Path, fmt: str) -> None:
 @click.argument("cassette", type=click.Path(path_type=Path))
 @output_options
 def verify(cassette: Path, fmt: str) -> None:
-    """Check CASSETTE's integrity and print a one-line summary."""
+    """Check CASSETTE's integrity and print a one-line summary.
+
+    A cassette of format 2 is sealed: each record's digest chains to the one before and the
+    trailer holds the count, so a changed, deleted, inserted or reordered record is found at its
+    line. One without a trailer never closed (unfinished, a killed run); one of format 1 or the
+    seed's format 0 carries no digests (unsealed): both are sound as far as can be told, and
+    the line says so.
+    """
     problems: list[str] = []
+    notes: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -84,26 +92,44 @@ def verify(cassette: Path, fmt: str) -> None:
         except CassetteError as exc:
             problems.append(str(exc))
             tape = None
-    problems += [str(w.message) for w in caught]
+    notes += [str(w.message) for w in caught]
     summary: dict[str, Any] = {"path": str(cassette), "ok": not problems, "problems": problems}
     if tape is not None:
+        seal = verify_seal(cassette)
+        summary["seal"] = seal.state
+        if seal.state == "broken":
+            problems.append(f"{cassette}:{seal.line}: {seal.reason}")
+        elif seal.state != "sealed":
+            if seal.state == "unfinished":  # the torn line is said once, by the seal
+                notes = [n for n in notes if "torn last line" not in n]
+            notes.append(SEAL_NOTES[seal.state].format(reason=seal.reason))
         kinds: dict[str, int] = {}
         for rec in tape.records:
             kinds[rec.kind] = kinds.get(rec.kind, 0) + 1
         seqs = [rec.seq for rec in tape.records if rec.seq is not None]
         if seqs != sorted(seqs) or len(set(seqs)) != len(seqs):
             problems.append("sequence numbers are not strictly increasing (records were reordered)")
-            summary["ok"] = False
         summary.update(format=tape.format, records=len(tape.records), kinds=kinds)
+        summary["ok"] = not problems
+    summary["notes"] = notes
     if fmt == "json":
         echo_json(summary)
     elif summary["ok"]:
         counts = ", ".join(f"{n} {k}" for k, n in sorted(summary["kinds"].items())) or "empty"
+        state = "sealed" if summary["seal"] == "sealed" else summary["seal"]
         click.echo(
-            f"ok: {cassette}: format {summary['format']}, {summary['records']} records ({counts})"
+            f"ok: {cassette}: format {summary['format']}, {summary['records']} records "
+            f"({counts}), {state}" + "".join(f"; {note}" for note in notes)
         )
     else:
         click.echo(f"corrupt: {problems[0]}")
     if not summary["ok"]:
         missing = tape is None and not Path(cassette).is_file()
         sys.exit(EXIT_BAD_INPUT if missing else EXIT_FAILED)
+
+
+SEAL_NOTES = {
+    "unsealed": "its records carry no digests ({reason}), so an edit cannot be found: "
+    "re-record it to seal it",
+    "unfinished": "the recording never closed ({reason}); the records it has chain intact",
+}

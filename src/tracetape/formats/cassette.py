@@ -1,12 +1,21 @@
-"""The cassette file format: a JSONL header line, then one record per decision.
+"""The cassette file format: a JSONL header line, one record per decision, a trailer.
 
-Format 1::
+Format 2::
 
-    {"tracetape": 1, "version": "0.1.0", "created": "2026-...Z", "harness_sha": "3f2a...",
-     "env": {"MODEL": "hmac:1a2b..."}, "redact_key_id": "9c1e..."}
+    {"tracetape": 2, "version": "0.1.0", "created": "2026-...Z", "harness_sha": "3f2a...",
+     "env": {"MODEL": "hmac:1a2b..."}, "redact_key_id": "9c1e...", "pid": 4242}
     {"seq": 1, "key": "llm:9f2c41d0a7b3e815", "kind": "llm", "step": 1, "ms": 812.4,
      "effect": "read", "out": {...}, "input": {...redacted copy...},
-     "digests": {"messages[0]": ...}}
+     "digests": {"messages[0]": ...}, "chain": "5be1..."}
+    {"end": 1, "chain": "5be1..."}
+
+Sealed: each record ends with ``chain``, the SHA-256 (32 hex) of the previous line's chain
+(the header's: the digest of the header line) followed by the record's line up to its
+``,"chain"`` field; the trailer, written when the recording closes, holds the record count
+and the last chain. ``verify_seal`` walks the chain, so a changed, deleted, inserted or
+reordered record, or a changed header, breaks it at the line at fault; a file without a trailer
+did not close (a killed run). Readers ignore ``chain`` and the trailer. Format 1 is the same
+without them (unsealed), and is read as before.
 
 Cassettes written by the seed's reference ``Tape`` (records ``{"key","kind","ms","out"}`` and no
 header) are format 0 and read unchanged. Records are appended one line at a time and flushed,
@@ -29,6 +38,7 @@ tagged, ``{"__float__": "NaN"}`` (``"Infinity"``, ``"-Infinity"``), in a record 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
@@ -52,20 +62,25 @@ from .schemas import EFFECTS
 __all__ = [
     "FORMAT_VERSION",
     "MAX_RECORD_BYTES",
+    "READABLE_FORMATS",
     "Cassette",
     "CassetteEncoder",
     "CassetteReader",
+    "Seal",
     "dumps_record",
     "name_of",
     "new_header",
     "read_cassette",
     "read_records",
+    "seal_line",
     "tag_values",
     "tokens_of",
     "untag_values",
+    "verify_seal",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)  # format 1: the same records, without the seal
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 _RECORD_FIELDS = ("key", "kind", "out")
 
@@ -177,7 +192,7 @@ def _check_header(header: dict[str, Any], path: Path) -> None:
             path=path,
             line=1,
         )
-    if version != FORMAT_VERSION:
+    if version not in READABLE_FORMATS:
         newer = version > FORMAT_VERSION
         advice = (
             "upgrade tracetape (pip install -U tracetape) to read it"
@@ -186,11 +201,100 @@ def _check_header(header: dict[str, Any], path: Path) -> None:
         )
         raise CassetteVersionError(
             f"cassette format {version} (written by tracetape {header.get('version', '?')}) "
-            f"is {'newer' if newer else 'older'} than the format {FORMAT_VERSION} this "
+            f"is {'newer' if newer else 'older'} than the formats {READABLE_FORMATS} this "
             f"tracetape reads; {advice}",
             path=path,
             line=1,
         )
+
+
+_CHAIN_FIELD = b',"chain":"'
+
+
+def chain_digest(previous: str, body: bytes) -> str:
+    """The chain digest of a record line whose bytes before its ``,"chain"`` field are ``body``
+    (with the closing brace), following the line whose digest is ``previous``."""
+    return hashlib.sha256(previous.encode() + body).hexdigest()[:32]
+
+
+def seal_line(previous: str, line: bytes) -> tuple[bytes, str]:
+    """``line`` (a record's JSONL line) with its chain digest appended, and that digest."""
+    body = line.rstrip(b"\n")
+    chain = chain_digest(previous, body)
+    return body[:-1] + _CHAIN_FIELD + chain.encode() + b'"}\n', chain
+
+
+def header_digest(line: bytes) -> str:
+    """The chain digest the first record follows: the header line's own."""
+    return hashlib.sha256(line.rstrip(b"\n")).hexdigest()[:32]
+
+
+@dataclass
+class Seal:
+    """What ``verify_seal`` found: ``state`` is ``sealed`` (every record chains to the
+    trailer), ``unfinished`` (the chain holds but the recording never closed: a killed run),
+    ``unsealed`` (format 1 or the seed's format 0: no digests to check) or ``broken``, with the
+    ``line`` at fault and the ``reason``."""
+
+    state: str
+    records: int = 0
+    line: int | None = None
+    reason: str = ""
+
+
+def verify_seal(path: str | os.PathLike[str]) -> Seal:
+    """Walk a cassette's chain of digests (format 2) and say whether it is intact."""
+    path = Path(path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    if not lines:
+        return Seal("unsealed", reason="the file is empty")
+    try:
+        header = orjson.loads(lines[0])
+    except orjson.JSONDecodeError:
+        header = None
+    if not isinstance(header, dict) or header.get("tracetape") != FORMAT_VERSION:
+        return Seal("unsealed", reason="written before records carried digests")
+    previous, seq, count = header_digest(lines[0]), 0, 0
+    for lineno, raw in enumerate(lines[1:], 2):
+        if not raw.strip():
+            continue
+        if not raw.endswith(b"\n") and lineno == len(lines):
+            return Seal("unfinished", count, lineno, "its last line is torn: the run was killed")
+        try:
+            rec = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return Seal("broken", count, lineno, "the line is not valid JSON")
+        if not isinstance(rec, dict):
+            return Seal("broken", count, lineno, "the line is not a record object")
+        if "end" in rec and "key" not in rec:
+            if lineno != len(lines):
+                return Seal("broken", count, lineno + 1, "lines were added after the trailer")
+            if rec.get("end") != count or rec.get("chain") != previous:
+                return Seal(
+                    "broken",
+                    count,
+                    lineno,
+                    f"the trailer seals {rec.get('end')!r} records and this file holds {count}: "
+                    "records at the end were deleted or added",
+                )
+            return Seal("sealed", count)
+        body, _, tail = raw.rstrip(b"\n").rpartition(_CHAIN_FIELD)
+        got = tail[:-2].decode("ascii", "replace") if tail.endswith(b'"}') else None
+        this = rec.get("seq")
+        if not body or got is None:
+            return Seal("broken", count, lineno, "the record has no chain digest: inserted by hand")
+        if got != chain_digest(previous, body + b"}"):
+            if type(this) is int and this > seq + 1:
+                why = f"records were deleted or moved before it (seq {seq} is followed by {this})"
+            elif type(this) is int and this <= seq:
+                why = f"records were reordered or copied (seq {this} after {seq})"
+            elif count == 0:
+                why = "the header or this record was changed"
+            else:
+                why = "the record was changed (its bytes no longer match its digest)"
+            return Seal("broken", count, lineno, why)
+        previous, seq, count = got, this if type(this) is int else seq + 1, count + 1
+    return Seal("unfinished", count, None, "no trailer")
 
 
 def read_cassette(path: str | os.PathLike[str]) -> Cassette:
@@ -243,6 +347,7 @@ class CassetteReader:
         self.normalizer = normalizer
         self.run = run
         self.header: dict[str, Any] | None = None
+        self.trailer: dict[str, Any] | None = None
         self.skipped = 0
 
     def _bad(self, error: CassetteError) -> None:
@@ -325,6 +430,9 @@ class CassetteReader:
                 continue
             kind = rec.get("kind")
             if type(rec.get("key")) is not str or type(kind) is not str or "out" not in rec:
+                if "end" in rec and "chain" in rec and self.header is not None:
+                    self.trailer = rec  # the seal: ``verify_seal`` checks it
+                    continue
                 if lineno == 1 and "tracetape" in rec:
                     _check_header(rec, path)
                     self.header = rec

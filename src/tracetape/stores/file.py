@@ -29,7 +29,9 @@ from ..formats.cassette import (
     Cassette,
     CassetteEncoder,
     dumps_record,
+    header_digest,
     read_cassette,
+    seal_line,
 )
 from ..record import Record
 
@@ -152,7 +154,9 @@ class CassetteWriter:
         # disk) leaves nothing behind in a buffer to fail again on close.
         self._fh: IO[bytes] | None = os.fdopen(fd, "r+b", buffering=0)
         self._claim()
-        self._write(dumps_record({**header, "pid": os.getpid()}))
+        first = dumps_record({**header, "pid": os.getpid()})
+        self._write(first)
+        self._chain = header_digest(first)  # each record's digest chains to the one before
 
     def _claim(self) -> None:
         """Take the partial file's lock (or fail naming its holder) and empty the file."""
@@ -222,7 +226,9 @@ class CassetteWriter:
                     "call, or raise the limit with Tape(..., max_record_bytes=N)",
                     path=self.path,
                 )
-            self._write(line)
+            sealed, chain = seal_line(self._chain, line)
+            self._write(sealed)
+            self._chain = chain
             if isinstance(rec, Record):
                 self._encoder.written(rec)
             return self._seq
@@ -233,11 +239,14 @@ class CassetteWriter:
         return self._seq
 
     def close(self, *, keep: bool = True) -> None:
-        """Flush, close and move ``PATH.partial`` over ``PATH`` (idempotent); with
-        ``keep=False`` remove ``PATH.partial`` instead."""
+        """Seal (the trailer: the record count and the last digest), close and move
+        ``PATH.partial`` over ``PATH`` (idempotent); with ``keep=False`` remove ``PATH.partial``
+        instead."""
         with self._lock:
             if self._fh is None:
                 return
+            if keep and self._broken is None:
+                self._write(dumps_record({"end": self._seq, "chain": self._chain}))
             fh, self._fh = self._fh, None
             try:
                 # Moved (or removed) while the lock is held: a recorder that starts now finds
