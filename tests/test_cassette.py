@@ -128,10 +128,13 @@ def test_missing_cassette_is_a_file_not_found_error(tmp_path: Path) -> None:
     assert isinstance(info.value, CassetteNotFoundError)
 
 
-def test_empty_file_has_no_records(tmp_path: Path) -> None:
-    """An empty cassette reads as no header and no records."""
-    (tmp_path / "e.jsonl").write_bytes(b"")
-    assert len(read_cassette(tmp_path / "e.jsonl")) == 0
+@pytest.mark.parametrize("content", [b"", b"\n  \n"], ids=["empty", "blank"])
+def test_an_empty_file_is_not_a_cassette(tmp_path: Path, content: bytes) -> None:
+    """An empty or blank file is an error naming it, not a cassette of no records (a cassette
+    of no decisions still has its header)."""
+    (tmp_path / "e.jsonl").write_bytes(content)
+    with pytest.raises(CassetteError, match="the file is empty"):
+        read_cassette(tmp_path / "e.jsonl")
 
 
 def test_unserializable_output_is_a_clear_error(tmp_path: Path) -> None:

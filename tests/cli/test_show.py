@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -167,3 +169,19 @@ def test_verify_says_unsealed_and_unfinished_without_calling_them_corrupt(sealed
     summary = json.loads(result.output)
     assert result.exit_code == 0 and summary["seal"] == "unsealed" and summary["format"] == 1
     assert "re-record it to seal it" in summary["notes"][0]
+
+
+def test_warnings_on_the_command_line_are_one_plain_line(sealed: Path) -> None:
+    """A torn last line is a warning: one line naming the file and line, no Python source."""
+    sealed.write_text(sealed.read_text()[:-40])
+    for command in (["show", str(sealed)], ["export", "--otel", str(sealed)]):
+        # a real process: pytest records warnings in-process instead of showing them
+        done = subprocess.run(
+            [sys.executable, "-m", "tracetape", *command], capture_output=True, text=True,
+            check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.splitlines() == [
+            f"tracetape: warning: {sealed}:6: skipped a torn last line (the recording process "
+            "was killed mid-write); the records before it replay"
+        ]

@@ -9,6 +9,8 @@ program's own code through and adds 3, 4 and 5.
 from __future__ import annotations
 
 import importlib
+import warnings
+from typing import TextIO
 
 import click
 
@@ -101,3 +103,16 @@ class _LazyGroup(click.Group):
 @click.version_option(__version__, "-V", "--version", prog_name="tracetape")
 def main() -> None:
     """Record agent runs, replay them offline, and diff runs."""
+    warnings.showwarning = _one_line_warning
+
+
+def _one_line_warning(  # noqa: PLR0917 - warnings.showwarning's signature
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A warning on the command line is one plain line (no Python file, line or source)."""
+    click.echo(f"tracetape: warning: {message}", err=True)

@@ -6,6 +6,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -45,8 +46,22 @@ def handle_errors(func: F) -> F:
         except (TapeError, ValueError, OSError) as exc:
             click.echo(f"tracetape: error: {exc}", err=True)
             sys.exit(EXIT_BAD_INPUT)
+        except RecursionError:
+            click.echo(
+                f"tracetape: error: {_inputs(kwargs)}: a value is nested deeper than tracetape "
+                "reads (hundreds of levels of lists or objects); flatten it, or leave that line "
+                "out (--skip-bad-lines skips the lines a reader can name)",
+                err=True,
+            )
+            sys.exit(EXIT_BAD_INPUT)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _inputs(kwargs: dict[str, Any]) -> str:
+    """The input files a command was given, for an error that cannot name the line."""
+    paths = [str(v) for v in kwargs.values() if isinstance(v, Path)]
+    return ", ".join(paths) or "the input"
 
 
 def echo_json(data: Any) -> None:

@@ -259,6 +259,12 @@ def summarize(  # noqa: PLR0917 - click passes every option
             f"{diff_json}: field 'findings' missing; pass the output of "
             "tracetape diff --format json"
         )
+    for i, finding in enumerate(findings):
+        if not isinstance(finding, dict) or not isinstance(finding.get("pattern"), str):
+            raise ValueError(
+                f"{diff_json}: field 'findings[{i}]' is not a finding (an object with a "
+                "'pattern' string); pass the output of tracetape diff --format json"
+            )
     result = rule_summary(findings)
     if llm:
         settings = LLMSettings(

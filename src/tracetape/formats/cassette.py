@@ -57,7 +57,7 @@ from ..canonical import Normalizer, all_finite, fingerprint, json_default
 from ..errors import CassetteError, CassetteNotFoundError, CassetteVersionError, TapeWarning
 from ..record import Record
 from ._source import TraceSource, stem_of
-from .schemas import EFFECTS
+from .schemas import EFFECTS, TOO_DEEP, readable
 
 __all__ = [
     "FORMAT_VERSION",
@@ -312,6 +312,12 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
         ) from None
     except OSError as exc:
         raise CassetteError(f"cannot read cassette: {exc.strerror}", path=path) from exc
+    if not data.strip():
+        raise CassetteError(
+            "the file is empty (no header, no records): it was never recorded, or was cut to "
+            "nothing; record it again",
+            path=path,
+        )
     reader = CassetteReader(io.BytesIO(data), path, run=stem_of(path.name))
     records = list(reader)
     return Cassette(path, reader.header, records, reader.skipped)
@@ -360,6 +366,9 @@ class CassetteReader:
         run: str | None = None
         new = Record
         for lineno, rec in self._lines():
+            if norm is not None and not readable(rec.get("out")):
+                self._bad(_too_deep(self.path, lineno, "out"))
+                continue
             if run is None:
                 named = (self.header or {}).get("run_id")
                 run = self.run = named if isinstance(named, str) else self.run
@@ -437,11 +446,10 @@ class CassetteReader:
                     _check_header(rec, path)
                     self.header = rec
                     continue
-                missing = next(f for f in _RECORD_FIELDS if f not in rec or rec[f] is None)
                 self._bad(
                     CassetteError(
-                        f"record has no valid {missing!r} field (a record needs key, kind and "
-                        "out); the cassette is corrupt or not a tracetape cassette: re-record it",
+                        f"{_record_fault(rec)} (a record needs key and kind strings and an out); "
+                        "the cassette is corrupt or not a tracetape cassette: re-record it",
                         path=path,
                         line=lineno,
                     )
@@ -451,7 +459,11 @@ class CassetteReader:
                 rec = json.loads(raw)
                 del rec["bigint"]
             if rec.get("tagged") is True:
-                rec["out"] = untag_values(rec["out"])
+                try:
+                    rec["out"] = untag_values(rec["out"])
+                except RecursionError:
+                    self._bad(_too_deep(path, lineno, "out"))
+                    continue
                 del rec["tagged"]
             base = rec.get("base")
             if base is not None:
@@ -462,6 +474,24 @@ class CassetteReader:
                     continue
             previous[kind] = rec
             yield lineno, rec
+
+
+def _too_deep(path: Path, lineno: int, field_name: str) -> CassetteError:
+    return CassetteError(
+        f"field {field_name!r} is {TOO_DEEP}; the cassette is corrupt or was edited: re-record it",
+        path=path,
+        line=lineno,
+    )
+
+
+def _record_fault(rec: dict[str, Any]) -> str:
+    """What makes a line's object not a record, for the error naming its field."""
+    for name in _RECORD_FIELDS:
+        if name not in rec or rec[name] is None:
+            return f"record has no {name!r} field"
+        if name != "out" and type(rec[name]) is not str:
+            return f"record field {name!r} is a {type(rec[name]).__name__}, not a string"
+    return "record is malformed"
 
 
 def name_of(data: Any) -> str | None:
@@ -537,8 +567,9 @@ def _expand(
             section = rec.get(field_name)
             if section is None:
                 continue
-            prior = (previous or {}).get(field_name, {}).get(name + suffix)
-            tail = section.get(name + suffix)
+            before = (previous or {}).get(field_name)
+            prior = before.get(name + suffix) if isinstance(before, dict) else None
+            tail = section.get(name + suffix) if isinstance(section, dict) else None
             if (
                 not isinstance(shared, int)
                 or not isinstance(prior, list)

@@ -29,7 +29,7 @@ import orjson
 from ..canonical import Normalizer
 from ..record import Record
 from ._source import Source, TraceFormat, TraceSource, open_source
-from .schemas import EFFECTS, fmt_of, keyed, schema_of
+from .schemas import EFFECTS, TOO_DEEP, fmt_of, keyed, readable, schema_of
 
 __all__ = ["CallBatch", "JsonlCall", "read_blocks", "read_blocks_of", "read_records"]
 
@@ -47,6 +47,9 @@ def read_records(src: TraceSource) -> Iterator[Record]:
     for lineno, raw in src.lines():
         c = _jsonl_record(src, raw, lineno)
         if c is None:
+            continue
+        if not readable(c["args"]):
+            src.bad(TOO_DEEP, lineno, "args")
             continue
         get = c.get
         tool, step = c["tool"], c["step"]

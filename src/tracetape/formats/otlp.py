@@ -47,7 +47,7 @@ from ..canonical import fingerprint
 from ..record import Record
 from ._source import TraceSource, stem_of
 from .cassette import Cassette, read_cassette
-from .schemas import EFFECTS, fmt_of, keyed, schema_of
+from .schemas import EFFECTS, TOO_DEEP, fmt_of, keyed, readable, schema_of
 
 __all__ = ["cassette_to_otlp", "read_records"]
 
@@ -116,6 +116,39 @@ class _Span:
     line: int
 
 
+def _spans_of(doc: dict[str, Any], src: TraceSource, lineno: int) -> Iterator[tuple[str, Any]]:
+    """The spans of one OTLP/JSON document with where each is; a list or object of the wrong
+    shape on the way is reported (``src.bad``) with its field path and skipped."""
+    for r, rs in enumerate(doc["resourceSpans"]):
+        scopes = (
+            rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
+            if (isinstance(rs, dict))
+            else None
+        )
+        if not isinstance(scopes, list):
+            src.bad("resourceSpans entries must be objects holding a scopeSpans list", lineno,
+                    f"resourceSpans[{r}].scopeSpans")  # fmt: skip
+            continue
+        for s, ss in enumerate(scopes):
+            spans = (ss.get("spans") or []) if isinstance(ss, dict) else None
+            if not isinstance(spans, list):
+                src.bad("scopeSpans entries must be objects holding a spans list", lineno,
+                        f"resourceSpans[{r}].scopeSpans[{s}].spans")  # fmt: skip
+                continue
+            for i, span in enumerate(spans):
+                where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
+                if (
+                    not isinstance(span, dict)
+                    or not isinstance(span.get("traceId"), str | int)
+                    or not span.get("traceId")
+                    or not isinstance(span.get("spanId"), str | int)
+                    or not span.get("spanId")
+                ):
+                    src.bad("a span needs a traceId and a spanId", lineno, f"{where}.spanId")
+                    continue
+                yield where, span
+
+
 def read_records(src: TraceSource) -> Iterator[Record]:
     """Read OTLP/JSON traces with the OpenTelemetry GenAI semantic conventions.
 
@@ -136,48 +169,38 @@ def read_records(src: TraceSource) -> Iterator[Record]:
                 "resourceSpans",
             )
             continue
-        for r, rs in enumerate(doc["resourceSpans"]):
-            for s, ss in enumerate(
-                rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
-            ):
-                for i, span in enumerate(ss.get("spans") or []):
-                    where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
-                    if (
-                        not isinstance(span, dict)
-                        or not span.get("traceId")
-                        or not span.get("spanId")
-                    ):
-                        src.bad("a span needs traceId and spanId", lineno, f"{where}.spanId")
-                        continue
-                    try:
-                        attrs = {
-                            kv["key"]: _any_value(kv.get("value"))
-                            for kv in span.get("attributes") or []
-                        }
-                        start = int(span.get("startTimeUnixNano") or 0)
-                        end = int(span.get("endTimeUnixNano") or start)
-                    except (KeyError, TypeError, ValueError) as exc:
-                        src.bad(
-                            f"malformed span attributes or times ({exc})",
-                            lineno,
-                            f"{where}.attributes",
-                        )
-                        continue
-                    run = str(span["traceId"])
-                    conversation = attrs.get("gen_ai.conversation.id")
-                    if conversation and run not in conversations:
-                        conversations[run] = str(conversation)
-                    spans.append(
-                        _Span(
-                            str(run),
-                            start,
-                            end,
-                            attrs,
-                            span["spanId"],
-                            span.get("parentSpanId") or None,
-                            lineno,
-                        )
-                    )
+        for where, span in _spans_of(doc, src, lineno):
+            if not readable(span):
+                src.bad(TOO_DEEP, lineno, where)
+                continue
+            try:
+                attrs = {
+                    kv["key"]: _any_value(kv.get("value")) for kv in span.get("attributes") or []
+                }
+                start = int(span.get("startTimeUnixNano") or 0)
+                end = int(span.get("endTimeUnixNano") or start)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                src.bad(
+                    f"malformed span attributes or times ({exc})",
+                    lineno,
+                    f"{where}.attributes",
+                )
+                continue
+            run = str(span["traceId"])
+            conversation = attrs.get("gen_ai.conversation.id")
+            if conversation and run not in conversations:
+                conversations[run] = str(conversation)
+            spans.append(
+                _Span(
+                    str(run),
+                    start,
+                    end,
+                    attrs,
+                    str(span["spanId"]),
+                    str(span.get("parentSpanId")) if span.get("parentSpanId") else None,
+                    lineno,
+                )
+            )
     order: dict[str, int] = {}
     for sp in spans:
         sp.run = conversations.get(sp.run, sp.run)

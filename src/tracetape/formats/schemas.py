@@ -11,7 +11,16 @@ from ..canonical import canonical_json, key_of
 from ..record import Record
 from ._source import TraceFormat
 
-__all__ = ["EFFECTS", "SNIFFERS", "fmt_of", "keyed", "schema_of"]
+__all__ = [
+    "EFFECTS",
+    "MAX_DEPTH",
+    "SNIFFERS",
+    "TOO_DEEP",
+    "fmt_of",
+    "keyed",
+    "readable",
+    "schema_of",
+]
 
 EFFECTS = frozenset({"read", "write", "irreversible"})
 
@@ -66,3 +75,25 @@ def keyed(kind: str, data: dict[str, Any], **fields: Any) -> Record:
     """
     key = key_of(kind, canonical_json(data))
     return Record(kind=kind, key=key, step=data.get("step"), input=data, **fields)
+
+
+MAX_DEPTH = 200  # levels of nesting the analysis walks (recursively) in a record
+TOO_DEEP = (
+    f"nested deeper than the {MAX_DEPTH} levels of lists or objects tracetape reads; flatten it"
+)
+
+
+def readable(value: Any) -> bool:
+    """Whether ``value`` is nested shallowly enough for the recursive walks of the analysis
+    (digests, normalization): at most ``MAX_DEPTH`` levels, checked without recursion."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return False
+        kind = type(item)
+        if kind is dict:
+            stack.extend((v, depth + 1) for v in item.values())
+        elif kind is list:
+            stack.extend((v, depth + 1) for v in item)
+    return True

@@ -23,7 +23,7 @@ import orjson
 from ..canonical import fingerprint
 from ..record import Record
 from ._source import TraceFormat, TraceSource
-from .schemas import EFFECTS, fmt_of, keyed, schema_of
+from .schemas import EFFECTS, TOO_DEEP, fmt_of, keyed, readable, schema_of
 
 __all__ = ["read_records"]
 
@@ -59,6 +59,9 @@ def read_records(src: TraceSource) -> Iterator[Record]:
             if fmt_of(c) not in (None, TraceFormat.SPANS):
                 hint = f"; this line is {schema_of(c)} in a span file (mixed schemas)"
             src.bad(f"missing (a span record needs span_id and tool_call){hint}", lineno, "span_id")
+            continue
+        if not readable(c):
+            src.bad(TOO_DEEP, lineno)
             continue
         call, decision = c.get("tool_call"), c.get("model_decision")
         if not isinstance(call, dict) and not isinstance(decision, dict):
