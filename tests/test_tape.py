@@ -363,9 +363,11 @@ def test_replay_keys_first_and_redacts_only_what_it_cannot_find(
     answer = record(path, task=task)
     with Tape(path, mode="replay", strict=True) as tape:
         redacted: list[str] = []
-        redact = tape.redactor.redact
+        redact = tape.redactor.redact_json
         monkeypatch.setattr(
-            tape.redactor, "redact", lambda text, kind: redacted.append(kind) or redact(text, kind)
+            tape.redactor,
+            "redact_json",
+            lambda text: redacted.append(json.loads(text).get("name", "llm")) or redact(text),
         )
         assert run_agent(tape, task, ScriptedModel(4), failing) == answer
         decision = tape.prepare("tool", {"name": "lookup", "args": {"n": 0}, "step": 1})
@@ -754,3 +756,45 @@ def test_replay_returns_what_the_tool_returned(value: Any) -> None:
     with Tape(path, mode="replay") as tape:
         replayed = tape.call("tool", payload, failing)
     assert reference_json(replayed) == reference_json(value)
+
+
+SECRET_PW = "correct-horse-9"
+
+
+def _config_agent(tape: Any, task: str = "connect") -> str:
+    """A tool output whose secret only its field name reveals, quoted by the next prompt."""
+    out = tape.call("tool", {"name": "get_config", "args": {}, "step": 1},
+                    lambda: {"db": {"host": "db1", "password": SECRET_PW}})  # fmt: skip
+    prompt = f"{task} to {out['db']['host']} with password {out['db']['password']}"
+    return str(tape.call("llm", {"messages": [prompt], "step": 2}, lambda: "connected"))
+
+
+def test_a_secret_known_only_by_its_field_name_is_redacted_everywhere_and_replays(
+    tmp_path: Path,
+) -> None:
+    """The tool output names the secret a password; the next prompt quotes it in prose. Both
+    are stored redacted (the prompt by the run-wide registry), and the run replays: the replayed
+    output carries the placeholder, and so does the prompt built from it."""
+    path = tmp_path / "run.jsonl"
+    with Tape(path, mode="record") as tape:
+        assert _config_agent(tape) == "connected"
+    assert SECRET_PW.encode() not in path.read_bytes()
+    with Tape(path, mode="replay", strict=True) as tape:
+        assert _config_agent(tape) == "connected"
+
+
+def test_a_live_secret_recorded_by_its_field_name_is_recognised_in_replay(tmp_path: Path) -> None:
+    """In replay the secret can come from the live world in prose (no shape, no field name):
+    it is recognised by the digest of a placeholder the recording holds, so the call replays,
+    and a miss never prints it."""
+    path = tmp_path / "run.jsonl"
+    with Tape(path, mode="record") as tape:
+        _config_agent(tape)
+    with Tape(path, mode="replay", strict=True) as tape:
+        tape.call("tool", {"name": "get_config", "args": {}, "step": 1}, failing)
+        prompt = f"connect to db1 with password {SECRET_PW}"  # the live value, not the output
+        assert tape.call("llm", {"messages": [prompt], "step": 2}, failing) == "connected"
+    with Tape(path, mode="replay") as tape, pytest.raises(ReplayMiss) as info:
+        tape.call("tool", {"name": "get_config", "args": {}, "step": 1}, failing)
+        tape.call("llm", {"messages": [f"reconnect to db1 with {SECRET_PW}"], "step": 2}, failing)
+    assert SECRET_PW not in str(info.value) and "[REDACTED:field:" in str(info.value)

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .canonical import common_prefix
+from .canonical import canonical_json as _canonical
 
 __all__ = [
     "DEFAULT_REDACT_KEY",
@@ -50,9 +50,12 @@ __all__ = [
 DEFAULT_REDACT_KEY = b"tracetape-redact-v1"
 PLACEHOLDER_PREFIX = "[REDACTED:"
 
-# The left boundary a token must have: not inside a word, but a JSON escape such as ``\n``
-# right before it still counts as a boundary.
-_B = r"(?:(?<![A-Za-z0-9_\-])|(?<=\\[nrt]))"
+# The left boundary a token must have: not inside a word (letters and digits); ``_``, ``-``, a
+# non-ASCII character or a JSON escape such as ``\n`` right before it is a boundary.
+_B = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt])|(?<=\\u[0-9a-fA-F]{4}))"
+# A token that is an identifier rather than a key (``sk-learn_compatible_estimator_api``) has
+# no digit: keys are random, so a key-shaped token must hold at least one.
+_HAS_DIGIT = r"(?=[A-Za-z_\-]*[0-9])"
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
@@ -73,71 +76,146 @@ class Detector:
     anchors: tuple[str, ...] = ()
 
 
+# Shapes after gitleaks' rules (rule ids in the comments; https://github.com/gitleaks/gitleaks,
+# config/gitleaks.toml) and detect-secrets' plugins, kept to the shapes a JSON payload of an
+# agent holds. Each has a test with a real-looking sample and a look-alike it must leave alone.
 DETECTORS: tuple[Detector, ...] = (
+    # gitleaks private-key; a block cut before its END line is still a key
     Detector(
         "private_key",
-        r"-----BEGIN[A-Z ]*PRIVATE KEY-----.*?-----END[A-Z ]*PRIVATE KEY-----",
+        r"-----BEGIN[A-Z ]*PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:.*?-----END[A-Z ]*PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=\s:-]|\\n)*)",
         ("-----begin",),
     ),
-    Detector("anthropic_key", _B + r"sk-ant-[A-Za-z0-9_\-]{20,}", ("sk-",)),
-    Detector("openai_key", _B + r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}", ("sk-",)),
-    Detector("aws_access_key", _B + r"(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])", ("akia", "asia")),
+    # gitleaks anthropic-api-key, openai-api-key (any sk- key with a digit: legacy, proj, admin)
+    Detector("anthropic_key", _B + r"sk-ant-" + _HAS_DIGIT + r"[A-Za-z0-9_\-]{20,}", ("sk-",)),
+    Detector(
+        "openai_key",
+        _B + r"sk-(?:proj-|svcacct-|admin-)?" + _HAS_DIGIT + r"[A-Za-z0-9_\-]{20,}",
+        ("sk-",),
+    ),
+    # gitleaks stripe-access-token
+    Detector("stripe_key", _B + r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{16,}", ("sk_", "rk_")),
+    # gitleaks aws-access-token
+    Detector(
+        "aws_access_key",
+        _B + r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?![0-9A-Z])",
+        ("akia", "asia", "abia", "acca"),
+    ),
+    # detect-secrets AWSKeyDetector: a bare secret access key beside its name
+    Detector(
+        "aws_secret_key",
+        r"(?i:aws_?secret(?:_access)?_?key)[\"'\s]*[:=][\"'\s]*"
+        r"(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
+        ("aws_secret", "awssecret"),
+    ),
+    # gitleaks github-pat, github-oauth, github-app-token, github-fine-grained-pat
     Detector(
         "github_token",
         _B + r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
-    Detector("slack_token", _B + r"xox[abposr]-[A-Za-z0-9\-]{10,}", ("xox",)),
+    # gitleaks slack-bot-token, slack-user-token, slack-app-token (xapp-)
+    Detector(
+        "slack_token", _B + r"(?:xox[abposre]|xapp)-[0-9]+-[A-Za-z0-9\-]{8,}", ("xox", "xapp-")
+    ),
+    # gitleaks gcp-api-key; Google OAuth access tokens (ya29.)
     Detector("google_api_key", _B + r"AIza[0-9A-Za-z_\-]{35}", ("aiza",)),
+    Detector("google_oauth_token", _B + r"ya29\.[0-9A-Za-z_\-]{20,}", ("ya29.",)),
+    # gitleaks jwt
     Detector(
         "jwt",
         _B + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
         ("eyj",),
     ),
+    # Authorization headers written as text (detect-secrets KeywordDetector, gitleaks
+    # generic-api-key's bearer form)
     Detector(
         "bearer",
-        r"(?i:bearer)\s+(?P<s>(?!\[REDACTED:)[A-Za-z0-9\-._~+/]{12,}=*)",
-        ("bearer",),
+        # a credential is random: it holds a digit, a capital or a base64 sign, a word does not
+        r"(?i:bearer|basic)\s+(?P<s>(?!\[REDACTED:)(?=[a-z\-._~]*[A-Z0-9+/=])"
+        r"[A-Za-z0-9\-._~+/]{12,}=*)",
+        ("bearer", "basic"),
+    ),
+    # credentials in a URL: scheme://user:PASSWORD@host (detect-secrets BasicAuthDetector)
+    Detector(
+        "url_password",
+        r"://[^\s/:@\"'\\]+:(?P<s>(?!\[REDACTED:)[^\s/@\"'\\]+)@",
+        ("://",),
+    ),
+    # and in a query string: ?api_key=... &access_token=... &token=...
+    Detector(
+        "url_token",
+        r"[?&](?i:api[_-]?key|access[_-]?token|token|secret|password|auth)="
+        r"(?P<s>(?!\[REDACTED:)[^\s&#\"']{6,})",
+        ("?", "&"),
     ),
 )
 
+# Field names whose value is a secret, matched on the end of the name, lowercased and without
+# separators (detect-secrets KeywordDetector's list, trimmed to names an agent's data holds).
 DEFAULT_FIELD_NAMES: tuple[str, ...] = (
     "password",
     "passwd",
+    "pwd",
+    "passphrase",
     "secret",
-    "api_key",
+    "token",
     "apikey",
-    "api-key",
-    "access_token",
-    "refresh_token",
-    "auth_token",
-    "id_token",
-    "session_token",
-    "private_key",
-    "authorization",
+    "apikeys",
+    "privatekey",
+    "accesskey",
+    "secretkey",
+    "credential",
     "credentials",
+    "authorization",
 )
-# What a field-name match must contain, as few and as short as possible: each is a str.find.
+# What a secret-named field in quoted JSON must contain, as few and as short as possible: each
+# is a str.find.
 _FIELD_ANCHORS = (
     "passw",
+    "pwd",
+    "passphrase",
     "secret",
+    "token",
     "apikey",
     "api_key",
     "api-key",
-    "token",
+    "privatekey",
     "private_key",
+    "accesskey",
+    "access_key",
+    "secretkey",
+    "credential",
     "authorization",
-    "credentials",
 )
+_MIN_FIELD_VALUE = 4  # "yes", "no", "n/a" under a secret name are not secrets
+_MIN_KNOWN = 6  # a secret shorter than this is not replaced everywhere it appears
+_PLACEHOLDER_RE = re.compile(r"\[REDACTED:[A-Za-z0-9_]+:[0-9a-f]{12}\]")
+_PLACEHOLDER_PARTS = re.compile(r"\[REDACTED:([A-Za-z0-9_]+):([0-9a-f]{12})\]")
+_WORD = re.compile(r"[^\s\"'`,;()\[\]{}<>]{6,}")
+_PLACEHOLDER_SPLIT = re.compile(r"(\[REDACTED:[A-Za-z0-9_]+:[0-9a-f]{12}\])")
+# An authorization value that is a credential: a scheme and its token, or a bare token.
+_AUTH_VALUE = re.compile(r"(?:[A-Za-z][A-Za-z0-9-]*\s+\S{6,}|[^\s]{16,})")
+
+
+def _normal(name: str) -> str:
+    """A field name lowercased and without separators: ``X-API-Key`` -> ``xapikey``."""
+    return re.sub(r"[\s_.\-]", "", name).lower()
+
 
 FIELD = "field"
 
 
 def _field_pattern(names: Iterable[str]) -> str:
-    alternatives = "|".join(re.escape(n) for n in sorted(set(names), key=len, reverse=True))
+    def spelled(name: str) -> str:  # apikey: api_key, api-key, apiKey, API-KEY
+        return r"[_\-]?".join(re.escape(c) for c in _normal(name))
+
+    alternatives = "|".join(spelled(n) for n in sorted(set(names), key=len, reverse=True))
     # ``q`` captures the escaping depth (no backslash at depth 0, ``\`` at depth 1, ...), so a
-    # field inside a JSON string inside a JSON string is found with its own quotes.
-    key = rf'(?P<q>\\*)"[A-Za-z0-9_\-]*(?i:{alternatives})[A-Za-z0-9_\-]*(?P=q)"'
+    # field inside a JSON string inside a JSON string is found with its own quotes. The name
+    # ends the key (``db_password``, not ``password_expired``).
+    key = rf'(?P<q>\\*)"[A-Za-z0-9_\-]*(?i:{alternatives})(?P=q)"'
     value = r'(?P<s>(?!\[REDACTED:)(?:[^"\\]|\\+[^"\\]|\\+"(?!\s*[,}\]:]))+)'
     return key + r"\s*:\s*(?P=q)\"" + value
 
@@ -238,7 +316,16 @@ class Redactor:
         self._compiled: tuple[list[tuple[str, list[_Compiled]]], list[_Compiled], dict[str, int]]
         self._compiled = ([], [], {})
         self._ready = False
-        self._memo: dict[str, tuple[str, list[Match], str, str]] = {}
+        names = (DEFAULT_FIELD_NAMES if rules.builtins else ()) + tuple(rules.fields)
+        self._field_names = tuple(dict.fromkeys(_normal(n) for n in names))
+        self._names: dict[str, bool] = {}
+        # The run-wide registry: every secret value met so far -> its placeholder.
+        self.known: dict[str, str] = {}
+        self._known_escaped: list[str] = []
+        self._known_re: re.Pattern[str] | None = None
+        # Digests of placeholders a recording holds (``recognise``): a word whose digest is
+        # one of them is that secret, met live in replay.
+        self._recognised: dict[str, str] = {}
 
     def mac(self, value: str, length: int = 12) -> str:
         """Return the keyed digest (HMAC-SHA256, hex) of a value, cut to ``length``."""
@@ -316,43 +403,145 @@ class Redactor:
         """Redact one JSON text from scratch (no memory of earlier texts)."""
         return self._apply(text, self._scan(text, 0, len(text)))
 
-    def redact(self, text: str, stream: str) -> str:
-        """Redact a canonical JSON text, rescanning only what changed since the last text of
-        the same ``stream`` (a decision kind: each kind's payloads grow on their own).
-        """
-        memo = self._memo.get(stream)
-        if memo is None or len(text) < _INCREMENTAL_MIN:
-            start, end = 0, len(text)
-            matches = self._scan(text, start, end)
-        else:
-            previous, old, head, tail = memo
-            # ``head``/``tail`` are the previous text's unchanged ends: a startswith/endswith
-            # (memcmp, no copy) usually confirms most of the prefix and suffix at once.
-            lo = len(head) if text.startswith(head) else 0
-            prefix = common_prefix(previous, text, lo)
-            limit = min(len(previous), len(text)) - prefix
-            slo = len(tail) if len(tail) <= limit and text.endswith(tail) else 0
-            suffix = _common_suffix(previous, text, limit, slo)
-            start = _token_start(text, prefix)
-            end = _token_end(text, len(text) - suffix)
-            shift = len(text) - len(previous)
-            matches = [m for m in old if m[1] <= start]
-            matches += self._scan(text, start, end)
-            matches += [(s + shift, e + shift, p) for s, e, p in old if s + shift >= end]
-        self._memo[stream] = (text, matches, text[:start], text[end:])
-        return self._apply(text, matches)
+    # -- values: matched on the parsed structure, which no replacement changes ----------------
 
     def redact_value(self, value: Any) -> tuple[Any, bool]:
-        """Redact a JSON-able value (a decision's output). Returns ``(value, changed)``."""
-        text = json.dumps(value, separators=(",", ":"), default=str)
-        matches = self._scan(text, 0, len(text))
-        if not matches:
+        """Redact a JSON value (a decision's output, a payload). Returns ``(value, changed)``.
+
+        Strings are searched for secret shapes (and for secret-named fields of JSON quoted in
+        them); the value of a secret-named field is a secret whatever its shape. A string
+        stays a string and a list keeps its length; a number under a secret-named field
+        becomes a placeholder string. Every secret found is remembered (``known``) and
+        replaced wherever it appears later, in any text this redactor sees.
+        """
+        return self._walk(value)
+
+    def redact_json(self, text: str) -> str:
+        """Redact a canonical JSON text on its parsed structure (the key's input): the same
+        text when nothing is secret, else the canonical text of the redacted value."""
+        if not self._ready:
+            self._compile()
+        if not self._may_hold_secrets(text):
+            return text
+        value, changed = self._walk(json.loads(text))
+        return _canonical(value) if changed else text
+
+    def _may_hold_secrets(self, text: str) -> bool:
+        """False when no detector anchor, secret-field name or known secret occurs in ``text``
+        (one lowercase copy and a ``str.find`` each): the common case costs no parse."""
+        low = text.lower()
+        anchored, free, _ = self._compiled
+        if free or any(anchor in low for anchor, _ in anchored):
+            return True
+        return bool(self._recognised) or any(e in text for e in self._known_escaped)
+
+    def _walk(self, value: Any) -> tuple[Any, bool]:
+        kind = type(value)
+        if kind is str:
+            new = self.redact_string(value)
+            return new, new != value
+        if kind is dict:
+            out: dict[Any, Any] = {}
+            changed = False
+            for k, v in value.items():
+                if type(k) is str and self.secret_name(k):
+                    nv, c = self._secret(v, k)
+                else:
+                    nv, c = self._walk(v)
+                out[k] = nv
+                changed = changed or c
+            return (out, True) if changed else (value, False)
+        if kind is list or kind is tuple:
+            items = [self._walk(v) for v in value]
+            if any(c for _, c in items):
+                return [v for v, _ in items], True
             return value, False
-        return json.loads(self._apply(text, matches)), True
+        return value, False
 
+    def _secret(self, value: Any, name: str) -> tuple[Any, bool]:
+        """The value of a secret-named field: every string and number in it is a secret."""
+        kind = type(value)
+        if kind is str:
+            if len(value.strip()) < _MIN_FIELD_VALUE or _PLACEHOLDER_RE.fullmatch(value):
+                return value, False
+            shaped = self.redact_string(value)
+            if shaped != value:  # a known shape keeps its own placeholder
+                return shaped, True
+            if _normal(name).endswith("authorization") and not _AUTH_VALUE.fullmatch(value):
+                return value, False  # "approved", "required": a state, not a credential
+            return self._learn(FIELD, value), True
+        if kind is int or kind is float:
+            return self._learn(FIELD, str(value)), True
+        if kind is dict:
+            out = {k: self._secret(v, name) for k, v in value.items()}
+            if any(c for _, c in out.values()):
+                return {k: v for k, (v, _) in out.items()}, True
+            return value, False
+        if kind is list or kind is tuple:
+            items = [self._secret(v, name) for v in value]
+            if any(c for _, c in items):
+                return [v for v, _ in items], True
+        return value, False
 
-_CHUNK = 4096
-_INCREMENTAL_MIN = 2048
+    def secret_name(self, name: str) -> bool:
+        """Whether a field of this name holds a secret: its name, lowercased and without
+        separators, ends with a secret name (``api_key``, ``apiKey``, ``X-API-KEY``,
+        ``db_password``, ``SessionToken``; not ``password_expired`` or ``max_tokens``)."""
+        known = self._names.get(name)
+        if known is None:
+            normal = _normal(name)
+            known = self._names[name] = any(normal.endswith(n) for n in self._field_names)
+        return known
+
+    def redact_string(self, text: str) -> str:
+        """Redact one string (not JSON): secret shapes, secret-named fields of JSON quoted in
+        it, and every secret this redactor has met before."""
+        if not text:
+            return text
+        matches = self._scan(text, 0, len(text))
+        for s, e, placeholder in matches:
+            self._remember(_unescape_fully(text[s:e]), placeholder)
+        text = self._apply(text, matches)
+        if self._recognised:
+            for word in set(_WORD.findall(text)):
+                recorded = self._recognised.get(self.mac(word))
+                if recorded is not None:
+                    self._remember(word, recorded)
+        return self._replace_known(text) if self.known else text
+
+    def recognise(self, recorded: str) -> None:
+        """Learn the placeholders ``recorded`` (a recording's text) holds, so that a secret
+        met live in replay, in a text no detector recognises, is replaced by the placeholder it
+        was recorded as (its digest is checked word by word: used on replay misses only)."""
+        for m in _PLACEHOLDER_PARTS.finditer(recorded):
+            self._recognised[m.group(2)] = m.group(0)
+
+    def _learn(self, detector: str, value: str) -> str:
+        placeholder = self.placeholder(detector, value)
+        self._remember(value, placeholder)
+        return placeholder
+
+    def _remember(self, value: str, placeholder: str) -> None:
+        if len(value) >= _MIN_KNOWN and value not in self.known and "[REDACTED:" not in value:
+            self.known[value] = placeholder
+            self._known_escaped.append(json.dumps(value)[1:-1])  # as canonical JSON holds it
+            self._known_re = None
+
+    def _replace_known(self, text: str) -> str:
+        if len(text) < _MIN_KNOWN:
+            return text
+        pattern = self._known_re
+        if pattern is None:
+            pattern = self._known_re = re.compile(
+                "|".join(re.escape(v) for v in sorted(self.known, key=len, reverse=True))
+            )
+        known = self.known
+        if "[REDACTED:" not in text:
+            return pattern.sub(lambda m: known[m.group()], text)
+        # never inside a placeholder's own digest
+        parts = _PLACEHOLDER_SPLIT.split(text)
+        parts[::2] = [pattern.sub(lambda m: known[m.group()], p) for p in parts[::2]]
+        return "".join(parts)
 
 
 def _key_start(text: str, pos: int) -> int:
@@ -365,47 +554,3 @@ def _key_start(text: str, pos: int) -> int:
     while pos > 0 and text[pos - 1] == "\\":
         pos -= 1
     return pos
-
-
-def _common_suffix(a: str, b: str, limit: int, n: int = 0) -> int:
-    """Length of the common suffix of two texts (at most ``limit``) known to be ``n`` or more."""
-    la, lb = len(a), len(b)
-    while n < limit:
-        m = min(n + _CHUNK, limit)
-        if a[la - m : la - n] != b[lb - m : lb - n]:
-            while m - n > 1:
-                mid = (n + m) // 2
-                if a[la - mid : la - n] == b[lb - mid : lb - n]:
-                    n = mid
-                else:
-                    m = mid
-            return n
-        n = m
-    return limit
-
-
-def _token_start(text: str, pos: int) -> int:
-    """Back up from ``pos`` to the start of the depth-0 JSON token (or key) holding it.
-
-    Inside a JSON string every quote is escaped, so ``{"``, ``,"`` and ``["`` occur only where
-    a key or a string element begins: no secret match can straddle such a point. The search
-    window grows from a few hundred characters so a rare ``["`` costs no scan of the text.
-    """
-    width = 256
-    while True:
-        lo = max(0, pos - width)
-        found = max(text.rfind('{"', lo, pos), text.rfind(',"', lo, pos), text.rfind('["', lo, pos))
-        if found >= 0 or lo == 0:
-            return max(found, 0)
-        width *= 8
-
-
-def _token_end(text: str, pos: int) -> int:
-    """Advance from ``pos`` to the next point no secret match can straddle (see above)."""
-    width = 256
-    while True:
-        hi = min(len(text), pos + width)
-        ends = [i for i in (text.find(m, pos, hi) for m in ('{"', ',"', '["')) if i >= 0]
-        if ends or hi == len(text):
-            return min(ends) if ends else len(text)
-        width *= 8

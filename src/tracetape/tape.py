@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+import json
 import os
 import sys
 import threading
@@ -98,7 +99,7 @@ def key(kind: str, payload: Any) -> str:
     global _default_redactor  # noqa: PLW0603 - one lazily built redactor for the helper
     if _default_redactor is None:
         _default_redactor = Redactor(RedactRules.coerce(load_config("redact") or None))
-    return key_of(kind, _default_redactor.redact_text(canonical_json(payload)))
+    return key_of(kind, _default_redactor.redact_json(canonical_json(payload)))
 
 
 @dataclass
@@ -224,6 +225,7 @@ class Tape:
         # (replay): a conversation grows by appending.
         self._memos: dict[str, list[bytes]] = {}
         self._keys: dict[str, StreamKey] = {}
+        self._recognising = False
         self.records: list[Record] = []
         self.header: dict[str, Any] | None = None
         if self.mode is Mode.RECORD:
@@ -352,12 +354,19 @@ class Tape:
             if key in self._queues:
                 return Decision(kind, key, text, step)
             plain = text.decode()
-            blob = self.redactor.redact(plain, kind)
+            blob = self.redactor.redact_json(plain)
+            if blob == plain and not self._recognising:
+                # No secret found: maybe one only a field name revealed when recording. The
+                # recording's placeholders tell it by its digest (checked once, on a miss).
+                self._recognising = True
+                for rec in self.records:
+                    self.redactor.recognise(json.dumps([rec.input, rec.out], default=str))
+                blob = self.redactor.redact_json(plain)
             return Decision(kind, key if blob == plain else key_of(kind, blob), blob, step)
         memo = self._memos.get(kind)
         if memo is None:
             memo = self._memos[kind] = [b""]
-        blob = self.redactor.redact(canonical_json(payload, memo, finite=finite), kind)
+        blob = self.redactor.redact_json(canonical_json(payload, memo, finite=finite))
         return Decision(kind, key_of(kind, blob), blob, step)
 
     def play(self, decision: Decision) -> Record:
