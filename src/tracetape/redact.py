@@ -194,7 +194,6 @@ _MIN_KNOWN = 6  # a secret shorter than this is not replaced everywhere it appea
 _PLACEHOLDER_RE = re.compile(r"\[REDACTED:[A-Za-z0-9_]+:[0-9a-f]{12}\]")
 _PLACEHOLDER_PARTS = re.compile(r"\[REDACTED:([A-Za-z0-9_]+):([0-9a-f]{12})\]")
 _WORD = re.compile(r"[^\s\"'`,;()\[\]{}<>]{6,}")
-_PLACEHOLDER_SPLIT = re.compile(r"(\[REDACTED:[A-Za-z0-9_]+:[0-9a-f]{12}\])")
 # An authorization value that is a credential: a scheme and its token, or a bare token.
 _AUTH_VALUE = re.compile(r"(?:[A-Za-z][A-Za-z0-9-]*\s+\S{6,}|[^\s]{16,})")
 
@@ -414,7 +413,14 @@ class Redactor:
         becomes a placeholder string. Every secret found is remembered (``known``) and
         replaced wherever it appears later, in any text this redactor sees.
         """
-        return self._walk(value)
+        out, changed = self._walk(value)
+        events = out.get("events") if type(out) is dict else None
+        if isinstance(events, list):
+            before = json.dumps(events, default=str)
+            out = {**out, "events": json.loads(before)}  # a copy: never edit the caller's
+            self._redact_stream(out["events"])
+            changed = changed or json.dumps(out["events"], default=str) != before
+        return out, changed
 
     def redact_json(self, text: str) -> str:
         """Redact a canonical JSON text on its parsed structure (the key's input): the same
@@ -496,18 +502,64 @@ class Redactor:
     def redact_string(self, text: str) -> str:
         """Redact one string (not JSON): secret shapes, secret-named fields of JSON quoted in
         it, and every secret this redactor has met before."""
-        if not text:
-            return text
+        return self._apply(text, self._spans(text)) if text else text
+
+    def _spans(self, text: str) -> list[Match]:
+        """The secrets in ``text`` as ``(start, end, placeholder)``, in order, never
+        overlapping one another or a placeholder already there (learning each one found)."""
         matches = self._scan(text, 0, len(text))
         for s, e, placeholder in matches:
             self._remember(_unescape_fully(text[s:e]), placeholder)
-        text = self._apply(text, matches)
         if self._recognised:
-            for word in set(_WORD.findall(text)):
-                recorded = self._recognised.get(self.mac(word))
+            for m in _WORD.finditer(text):
+                recorded = self._recognised.get(self.mac(m.group()))
                 if recorded is not None:
-                    self._remember(word, recorded)
-        return self._replace_known(text) if self.known else text
+                    self._remember(m.group(), recorded)
+        if not self.known or len(text) < _MIN_KNOWN:
+            return matches
+        pattern = self._known_re
+        if pattern is None:
+            pattern = self._known_re = re.compile(
+                "|".join(re.escape(v) for v in sorted(self.known, key=len, reverse=True))
+            )
+        taken = [(s, e) for s, e, _ in matches]
+        if "[REDACTED:" in text:  # never inside a placeholder's own digest
+            taken += [m.span() for m in _PLACEHOLDER_RE.finditer(text)]
+        extra = [
+            (m.start(), m.end(), self.known[m.group()])
+            for m in pattern.finditer(text)
+            if all(m.end() <= a or m.start() >= b for a, b in taken)
+        ]
+        return sorted(matches + extra) if extra else matches
+
+    def _redact_stream(self, events: list[Any]) -> None:
+        """Redact the text a stream assembles from its events' deltas as one text (a secret
+        split over several events is found), and rewrite those deltas in place: the stream
+        keeps its number of events and assembles to the redacted whole."""
+        parts: dict[tuple[Any, ...], list[tuple[dict[Any, Any] | list[Any], Any, str]]] = {}
+        for event in events:
+            data = event.get("data") if isinstance(event, dict) else None
+            if isinstance(data, dict | list):
+                _delta_strings(data, (), False, parts)
+        for fragments in parts.values():
+            whole = "".join(text for _, _, text in fragments)
+            spans = self._spans(whole)
+            if not spans:
+                continue
+            pos = 0
+            for container, slot, text in fragments:
+                a, b = pos, pos + len(text)
+                pos, i, pieces = b, a, []
+                for s, e, placeholder in spans:
+                    if e <= a or s >= b:
+                        continue
+                    if s > i:
+                        pieces.append(whole[i:s])
+                    if s >= a:
+                        pieces.append(placeholder)
+                    i = max(i, min(e, b))
+                pieces.append(whole[i:b])
+                container[slot] = "".join(pieces)
 
     def recognise(self, recorded: str) -> None:
         """Learn the placeholders ``recorded`` (a recording's text) holds, so that a secret
@@ -527,21 +579,23 @@ class Redactor:
             self._known_escaped.append(json.dumps(value)[1:-1])  # as canonical JSON holds it
             self._known_re = None
 
-    def _replace_known(self, text: str) -> str:
-        if len(text) < _MIN_KNOWN:
-            return text
-        pattern = self._known_re
-        if pattern is None:
-            pattern = self._known_re = re.compile(
-                "|".join(re.escape(v) for v in sorted(self.known, key=len, reverse=True))
-            )
-        known = self.known
-        if "[REDACTED:" not in text:
-            return pattern.sub(lambda m: known[m.group()], text)
-        # never inside a placeholder's own digest
-        parts = _PLACEHOLDER_SPLIT.split(text)
-        parts[::2] = [pattern.sub(lambda m: known[m.group()], p) for p in parts[::2]]
-        return "".join(parts)
+
+def _delta_strings(
+    node: Any,
+    path: tuple[Any, ...],
+    in_delta: bool,
+    parts: dict[tuple[Any, ...], list[tuple[Any, Any, str]]],
+) -> None:
+    """Collect, by path, the strings under a ``delta`` of one event (chat chunks' content and
+    tool arguments, Anthropic text and JSON deltas, Responses text deltas)."""
+    items = node.items() if isinstance(node, dict) else enumerate(node)
+    for k, v in items:
+        here = in_delta or k == "delta"
+        if type(v) is str:
+            if here:
+                parts.setdefault((*path, k), []).append((node, k, v))
+        elif isinstance(v, dict | list):
+            _delta_strings(v, (*path, k), here, parts)
 
 
 def _key_start(text: str, pos: int) -> int:

@@ -30,8 +30,12 @@ def _text_of(content: Any) -> str:
 
 
 def plan_openai(messages: list[dict[str, Any]]) -> tuple[str, Any]:
-    """("tool", {"a", "b"}) for the next add call, or ("text", answer)."""
-    n = _task_n(_text_of(messages[0]["content"]) if messages else "")
+    """("tool", {"a", "b"}) for the next add call, or ("text", answer); a task "echo X" is
+    answered X (streamed in 7-character pieces)."""
+    task = _text_of(messages[0]["content"]) if messages else ""
+    if task.startswith("echo "):
+        return "echo", task[5:]
+    n = _task_n(task)
     results = [int(m["content"]) for m in messages if m.get("role") == "tool"]
     total = results[-1] if results else 0
     if len(results) < n:
@@ -155,6 +159,9 @@ class FakeServer:
 
             def _chat(self, body: dict[str, Any]) -> None:
                 kind, value = plan_openai(body["messages"])
+                pieces = None
+                if kind == "echo":
+                    kind, pieces = "text", [value[i : i + 7] for i in range(0, len(value), 7)]
                 if body.get("response_format"):
                     kind, value = "text", json.dumps({"answer": 42})
                 step = len(body["messages"])
@@ -207,6 +214,8 @@ class FakeServer:
                     deltas.append(
                         {"tool_calls": [{"index": 0, "function": {"arguments": args[5:]}}]}
                     )
+                elif pieces is not None:
+                    deltas += [{"content": piece} for piece in pieces]
                 else:
                     words = value.split(" ")
                     deltas += [

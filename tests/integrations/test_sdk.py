@@ -792,3 +792,33 @@ def test_two_flows_making_one_decision_with_different_outputs_warn(tmp_path: Pat
     assert issubclass(warning.category, tracetape.TapeWarning)
     key = tracetape.key("llm", payload)
     assert key in str(warning.message) and "concurrent flows" in str(warning.message)
+
+
+def test_a_secret_split_across_streamed_events_is_never_stored(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """A streamed reply whose key arrives in 7-character pieces (no piece long enough to
+    match) is redacted on the assembled text; the events are rewritten so that replay yields
+    as many chunks and assembles to the redacted whole."""
+    path = tmp_path / "run.jsonl"
+    secret = "sk-proj-Qq1Ww2Ee3Rr4Tt5Yy6Uu7Ii8Oo9Pp0"
+    task = f"echo your key is {secret} keep it safe"
+
+    def run(mode: str) -> tuple[str, int]:
+        with Tape(path, mode=mode) as tape, tape.patch_sdks():
+            stream = _openai(server.base_url).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": task}], stream=True
+            )
+            chunks = [c.choices[0].delta.content or "" for c in stream]
+        return "".join(chunks), len(chunks)
+
+    live, count = run("record")
+    assert live == f"your key is {secret} keep it safe"
+    data = path.read_text()
+    assert secret not in data and secret[7:14] in live  # the pieces were split
+    assert "[REDACTED:openai_key:" in data
+    server.stop()
+    replayed, replay_count = run("replay")
+    assert replay_count == count
+    assert replayed.startswith("your key is [REDACTED:openai_key:")
+    assert replayed.endswith("] keep it safe")
