@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .canonical import canonical_json as _canonical
+from .canonical import json_default
 
 __all__ = [
     "DEFAULT_REDACT_KEY",
@@ -191,6 +192,8 @@ _FIELD_ANCHORS = (
 )
 _MIN_FIELD_VALUE = 4  # "yes", "no", "n/a" under a secret name are not secrets
 _MIN_KNOWN = 6  # a secret shorter than this is not replaced everywhere it appears
+_MAX_CACHED = 65536  # strings remembered with their redaction
+_SCALARS = frozenset({str, dict, list, tuple, int, float, bool, type(None)})
 _PLACEHOLDER_RE = re.compile(r"\[REDACTED:[A-Za-z0-9_]+:[0-9a-f]{12}\]")
 _PLACEHOLDER_PARTS = re.compile(r"\[REDACTED:([A-Za-z0-9_]+):([0-9a-f]{12})\]")
 _WORD = re.compile(r"[^\s\"'`,;()\[\]{}<>]{6,}")
@@ -320,6 +323,7 @@ class Redactor:
         self._names: dict[str, bool] = {}
         # The run-wide registry: every secret value met so far -> its placeholder.
         self.known: dict[str, str] = {}
+        self._strings: dict[str, tuple[int, str]] = {}  # string -> (registry size, redacted)
         self._known_escaped: list[str] = []
         self._known_re: re.Pattern[str] | None = None
         # Digests of placeholders a recording holds (``recognise``): a word whose digest is
@@ -413,7 +417,7 @@ class Redactor:
         becomes a placeholder string. Every secret found is remembered (``known``) and
         replaced wherever it appears later, in any text this redactor sees.
         """
-        out, changed = self._walk(value)
+        out, changed = self._whole(value)
         events = out.get("events") if type(out) is dict else None
         if isinstance(events, list):
             before = json.dumps(events, default=str)
@@ -422,24 +426,28 @@ class Redactor:
             changed = changed or json.dumps(out["events"], default=str) != before
         return out, changed
 
+    def redact_payload(self, payload: Any, text: str) -> str:
+        """The redacted canonical text of ``payload``, whose canonical text is ``text``:
+        ``text`` itself when nothing in it is secret. Walks the payload's own objects (no
+        parse), converting what JSON has no type for as keys do; the same text as
+        ``redact_json(text)``."""
+        value, changed = self._whole(payload)
+        return _canonical(value) if changed else text
+
     def redact_json(self, text: str) -> str:
         """Redact a canonical JSON text on its parsed structure (the key's input): the same
         text when nothing is secret, else the canonical text of the redacted value."""
-        if not self._ready:
-            self._compile()
-        if not self._may_hold_secrets(text):
-            return text
-        value, changed = self._walk(json.loads(text))
+        # the standard library: orjson reads an integer beyond 64 bits as a float, and no NaN
+        value, changed = self._whole(json.loads(text))
         return _canonical(value) if changed else text
 
-    def _may_hold_secrets(self, text: str) -> bool:
-        """False when no detector anchor, secret-field name or known secret occurs in ``text``
-        (one lowercase copy and a ``str.find`` each): the common case costs no parse."""
-        low = text.lower()
-        anchored, free, _ = self._compiled
-        if free or any(anchor in low for anchor, _ in anchored):
-            return True
-        return bool(self._recognised) or any(e in text for e in self._known_escaped)
+    def _whole(self, value: Any) -> tuple[Any, bool]:
+        """Walk ``value``; if it taught the registry a secret, walk it again, so a secret is
+        replaced wherever it appears in the value, before or after where it was learned (and
+        the result does not depend on the order the walk visits it in)."""
+        known = len(self.known)
+        out = self._walk(value)
+        return self._walk(value) if len(self.known) != known else out
 
     def _walk(self, value: Any) -> tuple[Any, bool]:
         kind = type(value)
@@ -447,21 +455,24 @@ class Redactor:
             new = self.redact_string(value)
             return new, new != value
         if kind is dict:
-            out: dict[Any, Any] = {}
-            changed = False
+            done: dict[Any, tuple[Any, bool]] = {}
             for k, v in value.items():
                 if type(k) is str and self.secret_name(k):
-                    nv, c = self._secret(v, k)
+                    done[k] = self._secret(v, k)
                 else:
-                    nv, c = self._walk(v)
-                out[k] = nv
-                changed = changed or c
-            return (out, True) if changed else (value, False)
+                    done[k] = self._walk(v)
+            if any(c for _, c in done.values()):
+                return {k: done[k][0] for k in value}, True
+            return value, False
         if kind is list or kind is tuple:
             items = [self._walk(v) for v in value]
             if any(c for _, c in items):
                 return [v for v, _ in items], True
             return value, False
+        if kind not in _SCALARS:  # an SDK model, a set, a mapping, an enum... as keys see it
+            new, changed = self._walk(json_default(value))
+            if changed:
+                return new, True
         return value, False
 
     def _secret(self, value: Any, name: str) -> tuple[Any, bool]:
@@ -487,6 +498,10 @@ class Redactor:
             items = [self._secret(v, name) for v in value]
             if any(c for _, c in items):
                 return [v for v, _ in items], True
+        elif kind not in _SCALARS:
+            new, changed = self._secret(json_default(value), name)
+            if changed:
+                return new, True
         return value, False
 
     def secret_name(self, name: str) -> bool:
@@ -501,8 +516,20 @@ class Redactor:
 
     def redact_string(self, text: str) -> str:
         """Redact one string (not JSON): secret shapes, secret-named fields of JSON quoted in
-        it, and every secret this redactor has met before."""
-        return self._apply(text, self._spans(text)) if text else text
+        it, and every secret this redactor has met before.
+
+        Remembered per string until the registry grows: a conversation repeats its earlier
+        messages in every request, so each is scanned once (the incremental rescan)."""
+        if not text:
+            return text
+        cached = self._strings.get(text)
+        if cached is not None and cached[0] == len(self.known) and not self._recognised:
+            return cached[1]
+        out = self._apply(text, self._spans(text))
+        if len(self._strings) >= _MAX_CACHED:
+            self._strings.clear()
+        self._strings[text] = (len(self.known), out)
+        return out
 
     def _spans(self, text: str) -> list[Match]:
         """The secrets in ``text`` as ``(start, end, placeholder)``, in order, never

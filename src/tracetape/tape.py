@@ -366,7 +366,8 @@ class Tape:
         memo = self._memos.get(kind)
         if memo is None:
             memo = self._memos[kind] = [b""]
-        blob = self.redactor.redact_json(canonical_json(payload, memo, finite=finite))
+        canonical = canonical_json(payload, memo, finite=finite)
+        blob = self.redactor.redact_payload(payload, canonical)
         return Decision(kind, key_of(kind, blob), blob, step)
 
     def play(self, decision: Decision) -> Record:
