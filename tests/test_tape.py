@@ -798,3 +798,23 @@ def test_a_live_secret_recorded_by_its_field_name_is_recognised_in_replay(tmp_pa
         tape.call("tool", {"name": "get_config", "args": {}, "step": 1}, failing)
         tape.call("llm", {"messages": [f"reconnect to db1 with {SECRET_PW}"], "step": 2}, failing)
     assert SECRET_PW not in str(info.value) and "[REDACTED:field:" in str(info.value)
+
+
+def test_a_secret_read_from_the_environment_is_redacted_where_it_is_quoted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An environment variable named as a secret is recorded redacted, and the registry
+    replaces its value in the prompt that quotes it later."""
+    from tracetape import env
+
+    monkeypatch.setenv("SHOP_DB_PASSWORD", "ch4ng3-me-later")
+    path = tmp_path / "run.jsonl"
+    with Tape(path, mode="record") as tape:
+        password = env("SHOP_DB_PASSWORD")
+        prompt = f"log in with {password}"
+        tape.call("llm", {"messages": [prompt], "step": 1}, lambda: "ok")
+    assert "ch4ng3-me-later" not in path.read_text()
+    with Tape(path, mode="replay", strict=True) as tape:
+        password = env("SHOP_DB_PASSWORD")
+        assert password is not None and password.startswith("[REDACTED:field:")
+        assert tape.call("llm", {"messages": [f"log in with {password}"], "step": 1}, failing)
