@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integrat
 
 from fakeserver import FakeServer
 
-from tracetape import Tape
+from tracetape import Tape, read_cassette
 
 STEPS = 50
 TOOLS = [
@@ -92,11 +92,11 @@ def main() -> None:
         return agent(live_client)
 
     def record_sdk() -> str:
-        with Tape(sdk_path, mode="record", harness_sha="bench") as tape, tape.patch_sdks():
+        with Tape(sdk_path, mode="rewrite", harness_sha="bench") as tape, tape.patch_sdks():
             return agent(live_client)
 
     def record_http() -> str:
-        with Tape(http_path, mode="record", harness_sha="bench") as tape:
+        with Tape(http_path, mode="rewrite", harness_sha="bench") as tape:
             client = live_client.with_options(
                 http_client=httpx2.Client(transport=tape.http_transport())
             )
@@ -106,7 +106,7 @@ def main() -> None:
     recorded = median_per_call({"live": live, "sdk": record_sdk, "http": record_http}, 5)
     server.stop()
 
-    bodies = [json.loads(line)["out"]["body"] for line in sdk_path.read_text().splitlines()[1:]]
+    bodies = [r.out["body"] for r in read_cassette(sdk_path).records]
     offline = openai.OpenAI(base_url="http://127.0.0.1:9/v1", api_key="sk-x", max_retries=0)
 
     def floor() -> str:
