@@ -25,8 +25,10 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests._seed import Tape as SeedTape
+from tests._seed import _key as seed_key
 
 from tracetape import Tape
+from tracetape.canonical import canonical_json
 from tracetape.formats.cassette import new_header
 from tracetape.stores.file import CassetteWriter
 
@@ -149,6 +151,42 @@ def bench_load(folder: Path, records: int = 100_000, repeat: int = 7) -> dict[st
     return {"bare_ms": bare_s * 1e3, "ours_ms": ours_s * 1e3, "ratio": ours_s / bare_s}
 
 
+def bench_record_keying(steps: int = 50, size: int = 1400, repeat: int = 7) -> dict[str, float]:
+    """Keying in record mode (redaction included) of a conversation growing to ~70 KB, mean
+    per call, against the seed's keying (json.dumps + SHA-256, no redaction) of the same
+    payloads. The prompts say "token" and the params hold max_tokens, so the redactor cannot
+    skip them by a cheap test: every string is walked (each distinct one scanned once)."""
+
+    def payloads() -> list[dict[str, Any]]:
+        messages: list[dict[str, str]] = [{"role": "system", "content": "You are careful."}]
+        out = []
+        for i in range(steps):
+            out.append({"messages": messages, "tools": [{"name": "search"}],
+                        "params": {"model": "m", "max_tokens": 256}, "step": i + 1})  # fmt: skip
+            observation = (f"observation {i}: " + "log line token " * 200)[:size]
+            messages = [*messages, {"role": "assistant", "content": f"thought {i}"},
+                        {"role": "user", "content": observation}]  # fmt: skip
+        return out
+
+    batch = payloads()
+    seed_t, ours_t = [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for p in batch:
+            seed_key("llm", p)
+        seed_t.append(time.perf_counter() - start)
+        with tempfile.TemporaryDirectory() as tmp:
+            tape = Tape(Path(tmp) / "r.jsonl", mode="record")
+            start = time.perf_counter()
+            for p in batch:
+                tape.prepare("llm", p, finite=True)
+            ours_t.append(time.perf_counter() - start)
+            tape.close()
+    seed, ours = statistics.median(seed_t) / steps, statistics.median(ours_t) / steps
+    kb = len(canonical_json(batch[-1])) / 1024
+    return {"seed_us": seed * 1e6, "ours_us": ours * 1e6, "ratio": ours / seed, "kb": kb}
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -163,6 +201,12 @@ def main() -> None:
             f"load, 100k records: bare orjson parse {lo['bare_ms']:.0f} ms, "
             f"Tape(mode='replay') {lo['ours_ms']:.0f} ms -> ratio {lo['ratio']:.2f}x "
             "(target <= 1.50x)"
+        )
+        k = bench_record_keying()
+        print(
+            f"record-mode keying, conversation growing to {k['kb']:.0f} KB: seed (no redaction) "
+            f"{k['seed_us']:.0f} us/call, tracetape (redacting) {k['ours_us']:.0f} us/call -> "
+            f"ratio {k['ratio']:.2f}x (reported)"
         )
 
 

@@ -290,3 +290,33 @@ def test_the_payload_walk_and_the_text_walk_agree(value: Any) -> None:
     payload = {"messages": value, "t": (1, "x"), "s": {"b", "a"}}
     text = canonical_json(payload)
     assert Redactor().redact_payload(payload, text) == Redactor().redact_json(text)
+
+
+_appends = st.lists(
+    st.lists(
+        conversation_piece | st.sampled_from(
+            [{"password": 123456789}, {"cfg": {"api_key": ["k-1234567", "k-7654321"]}},
+             {"note": "token budget: 5"}, {"credentials": {"user": "u", "pass": "pw-9876543"}}]
+        ),
+        min_size=1, max_size=3,
+    ),
+    min_size=1, max_size=10,
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(_appends)
+def test_searching_only_what_a_conversation_appended_redacts_as_a_full_walk(
+    steps: list[list[Any]],
+) -> None:
+    """Record mode searches only the text after the prefix a growing payload shares with the
+    previous clean one: it redacts exactly as walking every payload whole does."""
+    incremental, whole = Redactor(), Redactor()
+    messages: list[Any] = [{"role": "system", "content": "be careful " * 300}]
+    for n, appended in enumerate(steps, 1):
+        messages = [*messages, *appended]
+        payload = {"messages": messages, "params": {"max_tokens": 5}, "step": n}
+        text = canonical_json(payload)
+        assert incremental.redact_payload(payload, text, "llm") == whole.redact_payload(
+            payload, text
+        )

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .canonical import canonical_json as _canonical
-from .canonical import json_default
+from .canonical import common_prefix, json_default
 
 __all__ = [
     "DEFAULT_REDACT_KEY",
@@ -194,6 +194,8 @@ _MIN_FIELD_VALUE = 4  # "yes", "no", "n/a" under a secret name are not secrets
 _MIN_KNOWN = 6  # a secret shorter than this is not replaced everywhere it appears
 _MAX_CACHED = 65536  # strings remembered with their redaction
 _SCALARS = frozenset({str, dict, list, tuple, int, float, bool, type(None)})
+# An object's key in canonical JSON (one without escapes: a secret name has none)
+_KEY = re.compile(r'(?<![\\"])"([^"\\]{1,100})":')
 _PLACEHOLDER_RE = re.compile(r"\[REDACTED:[A-Za-z0-9_]+:[0-9a-f]{12}\]")
 _PLACEHOLDER_PARTS = re.compile(r"\[REDACTED:([A-Za-z0-9_]+):([0-9a-f]{12})\]")
 _WORD = re.compile(r"[^\s\"'`,;()\[\]{}<>]{6,}")
@@ -324,6 +326,7 @@ class Redactor:
         # The run-wide registry: every secret value met so far -> its placeholder.
         self.known: dict[str, str] = {}
         self._strings: dict[str, tuple[int, str]] = {}  # string -> (registry size, redacted)
+        self._clean: dict[str, tuple[str, int]] = {}  # stream -> (last clean text, registry)
         self._known_escaped: list[str] = []
         self._known_re: re.Pattern[str] | None = None
         # Digests of placeholders a recording holds (``recognise``): a word whose digest is
@@ -366,6 +369,8 @@ class Redactor:
             i = low.find(anchor)
             while i >= 0:
                 for det in dets:
+                    if not det.token and text.find(":", start + i, start + i + 48) < 0:
+                        continue  # a field name is a key: a colon follows it closely
                     pos = start + i if det.token else _key_start(text, start + i)
                     m = det.regex.match(text, pos, end) if pos >= 0 else None
                     if m is not None:
@@ -426,13 +431,39 @@ class Redactor:
             changed = changed or json.dumps(out["events"], default=str) != before
         return out, changed
 
-    def redact_payload(self, payload: Any, text: str) -> str:
+    def redact_payload(self, payload: Any, text: str, stream: str | None = None) -> str:
         """The redacted canonical text of ``payload``, whose canonical text is ``text``:
         ``text`` itself when nothing in it is secret. Walks the payload's own objects (no
         parse), converting what JSON has no type for as keys do; the same text as
-        ``redact_json(text)``."""
+        ``redact_json(text)``.
+
+        ``stream`` names a sequence of payloads that grow by appending (a decision kind): when
+        the previous one held no secret, only the text after the prefix they share is searched
+        (shapes, secret-named keys, known secrets), and only a hit there costs a walk."""
+        if stream is not None:
+            memo = self._clean.get(stream)
+            if memo is not None and memo[1] == len(self.known):
+                start = _token_start(text, common_prefix(memo[0], text))
+                if self._clean_from(text, start):
+                    self._clean[stream] = (text, len(self.known))
+                    return text
         value, changed = self._whole(payload)
-        return _canonical(value) if changed else text
+        if changed:
+            self._clean.pop(stream or "", None)
+            return _canonical(value)
+        if stream is not None:
+            self._clean[stream] = (text, len(self.known))
+        return text
+
+    def _clean_from(self, text: str, start: int) -> bool:
+        """Whether canonical ``text`` holds nothing to redact from ``start`` on."""
+        if not self._ready:
+            self._compile()
+        if self._scan(text, start, len(text)):
+            return False
+        if any(text.find(e, start) >= 0 for e in self._known_escaped):
+            return False
+        return not any(self.secret_name(m.group(1)) for m in _KEY.finditer(text, start))
 
     def redact_json(self, text: str) -> str:
         """Redact a canonical JSON text on its parsed structure (the key's input): the same
@@ -635,3 +666,16 @@ def _key_start(text: str, pos: int) -> int:
     while pos > 0 and text[pos - 1] == "\\":
         pos -= 1
     return pos
+
+
+def _token_start(text: str, pos: int) -> int:
+    """Back up from ``pos`` to the start of the JSON key or string element holding it: inside
+    a JSON string every quote is escaped, so ``{"``, ``,"`` and ``["`` occur only where one
+    begins, and no secret can straddle such a point."""
+    width = 256
+    while True:
+        lo = max(0, pos - width)
+        found = max(text.rfind('{"', lo, pos), text.rfind(',"', lo, pos), text.rfind('["', lo, pos))
+        if found >= 0 or lo == 0:
+            return max(found, 0)
+        width *= 8

@@ -367,7 +367,7 @@ class Tape:
         if memo is None:
             memo = self._memos[kind] = [b""]
         canonical = canonical_json(payload, memo, finite=finite)
-        blob = self.redactor.redact_payload(payload, canonical)
+        blob = self.redactor.redact_payload(payload, canonical, kind)
         return Decision(kind, key_of(kind, blob), blob, step)
 
     def play(self, decision: Decision) -> Record:
