@@ -57,7 +57,6 @@ _B = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt])|(?<=\\u[0-9a-fA-F]{4}))"
 # A token that is an identifier rather than a key (``sk-learn_compatible_estimator_api``) has
 # no digit: keys are random, so a key-shaped token must hold at least one.
 _HAS_DIGIT = r"(?=[A-Za-z_\-]*[0-9])"
-_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
 @dataclass(frozen=True)
@@ -171,29 +170,12 @@ DEFAULT_FIELD_NAMES: tuple[str, ...] = (
     "credentials",
     "authorization",
 )
-# What a secret-named field in quoted JSON must contain, as few and as short as possible: each
-# is a str.find.
-_FIELD_ANCHORS = (
-    "passw",
-    "pwd",
-    "passphrase",
-    "secret",
-    "token",
-    "apikey",
-    "api_key",
-    "api-key",
-    "privatekey",
-    "private_key",
-    "accesskey",
-    "access_key",
-    "secretkey",
-    "credential",
-    "authorization",
-)
 _MIN_FIELD_VALUE = 4  # "yes", "no", "n/a" under a secret name are not secrets
 _MIN_KNOWN = 6  # a secret shorter than this is not replaced everywhere it appears
 _MAX_CACHED = 65536  # strings remembered with their redaction
 _SCALARS = frozenset({str, dict, list, tuple, int, float, bool, type(None)})
+# Where a key is, at any depth of escaping: a quoted name (its quotes escaped alike) and ":".
+_SITE = re.compile(r'(\\*)"([A-Za-z0-9_\-. ]{1,100})\1"\s*:')
 # An object's key in canonical JSON (one without escapes: a secret name has none)
 _KEY = re.compile(r'(?<![\\"])"([^"\\]{1,100})":')
 _PLACEHOLDER_RE = re.compile(r"\[REDACTED:[A-Za-z0-9_]+:[0-9a-f]{12}\]")
@@ -319,6 +301,7 @@ class Redactor:
         # redacts anything, since a recorded text is already redacted.
         self._compiled: tuple[list[tuple[str, list[_Compiled]]], list[_Compiled], dict[str, int]]
         self._compiled = ([], [], {})
+        self._field: _Compiled | None = None
         self._ready = False
         names = (DEFAULT_FIELD_NAMES if rules.builtins else ()) + tuple(rules.fields)
         self._field_names = tuple(dict.fromkeys(_normal(n) for n in names))
@@ -347,15 +330,16 @@ class Redactor:
         detectors += [Detector(n, p) for n, p in rules.patterns.items()]
         compiled = [_Compiled(d.name, d.pattern, d.anchors, True) for d in detectors]
         names = (DEFAULT_FIELD_NAMES if rules.builtins else ()) + tuple(rules.fields)
-        if names:
-            anchors = (_FIELD_ANCHORS if rules.builtins else ()) + tuple(rules.fields)
-            compiled.append(_Compiled(FIELD, _field_pattern(names), anchors, False))
+        # Secret-named fields are found from where keys are (``_SITE``), not from anchors.
+        self._field = _Compiled(FIELD, _field_pattern(names), (), False) if names else None
         by_anchor: dict[str, list[_Compiled]] = {}
         for det in compiled:
             for anchor in dict.fromkeys(det.anchors):
                 by_anchor.setdefault(anchor, []).append(det)
         free = [c for c in compiled if not c.anchors]
-        self._compiled = list(by_anchor.items()), free, {c.name: i for i, c in enumerate(compiled)}
+        order = {c.name: i for i, c in enumerate(compiled)}
+        order[FIELD] = len(order)
+        self._compiled = list(by_anchor.items()), free, order
         self._ready = True
 
     def _scan(self, text: str, start: int, end: int) -> list[Match]:
@@ -369,14 +353,19 @@ class Redactor:
             i = low.find(anchor)
             while i >= 0:
                 for det in dets:
-                    if not det.token and text.find(":", start + i, start + i + 48) < 0:
-                        continue  # a field name is a key: a colon follows it closely
-                    pos = start + i if det.token else _key_start(text, start + i)
-                    m = det.regex.match(text, pos, end) if pos >= 0 else None
+                    m = det.regex.match(text, start + i, end)
                     if m is not None:
                         s, e = m.span(det.group)
-                        found.append((s, e, order[det.name], det.token, det.name))
+                        found.append((s, e, order[det.name], True, det.name))
                 i = low.find(anchor, i + 1)
+        field = self._field
+        if field is not None and ":" in low:
+            for site in _SITE.finditer(text, start, end):
+                if self.secret_name(site.group(2)):
+                    m = field.regex.match(text, site.start(), end)
+                    if m is not None:
+                        s, e = m.span(field.group)
+                        found.append((s, e, order[FIELD], False, FIELD))
         for det in free:
             for m in det.regex.finditer(text, start, end):
                 s, e = m.span(det.group)
@@ -654,18 +643,6 @@ def _delta_strings(
                 parts.setdefault((*path, k), []).append((node, k, v))
         elif isinstance(v, dict | list):
             _delta_strings(v, (*path, k), here, parts)
-
-
-def _key_start(text: str, pos: int) -> int:
-    """Start of the quoted key (with its escaping backslashes) around ``pos``, or -1."""
-    while pos > 0 and text[pos - 1] in _KEY_CHARS:
-        pos -= 1
-    if pos == 0 or text[pos - 1] != '"':
-        return -1
-    pos -= 1
-    while pos > 0 and text[pos - 1] == "\\":
-        pos -= 1
-    return pos
 
 
 def _token_start(text: str, pos: int) -> int:

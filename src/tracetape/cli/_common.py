@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+import orjson
 
 from ..errors import TapeError
 
@@ -46,7 +47,10 @@ def handle_errors(func: F) -> F:
         except (TapeError, ValueError, OSError) as exc:
             click.echo(f"tracetape: error: {exc}", err=True)
             sys.exit(EXIT_BAD_INPUT)
-        except RecursionError:
+        except (RecursionError, orjson.JSONEncodeError) as exc:  # orjson: over 255 levels
+            if isinstance(exc, orjson.JSONEncodeError) and "ecursion" not in str(exc):
+                click.echo(f"tracetape: error: {_inputs(kwargs)}: {exc}", err=True)
+                sys.exit(EXIT_BAD_INPUT)
             click.echo(
                 f"tracetape: error: {_inputs(kwargs)}: a value is nested deeper than tracetape "
                 "reads (hundreds of levels of lists or objects); flatten it, or leave that line "
