@@ -1,29 +1,37 @@
-"""Deterministic secret redaction, applied to canonical JSON text before anything is written.
+"""Deterministic secret redaction, applied before anything is written, kept run-wide.
 
-Each detected secret becomes a placeholder ``[REDACTED:<detector>:<digest>]``. The digest is
-an HMAC-SHA256 of the secret's value, so the same secret always gives the same placeholder,
+Each secret becomes a placeholder ``[REDACTED:<detector>:<digest>]``. The digest is an
+HMAC-SHA256 of the secret's value, so the same secret always gives the same placeholder,
 different secrets give different ones, and a placeholder is never redacted again. Keys are
 computed on the redacted text: the live prompt that quotes a secret and, in replay, the prompt
 built from the redacted tool output that held it, hash to the same key.
 
-Why redaction works on the canonical JSON text rather than on the payload's objects:
+How (``Redactor``):
 
-* the key is computed from that text anyway, so scanning it costs no second serialization;
-* a secret that an agent quotes inside a string (``json.dumps(tool_result)`` in a message) is
-  found at any depth of JSON escaping, and its digest is taken on the fully unescaped value so
-  the output and the prompt that quotes it agree;
-* a conversation grows by appending: ``Redactor.redact`` keeps, per decision kind, the last
-  text and its matches, finds where the new text first differs (a memcmp-speed chunk scan) and
-  scans only from the start of the JSON token holding that point. A 200-step run is then scanned
-  once in total instead of once per step.
+* **on parsed values**, never across JSON syntax: strings are searched for secret shapes
+  (``DETECTORS``, after gitleaks' rules and detect-secrets' plugins) and for secret-named
+  fields of JSON quoted in them, at any depth of escaping; the value of a field whose name ends
+  with a secret name (any case or separator) is a secret whatever its shape, nested values
+  included. A replacement keeps the structure: a string stays a string, a list its length, a
+  number under a secret name becomes a placeholder string;
+* **run-wide**: every secret met is remembered (``known``) and replaced wherever it appears
+  later (prose, a ``repr``, an exception message); in replay, ``recognise`` teaches the
+  placeholders a recording holds, so a live secret a field name revealed when recording is
+  known by its digest (checked on misses only);
+* **streams** are redacted on the text their events' deltas assemble, and those deltas are
+  rewritten so the stream keeps its number of events;
+* **incrementally**: a conversation grows by appending, so ``redact_payload`` searches only
+  what a payload appended after the previous clean one, and each distinct string is scanned
+  once (a cache); replay redacts nothing on a hit (a recorded text is already redacted).
 
 Limits, said plainly: detectors find common secret *shapes* and *field names*; a secret with
-neither (a bare password in prose) is not found, so add a pattern for it. The digest is keyed
-with ``TRACETAPE_REDACT_KEY`` (or ``Tape(redact_key=...)``); without one it is keyed with the
-public constant ``DEFAULT_REDACT_KEY``, and anyone holding the cassette can then confirm a guess
-of a low-entropy secret (a short password) by hashing it. Set a key of your own to prevent that;
-replay then needs the same key only where live secrets reappear in replayed inputs. A field-name
-match stops at the first embedded double quote that looks like the end of the value.
+neither (a bare password in prose never met under a secret name in the run) is not found, so
+add a pattern for it. The digest is keyed with ``TRACETAPE_REDACT_KEY`` (or
+``Tape(redact_key=...)``); without one it is keyed with the public constant
+``DEFAULT_REDACT_KEY``, and anyone holding the cassette can then confirm a guess of a
+low-entropy secret (a short password) by hashing it. Set a key of your own to prevent that. In
+JSON quoted inside a string, a field-name match stops at the first embedded double quote that
+looks like the end of the value.
 """
 
 from __future__ import annotations
@@ -281,10 +289,14 @@ class _Compiled:
 
 
 class Redactor:
-    """Find secrets in canonical JSON text and replace them with stable placeholders.
+    """Find secrets in values and texts and replace them with stable placeholders, one
+    redactor per tape (its registry of known secrets lasts the run).
 
-    >>> Redactor().redact_text('{"api_key":"hunter2hunter2"}')
-    '{"api_key":"[REDACTED:field:...]"}'
+    >>> r = Redactor()
+    >>> r.redact_value({"db": {"password": "hunter2hunter2"}})[0]
+    {'db': {'password': '[REDACTED:field:...]'}}
+    >>> r.redact_string("logged in with hunter2hunter2")
+    'logged in with [REDACTED:field:...]'
     """
 
     def __init__(self, rules: RedactRules | None = None, key: bytes | str | None = None):
