@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TAPE = Path("runs/demo/412.jsonl")
+# Where the demo records (relative to the repository root); a test gives each run its own.
+TAPE = Path(os.environ.get("TRACETAPE_DEMO_TAPE", "runs/demo/412.jsonl"))
 TASK = "Find why the parser drops the last row of CSV exports"
 EDITED = "Find why the parser loses the last row of CSV exports"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,14 +37,16 @@ def test_record_replay_and_miss(tmp_path: Path) -> None:
     assert "sk-proj-DemoLeakedKey" not in Path(tape).read_text()
 
 
-def test_the_demo_runs_end_to_end() -> None:
-    """`make demo`'s script records, replays and shows a miss, exiting 0."""
+def test_the_demo_runs_end_to_end(tmp_path: Path) -> None:
+    """`make demo`'s script records, replays and shows a miss, exiting 0 (into a cassette of
+    its own: two test sessions, or a session and a `make demo`, may run at once)."""
     done = subprocess.run(
         [sys.executable, "-m", "examples.demo"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, "TRACETAPE_DEMO_TAPE": str(tmp_path / "412.jsonl")},
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 model calls" in done.stdout and "ReplayMiss" in done.stdout
