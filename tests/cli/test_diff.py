@@ -439,3 +439,18 @@ def test_check_takes_the_exploration_bound(tmp_path: Path) -> None:
     assert "exploration:" not in loose.output and "exploration 4)" in loose.output
     assert "exploration: run_0042 step 1: search_issues called with 3" in tight.output
     assert "exploration 2)" in tight.output
+
+
+def test_a_torn_last_line_is_said_as_such_not_as_a_skipped_bad_line(tmp_path: Path) -> None:
+    """A recording killed mid-write is read as far as it goes; check says so, and does not
+    name --skip-bad-lines, which was not given."""
+    from tracetape import Tape
+
+    path = tmp_path / "run.jsonl"
+    with Tape(path, mode="record") as tape:
+        tape.call("tool", {"name": "f", "args": {}, "step": 1}, lambda: 1)
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]) + lines[-1][:10])  # the trailer torn
+    result = run("check", str(path))
+    assert "skipped 1 torn last line (a recording killed mid-write)" in result.output
+    assert "--skip-bad-lines" not in result.output

@@ -7,6 +7,7 @@ args, and a report lands in CI logs and PR comments.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ..config import load_config
@@ -36,8 +37,13 @@ def _short(value: Any, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def skipped_line(count: int) -> str:
-    return f"skipped {count} bad line{'s' if count != 1 else ''} (--skip-bad-lines)"
+def skipped_line(count: int, examples: Sequence[str] = ()) -> str:
+    """The line saying what was skipped: torn last lines of killed recordings (always
+    skipped), or bad lines under ``--skip-bad-lines``."""
+    lines = f"line{'s' if count != 1 else ''}"
+    if examples and len(examples) == count and all("torn last line" in e for e in examples):
+        return f"skipped {count} torn last {lines} (a recording killed mid-write)"
+    return f"skipped {count} bad {lines} (--skip-bad-lines)"
 
 
 def _replay_line(replay: dict[str, int]) -> str:
@@ -115,7 +121,7 @@ def render_text(report: Report) -> str:
             f"agree on {report.aligned} call{'s' if report.aligned != 1 else ''}"
         )
     if report.skipped:
-        out.append(skipped_line(report.skipped))
+        out.append(skipped_line(report.skipped, report.skipped_examples))
     if report.reopened_runs:
         out.append(
             f"note: {report.reopened_runs} run(s) came back after more than "

@@ -214,7 +214,7 @@ def check(
             if not any(line == f.message for f in broken):
                 click.echo(line)
         if report.skipped:
-            click.echo(skipped_line(report.skipped))
+            click.echo(skipped_line(report.skipped, report.skipped_examples))
         bounds = ", ".join(f"{k} {v}" for k, v in report.limits.items())
         verdict = "ok" if not broken else f"failed, {report.broken_count} invariant(s) broken"
         click.echo(f"{verdict}: {report.runs} run(s), {report.events} call(s) checked ({bounds})")
