@@ -180,7 +180,7 @@ DEFAULT_FIELD_NAMES: tuple[str, ...] = (
 )
 _MIN_FIELD_VALUE = 4  # "yes", "no", "n/a" under a secret name are not secrets
 _MIN_KNOWN = 6  # a secret shorter than this is not replaced everywhere it appears
-_MAX_CACHED = 65536  # strings remembered with their redaction
+_MAX_CACHED = 16 * 1024 * 1024  # characters of strings remembered with their redaction
 _SCALARS = frozenset({str, dict, list, tuple, int, float, bool, type(None)})
 # Where a key is, at any depth of escaping: a quoted name (its quotes escaped alike) and ":".
 _SITE = re.compile(r'(\\*)"([A-Za-z0-9_\-. ]{1,100})\1"\s*:')
@@ -321,6 +321,7 @@ class Redactor:
         # The run-wide registry: every secret value met so far -> its placeholder.
         self.known: dict[str, str] = {}
         self._strings: dict[str, tuple[int, str]] = {}  # string -> (registry size, redacted)
+        self._cached = 0
         self._clean: dict[str, tuple[str, int]] = {}  # stream -> (last clean text, registry)
         self._known_escaped: list[str] = []
         self._known_re: re.Pattern[str] | None = None
@@ -558,8 +559,10 @@ class Redactor:
         if cached is not None and cached[0] == len(self.known) and not self._recognised:
             return cached[1]
         out = self._apply(text, self._spans(text))
-        if len(self._strings) >= _MAX_CACHED:
+        self._cached += len(text)
+        if self._cached > _MAX_CACHED:  # bounded memory: start again
             self._strings.clear()
+            self._cached = len(text)
         self._strings[text] = (len(self.known), out)
         return out
 
