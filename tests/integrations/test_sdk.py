@@ -77,7 +77,11 @@ async def _arun(path: Path, mode: str, sdk: str, level: str, *, stream: bool, ba
     async with Tape(path, mode=mode) as tape:
         if level == "sdk":
             with tape.patch_sdks():
-                return str(await agent(make(base, aio=True), TASK, stream=stream))
+                sdk_client = make(base, aio=True)
+                try:
+                    return str(await agent(sdk_client, TASK, stream=stream))
+                finally:
+                    await sdk_client.close()
         if stream:  # streamed cases use patch_http, the others an explicit transport
             with tape.patch_http():
                 client = make(base, aio=True)
