@@ -51,20 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from _fresh import installed_env
-
-MODEL = "gpt-4o-mini"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": f"{name} tool",
-            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
-        },
-    }
-    for name in ("search", "read_file")
-]
-PARAMS = {"temperature": 0, "top_p": 1, "max_tokens": 256, "seed": 7}
+from sdk_agent import MODEL, PARAMS, TOOLS  # the one agent of both parts
 
 
 def reply_for(messages: list[dict[str, Any]]) -> dict[str, Any]:

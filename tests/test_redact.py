@@ -209,12 +209,15 @@ def test_each_shape_is_found_in_prose_and_its_lookalike_left_alone(
     "name",
     ["password", "db_password", "passwd", "pwd", "passphrase", "token", "accessToken",
      "SessionToken", "privateKey", "api_key", "apiKey", "API-KEY", "x-api-key", "client_secret",
-     "aws_secret_access_key", "Authorization"],
+     "aws_secret_access_key", "Authorization", "db password", "a.token"],
 )  # fmt: skip
 def test_secret_field_names_in_any_spelling(name: str) -> None:
-    """A field whose name ends with a secret name, in any case and separator, is a secret."""
+    """A field whose name ends with a secret name, in any case and separator, is a secret, in
+    a value and in JSON quoted in a string alike."""
     out, changed = Redactor().redact_value({"cfg": {name: "Bearer zq9-value-4711"}})
     assert changed and "zq9-value-4711" not in json.dumps(out)
+    quoted = Redactor().redact_string(json.dumps({"cfg": {name: "zq9-value-4711"}}))
+    assert "zq9-value-4711" not in quoted
 
 
 @pytest.mark.parametrize(

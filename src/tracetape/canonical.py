@@ -267,8 +267,8 @@ class StreamKey:
         at = len(prefix) if raw is not None and raw.startswith(prefix) else 0
         if raw is None or not _plain(raw[max(0, at - 32) :] if at else raw, payload, finite):
             self._last, self._prefix, self._state = b"", b"", hashlib.sha256()
-            text = _reference(payload).encode()
-            return text, f"{self.kind}:{hashlib.sha256(text).hexdigest()[:16]}"
+            text = _reference(payload)
+            return text.encode(), key_of(self.kind, text)
         # Save the state at the prefix this text shares with the last one: the next text of
         # a growing conversation starts with it.
         shared = common_prefix(self._last, raw, at)

@@ -41,7 +41,7 @@ import hmac
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,8 +182,6 @@ _MIN_FIELD_VALUE = 4  # "yes", "no", "n/a" under a secret name are not secrets
 _MIN_KNOWN = 6  # a secret shorter than this is not replaced everywhere it appears
 _MAX_CACHED = 16 * 1024 * 1024  # characters of strings remembered with their redaction
 _SCALARS = frozenset({str, dict, list, tuple, int, float, bool, type(None)})
-# Where a key is, at any depth of escaping: a quoted name (its quotes escaped alike) and ":".
-_SITE = re.compile(r'(\\*)"([A-Za-z0-9_\-. ]{1,100})\1"\s*:')
 # An object's key in canonical JSON (one without escapes: a secret name has none)
 _KEY = re.compile(r'(?<![\\"])"([^"\\]{1,100})":')
 _PLACEHOLDER_RE = re.compile(r"\[REDACTED:[A-Za-z0-9_]+:[0-9a-f]{12}\]")
@@ -201,17 +199,16 @@ def _normal(name: str) -> str:
 FIELD = "field"
 
 
-def _field_pattern(names: Iterable[str]) -> str:
-    def spelled(name: str) -> str:  # apikey: api_key, api-key, apiKey, API-KEY
-        return r"[_\-]?".join(re.escape(c) for c in _normal(name))
-
-    alternatives = "|".join(spelled(n) for n in sorted(set(names), key=len, reverse=True))
-    # ``q`` captures the escaping depth (no backslash at depth 0, ``\`` at depth 1, ...), so a
-    # field inside a JSON string inside a JSON string is found with its own quotes. The name
-    # ends the key (``db_password``, not ``password_expired``).
-    key = rf'(?P<q>\\*)"[A-Za-z0-9_\-]*(?i:{alternatives})(?P=q)"'
-    value = r'(?P<s>(?!\[REDACTED:)(?:[^"\\]|\\+[^"\\]|\\+"(?!\s*[,}\]:]))+)'
-    return key + r"\s*:\s*(?P=q)\"" + value
+# A key that may name a secret, at any depth of escaping (``q``: no backslash at depth 0, ``\``
+# at depth 1, ...), so a field inside a JSON string inside a JSON string is found with its own
+# quotes; whether the name is a secret's is ``Redactor.secret_name``'s to say.
+_KEY_NAME = r"[A-Za-z0-9_\-. ]{1,100}"
+_SITE = re.compile(rf'(\\*)"({_KEY_NAME})\1"\s*:')
+# The string value after such a key, up to its closing quote.
+_FIELD_VALUE = (
+    rf'(?P<q>\\*)"{_KEY_NAME}(?P=q)"\s*:\s*(?P=q)"'
+    r'(?P<s>(?!\[REDACTED:)(?:[^"\\]|\\+[^"\\]|\\+"(?!\s*[,}\]:]))+)'
+)
 
 
 @dataclass(frozen=True)
@@ -275,9 +272,9 @@ Match = tuple[int, int, str]
 
 
 class _Compiled:
-    __slots__ = ("anchors", "group", "name", "regex", "token")
+    __slots__ = ("anchors", "group", "name", "regex")
 
-    def __init__(self, name: str, pattern: str, anchors: tuple[str, ...], token: bool):
+    def __init__(self, name: str, pattern: str, anchors: tuple[str, ...] = ()):
         try:
             self.regex = re.compile(pattern, re.DOTALL)
         except re.error as exc:
@@ -285,7 +282,6 @@ class _Compiled:
         self.name = name
         self.anchors = tuple(a.lower() for a in anchors)
         self.group = "s" if "s" in self.regex.groupindex else 0
-        self.token = token
 
 
 class Redactor:
@@ -307,7 +303,7 @@ class Redactor:
         self._key = key.encode() if isinstance(key, str) else key
         self.key_id = hashlib.sha256(self._key).hexdigest()[:12]
         for name, pattern in rules.patterns.items():
-            _Compiled(name, pattern, (), True)  # a bad pattern fails here, not at first use
+            _Compiled(name, pattern)  # a bad pattern fails here, not at first use
         self._rules = rules
         # Compiled on first use (about 6 ms): a replay whose texts hold no secret never
         # redacts anything, since a recorded text is already redacted.
@@ -316,7 +312,7 @@ class Redactor:
         self._field: _Compiled | None = None
         self._ready = False
         names = (DEFAULT_FIELD_NAMES if rules.builtins else ()) + tuple(rules.fields)
-        self._field_names = tuple(dict.fromkeys(_normal(n) for n in names))
+        self._field_names = tuple(dict.fromkeys(_normal(n) for n in names))  # secret_name
         self._names: dict[str, bool] = {}
         # The run-wide registry: every secret value met so far -> its placeholder.
         self.known: dict[str, str] = {}
@@ -341,10 +337,9 @@ class Redactor:
         rules = self._rules
         detectors = list(DETECTORS) if rules.builtins else []
         detectors += [Detector(n, p) for n, p in rules.patterns.items()]
-        compiled = [_Compiled(d.name, d.pattern, d.anchors, True) for d in detectors]
-        names = (DEFAULT_FIELD_NAMES if rules.builtins else ()) + tuple(rules.fields)
+        compiled = [_Compiled(d.name, d.pattern, d.anchors) for d in detectors]
         # Secret-named fields are found from where keys are (``_SITE``), not from anchors.
-        self._field = _Compiled(FIELD, _field_pattern(names), (), False) if names else None
+        self._field = _Compiled(FIELD, _FIELD_VALUE) if self._field_names else None
         by_anchor: dict[str, list[_Compiled]] = {}
         for det in compiled:
             for anchor in dict.fromkeys(det.anchors):
@@ -450,17 +445,15 @@ class Redactor:
                     self._clean[stream] = (text, len(self.known))
                     return text
         value, changed = self._whole(payload)
-        if changed:
-            self._clean.pop(stream or "", None)
-            return _canonical(value)
         if stream is not None:
-            self._clean[stream] = (text, len(self.known))
-        return text
+            if changed:
+                self._clean.pop(stream, None)
+            else:
+                self._clean[stream] = (text, len(self.known))
+        return _canonical(value) if changed else text
 
     def _clean_from(self, text: str, start: int) -> bool:
         """Whether canonical ``text`` holds nothing to redact from ``start`` on."""
-        if not self._ready:
-            self._compile()
         if self._scan(text, start, len(text)):
             return False
         if any(text.find(e, start) >= 0 for e in self._known_escaped):

@@ -476,6 +476,7 @@ _ANSWERS = {
     "message": "messages",
     "message_start": "messages",
 }
+_ENDPOINTS = frozenset(_ANSWERS.values())
 
 
 def _answer(out: Any) -> tuple[str, tuple[Any, bool]] | None:
@@ -503,10 +504,11 @@ def _answered(tape: Tape) -> dict[str, Any]:
     if found is None:
         found = {}
         for rec in tape.records:
-            if rec.kind == "llm" and len(found) < len(_ANSWERS):
-                answer = _answer(rec.out)
-                if answer is not None:
-                    found.setdefault(*answer)
+            if len(found) == len(_ENDPOINTS):
+                break  # every endpoint found
+            answer = _answer(rec.out) if rec.kind == "llm" else None
+            if answer is not None:
+                found.setdefault(*answer)
         tape.hooks.answered = found
     return found
 

@@ -155,7 +155,12 @@ class CassetteWriter:
         self._fh: IO[bytes] | None = os.fdopen(fd, "r+b", buffering=0)
         self._claim()
         first = dumps_record({**header, "pid": os.getpid()})
-        self._write(first)
+        try:
+            self._write(first)
+        except CassetteError:  # a full disk already: let go of the file and its lock now
+            self._fh.close()
+            self._fh = None
+            raise
         self._chain = header_digest(first)  # each record's digest chains to the one before
 
     def _claim(self) -> None:
