@@ -199,7 +199,7 @@ def corpus_files() -> dict[str, str]:
     bud += [c("b2", i + 1, "step", {"n": i}, f"x{i}") for i in range(52)] + [c("b3", i + 1, "step", {"n": i}, f"x{i}") for i in range(50)]
     bud += [c("b4", i // 10 + 1, f"t{i % 10}", {"n": i}, "y") for i in range(501)] + [c("b5", i + 1, "poll", {"job": 7}, "pending") for i in range(4)]
     f["budget.jsonl"] = _jsonl(bud)
-    big = _big(36_000, 7, "big")  # over 8 MiB: the default --jobs decodes it in a second process
+    big = _big(36_000, 7, "big")  # over 8 MiB, many runs
     f["big.jsonl"] = "".join(big)
     bad = list(big)
     bad[14_999], bad[20_000] = big[14_999][:40] + "\n", big[20_000].replace('"step":', '"step":"x","was":', 1)
@@ -282,12 +282,6 @@ LIMITS = ["--max-repeats 0", "--max-calls-per-step 3", "--max-tokens 1000", "--m
 # fmt: on
 
 
-def _jobs(args: Args) -> list[Args]:
-    """--jobs variants: default and 1, and 2 when a seed-JSONL file is read."""
-    seed = any(a in JSONL or a in BAD[:3] for a in args)
-    return [(), ("--jobs", "1"), *([("--jobs", "2")] if seed else [])]
-
-
 def commands() -> list[list[Cmd]]:
     """Every command, in two stages: the second reads the ``out/`` files the first wrote."""
     one: list[Args] = []
@@ -300,30 +294,28 @@ def commands() -> list[list[Cmd]]:
     one += [("export", "--otel", "cas_a.jsonl", "--service-name", "ci"), ("export", "cas_a.jsonl")]
     for trace in [*JSONL, *GOOD_CASSETTES, *OTHER, *BAD, *ERRORS]:
         if trace in BAD or trace in ERRORS:  # the error, once per format
-            one += [("check", trace), ("check", trace, *json_fmt), ("check", trace, "--jobs", "1")]
+            one += [("check", trace), ("check", trace, *json_fmt)]
         if trace not in ERRORS:
             skip = ("--skip-bad-lines",) if trace in BAD else ()
-            jobs = _jobs((trace,))
-            one += [("check", trace, *skip, *f, *j) for f in ((), json_fmt) for j in jobs]
+            one += [("check", trace, *skip, *f) for f in ((), json_fmt)]
     for trace in ("patterns.jsonl", "budget.jsonl", "spans_a.jsonl", "cas_a.jsonl"):
         one += [("check", trace, *lim.split(), *f) for lim in LIMITS for f in ((), json_fmt)]
     for trace, fmt in (("run_0042.jsonl", "spans"), ("spans_a.jsonl", "spans"), ("otlp.json", "otlp"),
                        ("cas_a.jsonl", "jsonl"), ("cas_a.jsonl", "cassette"), ("otlp_lines.jsonl", "jsonl")):  # fmt: skip
         one.append(("check", trace, "--input-format", fmt))
-    for bad in ("--max-repeats -1", "--jobs 3", "--input-format csv", "--format markdown"):
+    for bad in ("--max-repeats -1", "--input-format csv", "--format markdown"):
         one.append(("check", "run_0042.jsonl", *bad.split()))
     skipped = [(*s, "--skip-bad-lines") for s in DIFF_ERRORS if set(s) & set(BAD)]
     for i, spec in enumerate(DIFFS + skipped):
         md = f"out/diff{i}.md"
-        for j in _jobs(spec):
-            one += [("diff", *spec, *j, "--format", f) for f in ("text", "json", "markdown")]
+        one += [("diff", *spec, "--format", f) for f in ("text", "json", "markdown")]
         one += [("diff", *spec, "--fail-on", f) for f in ("suspicious", "never", "fatal")]
         one += [("diff", *spec, "--format", "json", "-o", f"out/diff{i}.json")]
         one += [("diff", *spec, "--format", "markdown", "--fail-on", "suspicious", "-o", md)]
         one += [("diff", *spec, "-o", f"out/diff{i}.txt")]
         two += [("summarize", f"out/diff{i}.json"), ("summarize", f"out/diff{i}.json", *json_fmt)]
     for spec in DIFF_ERRORS:
-        one += [("diff", *spec), ("diff", *spec, *json_fmt), ("diff", *spec, "--jobs", "1")]
+        one += [("diff", *spec), ("diff", *spec, *json_fmt)]
     one.append(("diff",))
     for other in ("cas_a.jsonl", "out/cas_b.otlp.json", "run_0042.jsonl"):
         two += [("diff", "out/cas_a.otlp.json", other, "--format", f) for f in ("text", "json")]

@@ -4,9 +4,11 @@ The data flow is one-directional: **formats -> records -> findings -> classifica
 report**.
 
 * ``tracetape.formats`` reads every trace format (tracetape cassettes, the seed's JSONL
-  traces, span records, OTLP/JSON with the GenAI conventions) as ``Record`` s; seed JSONL, the
-  format of large traces, also in raw blocks that ``packed`` turns into columns;
-* ``findings``: the streaming ``Analyzer`` (first divergence, repeats, drift, write echoes,
+  traces, span records, OTLP/JSON with the GenAI conventions) as ``Record`` s;
+* ``engine``: the calls of every input in one DuckDB table (seed JSONL straight through
+  DuckDB's JSON reader), signed on their normalized arguments, with the ordered facts of each
+  run computed by window functions;
+* ``detectors``: one small query per finding (first divergence, repeats, drift, write echoes,
   exploration, fanout, budgets, mock replay);
 * ``rules``: the rule table giving every pattern a severity and a suggested fix;
 * ``render`` and ``summarize``: text, Markdown and JSON reports, and the one-line summary
@@ -30,7 +32,6 @@ from ..errors import TraceError
 from ..formats import TraceFormat, detect_format, read_records
 from .api import check_trace, diff_traces
 from .config import AnalysisConfig, Limits
-from .findings import Analyzer
 from .render import render_markdown, render_text, summary_lines
 from .report import Divergence, Finding, Report
 from .rules import RULES, Rule, Severity
@@ -38,7 +39,6 @@ from .rules import RULES, Rule, Severity
 __all__ = [
     "RULES",
     "AnalysisConfig",
-    "Analyzer",
     "Divergence",
     "Finding",
     "Limits",

@@ -1,321 +1,207 @@
-"""The analysis entry points: ``diff_traces`` (two runs) and ``check_trace`` (one trace)."""
+"""The analysis entry points: ``diff_traces`` (two runs) and ``check_trace`` (every run).
+
+Both read their inputs into the engine (``engine.Calls``), run every detector
+(``detectors``) and build the ``Report`` from their results. An input is a path, a glob
+pattern (``traces/*.jsonl``), or a list of them; a file is any trace format ``formats``
+reads, or Parquet written by ``tracetape export --parquet``.
+"""
 
 from __future__ import annotations
 
-import gc
+import glob
 import os
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from itertools import islice
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-import msgspec
 
 from ..errors import TraceError
-from ..formats import TraceFormat, TraceSource, detect_format, read_records
-from ..formats.jsonl import read_blocks_of
-from ..record import Record
+from ..formats import TraceFormat
 from .config import AnalysisConfig
-from .findings import SIDE_A, SIDE_B, Analyzer, Report
-from .packed import Cutter, FormTable, Packed, Packer, Skips, Worker, use_worker
+from .detectors import DETECTORS, SIDE_A, SIDE_B, Context
+from .engine import Calls, Input, fill_steps
+from .report import Report
 
-__all__ = ["check_trace", "diff_traces", "fill_steps"]
+__all__ = ["Traces", "check_trace", "diff_traces", "expand", "fill_steps"]
 
-_SLICE = 8192
 Progress = Callable[[Path, int], None]
-Feeder = Callable[[Analyzer, int | None], bool]
-Sources = list[list[TraceSource | Skips]]  # per input file, what counted its skipped lines
+Traces = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+_GLOB = frozenset("*?[")
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector during the streaming pass.
+def expand(traces: Traces) -> list[Path]:
+    """The files of ``traces``: paths as given, glob patterns expanded (sorted).
 
-    The pass allocates millions of short-lived, acyclic objects (one dict per line) that
-    reference counting frees; meanwhile the signature table grows, and each collection walks
-    it for nothing. Measured: about 20% of the pass. Collection resumes afterwards.
+    Raises ``TraceError`` for a pattern that matches no file.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _source_cb(progress: Progress | None, path: Path) -> Callable[[int], None] | None:
-    if progress is None:
-        return None
-    return lambda done: progress(path, done)
+    items = [traces] if isinstance(traces, str | os.PathLike) else list(traces)
+    files: list[Path] = []
+    for item in items:
+        text = os.fspath(item)
+        if _GLOB & set(text) and not Path(text).exists():
+            found = sorted(glob.glob(text, recursive=True))
+            if not found:
+                raise TraceError("no file matches this pattern", path=text)
+            files += [Path(f) for f in found if Path(f).is_file()]
+        else:
+            files.append(Path(text))
+    if not files:
+        raise TraceError("no trace file given", path=os.fspath(traces) if items else "")
+    return files
 
 
 def diff_traces(
-    a: str | os.PathLike[str],
-    b: str | os.PathLike[str] | None = None,
+    a: Traces,
+    b: Traces | None = None,
     *,
     runs: tuple[str, str] | None = None,
     config: AnalysisConfig | None = None,
     fmt: str | TraceFormat = TraceFormat.AUTO,
     skip_bad_lines: bool = False,
     progress: Progress | None = None,
-    jobs: int | None = None,
 ) -> Report:
     """Compare two runs without executing anything and return the classified findings.
 
-    With two files, every run of ``a`` is the baseline side and every run of ``b`` the
-    candidate side; the runs aligned for the first divergence are ``runs`` (else the first
-    run of each file). With one file, ``runs=(RUN_A, RUN_B)`` picks the two runs compared
-    (else its first two runs) and other runs are ignored. The two files are read in step, so
-    memory holds only the lag between the aligned runs, not the files.
-
-    ``jobs`` 2 decodes the seed-JSONL files in a second process while this one does the
-    findings (two cores: about 1.6x the throughput on large files), 1 reads in this process;
-    None (the default) uses a second process for files over 8 MiB on a machine with two CPUs
-    or more. The report, errors and skip counts are the same either way.
+    With ``b``, every run of ``a`` is the baseline side and every run of ``b`` the candidate
+    side; the runs aligned for the first divergence are ``runs`` (else the first run of each
+    side). Without ``b``, ``runs=(RUN_A, RUN_B)`` picks the two runs compared among all the
+    runs of ``a`` (else its first two runs) and other runs are left out. ``a`` and ``b`` are
+    each a file, a glob pattern or a list of them.
 
     Raises ``TraceError`` (file, line, field) for bad input, and for a run that is not there.
     """
     config = config or AnalysisConfig()
-    pa = Path(a)
-    sources: Sources = []
-    options: dict[str, Any] = {
-        "config": config,
-        "fmt": fmt,
-        "skip_bad_lines": skip_bad_lines,
-        "progress": progress,
-        "sources": sources,
-        "jobs": jobs,
-    }
-    stack = ExitStack()
-    with stack, _gc_paused():
-        if b is None:
-            analyzer = Analyzer(config, compare=True, runs=runs, inputs=[str(pa)])
-            (feed,) = _feeders([pa], **options, stack=stack)
-            feed(analyzer, None)
+    kind = TraceFormat.parse(fmt)
+    files_a = expand(a)
+    files_b = expand(b) if b is not None else []
+    inputs = [Input(p, SIDE_A, kind) for p in files_a] + [Input(p, SIDE_B, kind) for p in files_b]
+    with Calls(config, skip_bad_lines, progress) as calls:
+        calls.load(inputs)
+        if files_b:
+            side_of = f"CASE WHEN file < {len(files_a)} THEN {SIDE_A} ELSE {SIDE_B} END"
         else:
-            pb = Path(b)
-            baseline, candidate = runs if runs else (None, None)
-            analyzer = Analyzer(
-                config,
-                compare=True,
-                baseline=baseline,
-                candidate=candidate,
-                inputs=[str(pa), str(pb)],
-            )
-            feed_a, feed_b = _feeders([pa, pb], **options, stack=stack, step=_SLICE)
-            # The files are fed _SLICE calls each in turn, so the aligned runs advance together.
-            more_a = more_b = True
-            while more_a or more_b:
-                more_a = more_a and feed_a(analyzer, SIDE_A)
-                more_b = more_b and feed_b(analyzer, SIDE_B)
-    _missing_runs(analyzer, runs, [pa] if b is None else [pa, Path(b)])
-    return _finish(analyzer, sources)
+            side_of = _pick(runs or [r for (r,) in calls.rows(_FIRST_RUNS.format(where="true"))])
+        seen = {r: mask for r, mask in calls.rows(_SEEN.format(side=side_of))}
+        _missing_runs(seen, runs, files_a, files_b)
+        baseline, candidate = runs or [
+            next(iter(calls.rows(_FIRST_RUNS.format(where=f"({side_of}) = {side}"))), [None])[0]
+            for side in (SIDE_A, SIDE_B)
+        ]
+        ctx = Context(calls, config, compare=True, baseline=baseline, candidate=candidate)
+        return _analyze(ctx, side_of, [*files_a, *files_b])
 
 
-def _feeders(
-    paths: list[Path],
-    *,
-    config: AnalysisConfig,
-    fmt: str | TraceFormat,
-    skip_bad_lines: bool,
-    progress: Progress | None,
-    sources: Sources,
-    jobs: int | None,
-    stack: ExitStack,
-    step: int | None = None,
-) -> list[Feeder]:
-    """One function per path feeding its next ``step`` calls to an analyzer (all of them if
-    ``step`` is None); each returns False once its file is done. The feeders are called in
-    turn, in path order. ``stack`` closes the reading when the analysis is done or
-    abandoned (which stops a worker process).
-
-    Seed-JSONL traces take the fast path (packed chunks, ``Analyzer.feed_packed``), packed
-    in one second process for all the paths ``use_worker`` picks; the other formats are read
-    as events. Calls are consumed as they are read (not collected): memory stays flat.
-    """
-    kinds = [TraceFormat.parse(fmt) for _ in paths]
-    for i, path in enumerate(paths):
-        if kinds[i] is TraceFormat.AUTO:
-            kinds[i] = detect_format(path, skip_bad_lines=skip_bad_lines)
-    slots: list[list[TraceSource | Skips]] = [[] for _ in paths]
-    sources += slots  # in path order, whenever each file's reading starts
-    jsonl = [i for i, kind in enumerate(kinds) if kind is TraceFormat.JSONL]
-    remote = [i for i in jsonl if use_worker(paths[i], jobs)]
-    worker = None
-    if remote:
-        skips = [Skips() for _ in remote]
-        for i, skip in zip(remote, skips, strict=True):
-            slots[i].append(skip)
-        worker = Worker(
-            [paths[i] for i in remote],
-            normalizer=config.normalizer,
-            skip_bad_lines=skip_bad_lines,
-            group=step,
-            progress=[_source_cb(progress, paths[i]) for i in remote],
-            skips=skips,
-        )
-        stack.callback(worker.close)
-    feeders: list[Feeder] = []
-    for i, path in enumerate(paths):
-        options: dict[str, Any] = {
-            "normalizer": config.normalizer,
-            "skip_bad_lines": skip_bad_lines,
-            "progress": _source_cb(progress, path),
-            "source": slots[i],
-        }
-        if worker is not None and i in remote:
-            feeders.append(_remote_feeder(worker, remote.index(i), step))
-        elif kinds[i] is TraceFormat.JSONL:
-            blocks = read_blocks_of(
-                path,
-                normalizer=config.normalizer,
-                skip_bad_lines=skip_bad_lines,
-                progress=options["progress"],
-                sources=options["source"],
-            )
-            chunks = Packer(config.normalizer).pack(blocks)
-            stack.callback(chunks.close)
-            feeders.append(_packed_feeder(chunks, step))
-        else:
-            records = read_records(
-                path,
-                kinds[i],
-                normalizer=options["normalizer"],
-                skip_bad_lines=skip_bad_lines,
-                progress=options["progress"],
-                sources=options["source"],
-            )
-            if kinds[i] is TraceFormat.CASSETTE:
-                records = fill_steps(records)
-            feeders.append(_event_feeder(records, step))
-    return feeders
+_FIRST_RUNS = """
+    SELECT run FROM calls0 WHERE {where} GROUP BY run ORDER BY min(file::BIGINT << 40 | seq)
+    LIMIT 2
+"""
+_SEEN = """
+    SELECT run, bit_or(side) FROM (SELECT run, {side} AS side, file::BIGINT << 40 | seq AS ord
+                                   FROM calls0)
+    GROUP BY run ORDER BY min(ord)
+"""
 
 
-def fill_steps(records: Iterator[Record]) -> Iterator[Record]:
-    """Give a cassette's records without a step the step of the model turn they belong to:
-    each ``llm`` record without one starts a step (as do records before the first turn)."""
-    step = 0
-    replace = msgspec.structs.replace
-    for rec in records:
-        if rec.step is not None:
-            step = rec.step
-            yield rec
-            continue
-        if rec.kind == "llm" or step == 0:
-            step += 1
-        yield replace(rec, step=step)
+def _pick(pair: Sequence[str]) -> str:
+    """The side of a run of one pool: the first of ``pair`` is the baseline, the second the
+    candidate, every other run is left out."""
+    quoted = [f"'{r.replace(chr(39), chr(39) * 2)}'" for r in pair]
+    whens = "".join(f" WHEN {q} THEN {side}" for q, side in zip(quoted, (SIDE_A, SIDE_B)))
+    return f"CASE run{whens} ELSE 0 END" if whens else "0"
 
 
-def _packed_feeder(chunks: Iterator[Packed], step: int | None) -> Feeder:
-    table = FormTable()
-    if step is None:
-
-        def feed_all(analyzer: Analyzer, side: int | None) -> bool:
-            analyzer.feed_packed(chunks, side, table)
-            return False
-
-        return feed_all
-    cut = Cutter(chunks)
-
-    def feed_group(analyzer: Analyzer, side: int | None) -> bool:
-        analyzer.feed_packed(cut.take(step), side, table)
-        return cut.more
-
-    return feed_group
-
-
-def _remote_feeder(worker: Worker, i: int, step: int | None) -> Feeder:
-    table = FormTable()
-
-    def feed_turn(analyzer: Analyzer, side: int | None) -> bool:
-        analyzer.feed_packed(worker.turn(i), side, table)
-        return step is not None and worker.more[i]
-
-    return feed_turn
-
-
-def _event_feeder(events: Iterator[Record], step: int | None) -> Feeder:
-    if step is None:
-
-        def feed_events(analyzer: Analyzer, side: int | None) -> bool:
-            analyzer.feed(events, side)
-            return False
-
-        return feed_events
-    return lambda analyzer, side: analyzer.feed(islice(events, step), side) == step
-
-
-def _missing_runs(analyzer: Analyzer, runs: tuple[str, str] | None, paths: list[Path]) -> None:
+def _missing_runs(
+    seen: dict[str, int], runs: tuple[str, str] | None, files_a: list[Path], files_b: list[Path]
+) -> None:
     """Raise ``TraceError`` for a named run that is not there, or a side with no calls."""
-    seen = analyzer.seen_runs
 
     def listing(side: int | None) -> str:
         names = [r for r, v in seen.items() if side is None or v & side]
         return ", ".join(names[:10]) + (" ..." if len(names) > 10 else "") or "none"
 
-    one_file = len(paths) == 1
+    pool = not files_b
     if runs:
         for i, name in enumerate(runs):
             side = SIDE_A if i == 0 else SIDE_B
             if not seen.get(name, 0) & side:
                 raise TraceError(
                     f"run {name!r} is not in this trace; runs found: "
-                    f"{listing(None if one_file else side)}",
-                    path=paths[0] if one_file else paths[i],
+                    f"{listing(None if pool else side)}",
+                    path=files_a[0] if pool or i == 0 else files_b[0],
                     field="run_id",
                 )
-    elif one_file and sum(1 for v in seen.values() if v) < 2:
+    elif pool and sum(1 for v in seen.values() if v) < 2:
         raise TraceError(
             f"a single file needs two runs to diff, found {len(seen)} ({listing(None)}); "
             "pass a second file: tracetape diff A B",
-            path=paths[0],
+            path=files_a[0],
         )
-    if not one_file:
-        for path, side in zip(paths, (SIDE_A, SIDE_B), strict=True):
+    if not pool:
+        for files, side in ((files_a, SIDE_A), (files_b, SIDE_B)):
             if not any(v & side for v in seen.values()):
-                raise TraceError("the trace holds no calls to compare", path=path)
+                raise TraceError("the trace holds no calls to compare", path=files[0])
 
 
 def check_trace(
-    path: str | os.PathLike[str],
+    path: Traces,
     *,
     config: AnalysisConfig | None = None,
     fmt: str | TraceFormat = TraceFormat.AUTO,
     skip_bad_lines: bool = False,
     progress: Progress | None = None,
-    jobs: int | None = None,
 ) -> Report:
-    """Analyze every run of one trace for repeats, drift, fanout and budget breaks.
+    """Analyze every run of a trace (a file, a glob pattern or a list of them) for repeats,
+    drift, fanout and budget breaks.
 
     ``report.broken_invariants`` lists the broken invariants (``fanout`` and the
-    ``*-budget`` patterns), which is what makes ``tracetape check`` exit 1. ``jobs`` is
-    ``diff_traces``'s.
+    ``*-budget`` patterns), which is what makes ``tracetape check`` exit 1. A run spread over
+    several files is one run.
     """
     config = config or AnalysisConfig()
-    p = Path(path)
-    sources: Sources = []
-    analyzer = Analyzer(config, compare=False, inputs=[str(p)])
-    with ExitStack() as stack, _gc_paused():
-        (feed,) = _feeders(
-            [p],
-            config=config,
-            fmt=fmt,
-            skip_bad_lines=skip_bad_lines,
-            progress=progress,
-            sources=sources,
-            jobs=jobs,
-            stack=stack,
+    kind = TraceFormat.parse(fmt)
+    files = expand(path)
+    with Calls(config, skip_bad_lines, progress) as calls:
+        calls.load([Input(p, SIDE_A, kind) for p in files])
+        (n,) = calls.one("SELECT count(*) FROM calls0")
+        if not n:
+            raise TraceError("the trace holds no calls to check", path=files[0])
+        return _analyze(Context(calls, config, compare=False), str(SIDE_A), files)
+
+
+def _analyze(ctx: Context, side_of: str, files: list[Path]) -> Report:
+    calls = ctx.calls
+    calls.sign(f"({side_of}) > 0")
+    calls.prepare(side_of)
+    for detect in DETECTORS():
+        detect(ctx)
+    order = {"divergent-write": 0, "divergence": 0}
+    findings = [f for kept in ctx.examples.values() for f in kept]
+    findings.sort(key=lambda f: (-f.severity.rank, order.get(f.pattern, 1), f.pattern))
+    stats = {
+        side: {"run": run, "calls": n, "steps": steps, "max_step": top, "tokens": tokens}
+        for side, run, n, steps, top, tokens in calls.rows(
+            "SELECT side, run, calls, steps, max_step, tokens FROM runs "
+            "WHERE (side = 1 AND run = $1) OR (side = 2 AND run = $2)",
+            [ctx.baseline, ctx.candidate],
         )
-        feed(analyzer, SIDE_A)
-    if not analyzer.seen_runs:
-        raise TraceError("the trace holds no calls to check", path=p)
-    return _finish(analyzer, sources)
-
-
-def _finish(analyzer: Analyzer, sources: Sources) -> Report:
-    for src in (src for slot in sources for src in slot):
-        analyzer.skipped += src.skipped
-        analyzer.skipped_examples += src.first_skipped[: 5 - len(analyzer.skipped_examples)]
-    return analyzer.finish()
+    }
+    (events,) = calls.one("SELECT count(*) FROM calls0")
+    (nruns,) = calls.one("SELECT count(*) FROM runs")
+    (signatures,) = calls.one("SELECT count(*) FROM sigs")
+    skipped, examples = calls.skipped
+    limits = ctx.config.limits
+    compare = ctx.compare
+    return Report(
+        inputs=[str(f) for f in files],
+        findings=findings,
+        counts=dict(sorted(ctx.counts.items())),
+        runs=nruns,
+        events=events,
+        baseline=stats.get(SIDE_A) or ({"run": ctx.baseline} if compare else None),
+        candidate=stats.get(SIDE_B) or ({"run": ctx.candidate} if compare else None),
+        divergence=ctx.divergence,
+        aligned=ctx.aligned,
+        replay=ctx.replay,
+        skipped=skipped,
+        skipped_examples=examples,
+        limits={k: getattr(limits, k) for k in limits.__dataclass_fields__},
+        signatures=signatures,
+    )

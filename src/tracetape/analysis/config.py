@@ -75,8 +75,9 @@ class AnalysisConfig:
     limits: Limits = field(default_factory=Limits)
     rules: Mapping[str, Rule] = field(default_factory=classify_table)
     resource_keys: tuple[str, ...] = DEFAULT_RESOURCE_KEYS
-    max_open_runs: int = 256
     max_examples: int = 200
+    # The engine's memory (a DuckDB size); beyond it, work spills to a temporary directory.
+    memory_limit: str = "512MB"
 
     @classmethod
     def load(cls, start: Path | None = None, **limits: int | None) -> AnalysisConfig:

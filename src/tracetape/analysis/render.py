@@ -122,11 +122,6 @@ def render_text(report: Report) -> str:
         )
     if report.skipped:
         out.append(skipped_line(report.skipped, report.skipped_examples))
-    if report.reopened_runs:
-        out.append(
-            f"note: {report.reopened_runs} run(s) came back after more than "
-            "max_open_runs other runs; their per-run findings are split in parts"
-        )
     rows = report.table()
     if rows:
         width = max(len(r["pattern"]) for r in rows)

@@ -87,7 +87,6 @@ class Report:
     replay: dict[str, int] | None = None
     skipped: int = 0
     skipped_examples: list[str] = field(default_factory=list)
-    reopened_runs: int = 0
     limits: dict[str, int] = field(default_factory=dict)
     signatures: int = 0
 
@@ -142,7 +141,6 @@ class Report:
             "replay": self.replay,
             "skipped_lines": self.skipped,
             "skipped_examples": self.skipped_examples,
-            "reopened_runs": self.reopened_runs,
             "signatures": self.signatures,
             "limits": self.limits,
             "findings": [f.to_dict() for f in self.findings],

@@ -20,12 +20,14 @@ from ..analysis import (
     AnalysisConfig,
     Report,
     Severity,
+    TraceError,
     TraceFormat,
     check_trace,
     diff_traces,
     render_markdown,
     render_text,
 )
+from ..analysis.api import expand
 from ..analysis.render import redacted, skipped_line, summary_lines
 from ..analysis.summarize import LLMSettings, rule_summary, summarize_with_llm
 from . import exit_codes_help
@@ -52,17 +54,15 @@ _skip = click.option(
     is_flag=True,
     help="Skip malformed lines (and report how many) instead of failing.",
 )
-_jobs = click.option(
-    "--jobs",
-    type=click.IntRange(1, 2),
-    help="Processes for seed-JSONL traces: 1 reads in this one, 2 decodes in a second "
-    "[default: 2 for files over 8 MiB on a machine with 2+ CPUs, else 1].",
-)
 
 
 @contextmanager
-def _progress(paths: list[Path]) -> Iterator[Callable[[Path, int], None] | None]:
+def _progress(traces: list[str]) -> Iterator[Callable[[Path, int], None] | None]:
     """A rich progress bar on a terminal, for inputs over a few MB; else nothing."""
+    try:
+        paths = expand(traces)
+    except TraceError:
+        paths = []  # the analysis reports it
     sizes = {p: p.stat().st_size for p in paths if p.is_file()}
     total = sum(sizes.values())
     if not sys.stderr.isatty() or total < PROGRESS_MIN_BYTES:
@@ -105,9 +105,13 @@ def _emit(report: Report, fmt: str, output: Path | None) -> None:
 @click.command(
     short_help="Where two runs stopped agreeing, and every finding.", epilog=exit_codes_help("diff")
 )
-@click.argument("trace_a", type=click.Path(path_type=Path))
-@click.argument("trace_b", type=click.Path(path_type=Path), required=False)
-@click.option("--runs", nargs=2, metavar="RUN_A RUN_B", help="The two runs to compare (by run id).")
+@click.argument("traces", nargs=-1, required=True)
+@click.option(
+    "--runs",
+    nargs=2,
+    metavar="RUN_A RUN_B",
+    help="The two runs to compare (by run id), among all the runs of every TRACE.",
+)
 @format_option("text", "json", "markdown")
 @click.option(
     "--fail-on",
@@ -121,35 +125,41 @@ def _emit(report: Report, fmt: str, output: Path | None) -> None:
 )
 @_input_format
 @_skip
-@_jobs
 @handle_errors
 def diff(  # noqa: PLR0917 - click passes every option
-    trace_a: Path,
-    trace_b: Path | None,
+    traces: tuple[str, ...],
     runs: tuple[str, str] | None,
     fmt: str,
     fail_on: str,
     output: Path | None,
     input_format: str,
     skip_bad_lines: bool,
-    jobs: int | None,
 ) -> None:
-    """Compare two runs without executing anything: TRACE_A TRACE_B, or TRACE --runs A B.
+    """Compare two runs without executing anything: TRACE_A TRACE_B, or TRACE... --runs A B.
 
-    Prints the repeats, drift, mock-replay result and first divergence, then a severity
-    table.
+    TRACE_A and TRACE_B are each a file or a quoted glob pattern ('traces/a-*.jsonl'): every
+    run they hold is on that side. With --runs, the two runs are looked up among every run of
+    every TRACE. Prints the repeats, drift, mock-replay result and first divergence, then a
+    severity table.
     """
-    paths = [trace_a] if trace_b is None else [trace_a, trace_b]
-    with _progress(paths) as progress:
+    if runs:
+        a, b = list(traces), None
+    elif len(traces) <= 2:
+        a, b = traces[0], (traces[1] if len(traces) == 2 else None)
+    else:
+        raise click.UsageError(
+            f"got {len(traces)} traces; give two (TRACE_A TRACE_B, each a file or a quoted "
+            "glob pattern), or pick the two runs to compare with --runs RUN_A RUN_B"
+        )
+    with _progress(list(traces)) as progress:
         report = diff_traces(
-            trace_a,
-            trace_b,
+            a,
+            b,
             runs=runs or None,
             config=AnalysisConfig.load(),
             fmt=input_format,
             skip_bad_lines=skip_bad_lines,
             progress=progress,
-            jobs=jobs,
         )
     _emit(report, fmt, output)
     if fail_on != "never" and report.at_least(Severity(fail_on)):
@@ -161,7 +171,7 @@ def diff(  # noqa: PLR0917 - click passes every option
     short_help="The invariants of every run of one trace: the CI gate.",
     epilog=exit_codes_help("check"),
 )
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("traces", nargs=-1, required=True)
 @click.option("--max-calls-per-step", type=click.IntRange(0), help="Fanout bound (default 10).")
 @click.option(
     "--max-repeats", type=click.IntRange(0), help="Repeats of one call in a run (default 2)."
@@ -177,29 +187,28 @@ def diff(  # noqa: PLR0917 - click passes every option
 @output_options
 @_input_format
 @_skip
-@_jobs
 @handle_errors
 def check(
-    trace: Path,
+    traces: tuple[str, ...],
     fmt: str,
     input_format: str,
     skip_bad_lines: bool,
-    jobs: int | None,
     **limits: int | None,
 ) -> None:
-    """Check the invariants of every run in TRACE: the CI regression gate.
+    """Check the invariants of every run in TRACE...: the CI regression gate.
 
-    Each bound comes from its option, else [tool.tracetape.check], else its default.
+    Each TRACE is a file or a quoted glob pattern ('traces/*.jsonl'); a run spread over
+    several files is one run. Each bound comes from its option, else [tool.tracetape.check],
+    else its default.
     """
     config = AnalysisConfig.load(None, **limits)  # the --max-* and --exploration options
-    with _progress([trace]) as progress:
+    with _progress(list(traces)) as progress:
         report = check_trace(
-            trace,
+            list(traces),
             config=config,
             fmt=input_format,
             skip_bad_lines=skip_bad_lines,
             progress=progress,
-            jobs=jobs,
         )
     broken = report.broken_invariants
     if fmt == "json":

@@ -45,7 +45,7 @@ def read_records(src: TraceSource) -> Iterator[Record]:
     """
     name = src.name
     for lineno, raw in src.lines():
-        c = _jsonl_record(src, raw, lineno)
+        c = _jsonl_record(src, raw.rstrip(b"\r\n"), lineno)
         if c is None:
             continue
         if not readable(c["args"]):

@@ -1,0 +1,94 @@
+"""Drift: one signature (same tool, same normalized args), more than one output.
+
+The engine's ``variants`` table holds, per signature and output, where the output was first
+seen and what was true when it was seen: a *clean* sighting is not preceded, in its run, by a
+write to the call's own resource; a *certain* one is clean, follows no write at all in its run
+(or only writes to other named resources), and its run carried effect tags on every call so
+far. Classified per signature by its clean outputs:
+
+* at most one: ``write-echo`` (the other outputs follow the run's own write);
+* all certain: ``external-drift`` (no local write came first: external data changed);
+* else ``drift``, the cause undetermined (no effect tags, or a write to an unnamed resource).
+
+A variant that became certain is settled: later sightings do not change it. Findings follow
+the signatures in order of first appearance; each lists its first 16 outputs.
+"""
+
+from __future__ import annotations
+
+from . import Context
+
+MAX_OUTPUTS = 16
+
+_CLASSIFIED = """
+    CREATE TABLE drifted AS
+    SELECT sid, count(*) AS outputs, count(DISTINCT f.run) = 1 AS within_run,
+           min(f) AS first,
+           CASE WHEN count(*) FILTER (WHERE clean) <= 1 THEN 'write-echo'
+                WHEN bool_and(certain_at IS NOT NULL) FILTER (WHERE clean)
+                    THEN 'external-drift'
+                ELSE 'drift' END AS pattern,
+           coalesce(bool_or(untagged_at IS NOT NULL
+                            AND (certain_at IS NULL OR untagged_at < certain_at))
+                    FILTER (WHERE clean), false) AS untagged
+    FROM variants GROUP BY sid HAVING count(*) > 1
+"""
+
+_CAUSES = {
+    "write-echo": "the changed output follows the run's own write",
+    "external-drift": "no local write to the resource came first",
+}
+_UNTAGGED = "undetermined: the trace has no effect tags (read/write) for these calls"
+_UNNAMED = (
+    "undetermined: a write came first in the run, and the call or the write names no "
+    "resource (see resource_keys)"
+)
+
+
+def find(ctx: Context) -> None:
+    """Add the drift findings."""
+    db = ctx.calls
+    db.con.execute(_CLASSIFIED)
+    for pattern, total in db.rows("SELECT pattern, count(*) FROM drifted GROUP BY ALL"):
+        ctx.count(pattern, total)
+    rows = db.rows(
+        """
+        SELECT d.pattern, d.sid, s.kind, s.name, s.resource, d.outputs, d.within_run,
+               d.first.run, d.untagged
+        FROM drifted d JOIN sigs s USING (sid)
+        QUALIFY row_number() OVER (PARTITION BY d.pattern ORDER BY d.sid) <= ?
+        ORDER BY d.sid
+        """,
+        [ctx.limit],
+    )
+    sids = [row[1] for row in rows]
+    args = db.sig_args(sids)
+    outputs: dict[int, list[dict[str, object]]] = {sid: [] for sid in sids}
+    for sid, out, run, step, line, clean in db.rows(
+        """
+        SELECT sid, out, f.run, f.step, f.line, clean FROM variants
+        WHERE sid IN (SELECT unnest($1::BIGINT[]))
+        QUALIFY row_number() OVER (PARTITION BY sid ORDER BY f.o) <= $2
+        ORDER BY sid, f.o
+        """,
+        [sids, MAX_OUTPUTS],
+    ):
+        outputs[sid].append(
+            {"out": out, "run": run, "step": step, "line": line, "after_write": not clean}
+        )
+    for pattern, sid, kind, name, resource, n, within_run, run, untagged in rows:
+        cause = _CAUSES.get(pattern) or (_UNTAGGED if untagged else _UNNAMED)
+        ctx.add(
+            pattern,
+            f"drift: {name} -> {n} distinct outputs",
+            run if within_run else None,
+            None,
+            tool=name,
+            kind=kind,
+            args=args[sid],
+            resource=resource,
+            within_run=within_run,
+            cause=cause,
+            outputs=outputs[sid],
+        )
+    db.con.execute("DROP TABLE drifted")

@@ -1,0 +1,97 @@
+"""Repeats: the same call (same tool, same normalized args) again in one run.
+
+For each run and signature called twice or more: ``repeat-budget`` when it ran more than
+``max_repeats`` + 1 times; ``duplicate-write`` / ``duplicate-call`` when every call gave the
+first call's output (a write by the first call's effect tag); ``repeat-changed-output`` when
+a later call gave another output with no local write before it that explains the change (a
+write to an unnamed resource, or to the call's own resource). An output change that such a
+write explains is the write's echo, which ``drift`` reports. Findings follow the runs in
+order, then the second call of each repeat.
+"""
+
+from __future__ import annotations
+
+from . import WRITES, Context, brief
+
+_REPEATS = """
+    CREATE TABLE repeats AS
+    SELECT side, run, sid, count(*) AS n, min(ord) FILTER (WHERE rk = 2) AS second,
+           min({'o': ord, 'step': step, 'out': out, 'line': line, 'effect': effect}) AS f,
+           list(step ORDER BY ord) FILTER (WHERE rk <= 5) AS steps,
+           bool_and(out IS NOT DISTINCT FROM fout) AS same,
+           bool_or(rk > 1 AND out IS DISTINCT FROM fout AND NOT (prior_null_w OR prior_res_w))
+               AS unexplained
+    FROM (
+        SELECT c.*, row_number() OVER w AS rk, first_value(out) OVER w AS fout
+        FROM calls c
+        SEMI JOIN (SELECT side, run, sid FROM calls GROUP BY ALL HAVING count(*) > 1) k
+            USING (side, run, sid)
+        WINDOW w AS (PARTITION BY side, run, sid ORDER BY ord)
+    )
+    GROUP BY side, run, sid
+"""
+
+
+def find(ctx: Context) -> None:
+    """Add the repeat findings."""
+    db = ctx.calls
+    db.con.execute(_REPEATS)
+    bound = ctx.config.limits.max_repeats
+    pattern = f"""
+        CASE WHEN same THEN CASE WHEN f.effect IN {tuple(sorted(WRITES))}
+                                 THEN 'duplicate-write' ELSE 'duplicate-call' END
+             WHEN unexplained THEN 'repeat-changed-output' END
+    """
+    db.con.execute(f"""
+        CREATE TABLE repeat_found AS
+        SELECT x.*, r.first AS run_first FROM (
+            SELECT *, 'repeat-budget' AS pattern FROM repeats WHERE n - 1 > {int(bound)}
+            UNION ALL
+            SELECT *, {pattern} AS pattern FROM repeats WHERE same OR unexplained
+        ) x JOIN runs r USING (side, run)
+    """)
+    for pattern, total in db.rows("SELECT pattern, count(*) FROM repeat_found GROUP BY ALL"):
+        ctx.count(pattern, total)
+    rows = db.rows(
+        """
+        SELECT r.pattern, r.run, r.sid, s.name, r.n, r.f.step, r.f.out, r.f.line, r.f.effect,
+               r.steps
+        FROM repeat_found r JOIN sigs s USING (sid)
+        QUALIFY row_number() OVER (PARTITION BY r.pattern ORDER BY r.run_first, r.second) <= ?
+        ORDER BY r.run_first, r.second, r.pattern <> 'repeat-budget'
+        """,
+        [ctx.limit],
+    )
+    args = db.sig_args([row[2] for row in rows])
+    for pattern, run, sid, name, n, step, out, line, effect, steps in rows:
+        if pattern == "repeat-budget":
+            ctx.add(
+                pattern,
+                f"repeat budget: {run} {name} {brief(args[sid])} ran {n} times "
+                f"(max_repeats {bound})",
+                run,
+                step,
+                tool=name,
+                args=args[sid],
+                count=n,
+                steps=steps,
+                bound=bound,
+            )
+            continue
+        what = "different" if pattern == "repeat-changed-output" else "same"
+        times = f" ({n} calls)" if n > len(steps) or n > 2 else ""
+        ctx.add(
+            pattern,
+            f"repeat: {run} {' == '.join(f'step {s}' for s in steps)}{times} "
+            f"(same args, {what} output)",
+            run,
+            step,
+            tool=name,
+            args=args[sid],
+            count=n,
+            steps=steps,
+            output=out,
+            line=line,
+            effect=effect,
+        )
+    db.con.execute("DROP TABLE repeats; DROP TABLE repeat_found")

@@ -1,0 +1,534 @@
+"""The analysis engine: every call of every input in one DuckDB table, signed and windowed.
+
+``Calls.load`` reads the inputs into the table ``calls0`` (one row a call: ``file, seq, line,
+run, step, kind, name, args, out, effect, tokens``; ``seq`` orders a file's calls):
+
+* a seed-JSONL file goes straight through DuckDB's ``read_json`` with every field read as
+  JSON, its types checked in SQL as the Python reader checks them. The fast path is taken
+  only where it is exact: if a field has another type, a line is blank, torn or not JSON, or
+  an argument does not parse as the Python reader parses it, the file is read again by the
+  Python reader, which names the bad line and field (or skips it under ``skip_bad_lines``);
+* a Parquet file written by ``tracetape export --parquet`` is read as it is;
+* every other format (cassettes, span records, OTLP/JSON) is read as ``Record`` s by
+  ``formats.read_records`` and bulk-loaded through a temporary JSONL file.
+
+``Calls.sign`` then gives each call its *signature*: the kind, the name and the canonical JSON
+text of the normalized arguments (never an inferred struct type: a missing key and an
+explicit null stay apart, a string that looks like a UUID stays a string). Normalization runs
+in Python once per distinct argument text, in batches, and its result is joined back, with the
+*resource* the arguments name (``resource_keys``). Signature ids follow the order of first
+appearance.
+
+``Calls.prepare`` builds ``calls``: the signed calls of the analyzed runs with the ordered
+facts the detectors need, computed by window functions over each run in call order: the step
+segment a call opens, whether a write came before it in the run (to any resource, to an
+unnamed one, to the call's own resource) and whether a call without effect tag came so far.
+
+DuckDB runs with a ``memory_limit`` and spills to a temporary directory beyond it, so memory
+is bounded whatever the number of lines. ``duckdb`` is imported here only, when an analysis
+runs.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ..canonical import canonical_json
+from ..errors import TraceError
+from ..formats import TraceFormat, TraceSource, detect_format, read_records
+from ..formats.schemas import MAX_DEPTH, readable
+from ..record import Record, call_args
+from .config import AnalysisConfig
+from .normalize import MemoNormalizer
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["PARQUET_MAGIC", "Calls", "Input", "fill_steps"]
+
+PARQUET_MAGIC = b"PAR1"
+_BATCH = 1 << 16
+_SORT = orjson.OPT_SORT_KEYS
+_WRITES = "('write', 'irreversible')"
+
+# The columns of calls0 (and of a Parquet export), in order.
+COLUMNS = {
+    "file": "INTEGER",
+    "seq": "BIGINT",
+    "line": "BIGINT",
+    "run": "VARCHAR",
+    "step": "BIGINT",
+    "kind": "VARCHAR",
+    "name": "VARCHAR",
+    "args": "VARCHAR",
+    "out": "VARCHAR",
+    "effect": "VARCHAR",
+    "tokens": "BIGINT",
+}
+EXPORT_COLUMNS = [c for c in COLUMNS if c != "file"]
+
+# The seed-JSONL fields, each read as JSON so that its type can be checked as the Python
+# reader checks it (a typed read would turn a number into a string and back without a word).
+_JSONL_FIELDS = "{run_id: 'JSON', step: 'JSON', tool: 'JSON', args: 'JSON', output_sha: 'JSON', "
+_JSONL_FIELDS += "effect: 'JSON', tokens: 'JSON'}"
+_JSONL_OK = """
+    json_type(run_id) = 'VARCHAR' AND json_type(tool) = 'VARCHAR'
+    AND json_type(output_sha) = 'VARCHAR' AND args IS NOT NULL
+    AND json_type(step) IN ('BIGINT', 'UBIGINT') AND TRY_CAST(step AS BIGINT) IS NOT NULL
+    AND (effect IS NULL OR effect->>'$' IN ('read', 'write', 'irreversible'))
+    AND (tokens IS NULL OR (json_type(tokens) IN ('BIGINT', 'UBIGINT')
+                            AND TRY_CAST(tokens AS BIGINT) IS NOT NULL))
+"""
+_JSONL_SELECT = """
+    SELECT run_id->>'$' AS run, TRY_CAST(step AS BIGINT) AS step, tool->>'$' AS name,
+           CAST(args AS VARCHAR) AS args, output_sha->>'$' AS out, effect->>'$' AS effect,
+           TRY_CAST(tokens AS BIGINT) AS tokens, coalesce({ok}, false) AS ok
+    FROM read_json(?, format = 'newline_delimited', columns = {fields},
+                   maximum_object_size = 33554432)
+"""
+# Per signature and output: where the output was first seen, on which sides, and the facts
+# of its sightings that drift classifies by (see detectors.drift).
+_CLEAN = "NOT prior_res_w"
+_CERTAIN = f"{_CLEAN} AND (NOT any_prior_w OR (resource IS NOT NULL AND NOT prior_null_w))"
+_VARIANTS = f"""
+    CREATE TABLE variants AS
+    SELECT sid, out, min({{'o': ord, 'run': run, 'step': step, 'line': line}}) AS f,
+           bit_or(side) AS sides, bool_or({_CLEAN}) AS clean,
+           min(ord) FILTER (WHERE {_CERTAIN} AND NOT untagged) AS certain_at,
+           min(ord) FILTER (WHERE {_CERTAIN} AND untagged) AS untagged_at
+    FROM calls GROUP BY sid, out
+"""
+_READ_OUR_JSONL = "{" + ", ".join(f"{k}: '{v}'" for k, v in COLUMNS.items()) + "}"
+
+
+@dataclass
+class Input:
+    """One input file: its path, the side it is on (1 baseline, 2 candidate; 1 for check)
+    and its format (``auto`` to sniff it)."""
+
+    path: Path
+    side: int = 1
+    fmt: TraceFormat = TraceFormat.AUTO
+
+
+class _NotExact(Exception):
+    """The fast path cannot read this file exactly: read it with the Python reader."""
+
+
+def fill_steps(records: Iterator[Record]) -> Iterator[Record]:
+    """Give a cassette's records without a step the step of the model turn they belong to:
+    each ``llm`` record without one starts a step (as do records before the first turn)."""
+    import msgspec
+
+    step = 0
+    replace = msgspec.structs.replace
+    for rec in records:
+        if rec.step is not None:
+            step = rec.step
+            yield rec
+            continue
+        if rec.kind == "llm" or step == 0:
+            step += 1
+        yield replace(rec, step=step)
+
+
+def _lines_in(path: Path) -> int:
+    """The number of lines of a file (a last line without newline counts)."""
+    count, last = 0, b"\n"
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 23):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def _is_parquet(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(4) == PARQUET_MAGIC
+    except OSError:
+        return False
+
+
+@dataclass
+class Calls:
+    """The calls of an analysis in DuckDB (see the module docstring)."""
+
+    config: AnalysisConfig
+    skip_bad_lines: bool = False
+    progress: Callable[[Path, int], None] | None = None
+    con: duckdb.DuckDBPyConnection = field(init=False)
+    sources: list[TraceSource] = field(default_factory=list)
+    inputs: list[Input] = field(default_factory=list)
+    _fast: set[int] = field(default_factory=set)
+    _tmp: tempfile.TemporaryDirectory[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        import duckdb
+
+        self._tmp = tempfile.TemporaryDirectory(prefix="tracetape-")
+        self.con = duckdb.connect(
+            config={
+                "memory_limit": self.config.memory_limit,
+                "temp_directory": str(Path(self._tmp.name) / "spill"),
+                "preserve_insertion_order": True,
+            }
+        )
+        columns = ", ".join(f"{k} {v}" for k, v in COLUMNS.items())
+        self.con.execute(f"CREATE TABLE calls0 ({columns})")
+
+    def close(self) -> None:
+        """Close the database and remove its temporary files."""
+        with suppress(Exception):
+            self.con.close()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> Calls:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def load(self, inputs: Sequence[Input]) -> None:
+        """Read every input into ``calls0``, in order (see the module docstring)."""
+        for inp in inputs:
+            index = len(self.inputs)
+            self.inputs.append(inp)
+            fmt = inp.fmt
+            if fmt is TraceFormat.AUTO and _is_parquet(inp.path):
+                self._load_parquet(index)
+                continue
+            if fmt is TraceFormat.AUTO:
+                fmt = detect_format(inp.path, skip_bad_lines=self.skip_bad_lines)
+                inp.fmt = fmt
+            if fmt is TraceFormat.JSONL:
+                try:
+                    self._load_jsonl(index)
+                    self._fast.add(index)
+                    continue
+                except _NotExact:
+                    pass
+            self._load_records(index)
+
+    def _report(self, index: int) -> None:
+        if self.progress is not None:
+            path = self.inputs[index].path
+            self.progress(path, path.stat().st_size)
+
+    def _load_jsonl(self, index: int) -> None:
+        import duckdb
+
+        path = self.inputs[index].path
+        con = self.con
+        query = _JSONL_SELECT.format(ok=_JSONL_OK, fields=_JSONL_FIELDS)
+        try:
+            con.execute(f"CREATE TABLE stage AS {query}", [str(path)])
+        except duckdb.Error:
+            raise _NotExact from None
+        try:
+            rows, bad = con.execute(
+                "SELECT count(*), count(*) FILTER (WHERE NOT ok) FROM stage"
+            ).fetchone() or (0, 0)
+            if bad or rows != _lines_in(path) or not rows:
+                raise _NotExact
+            con.execute(
+                "INSERT INTO calls0 SELECT ?, rowid + 1, rowid + 1, run, step, 'tool', name, "
+                "args, out, effect, tokens FROM stage",
+                [index],
+            )
+        finally:
+            con.execute("DROP TABLE stage")
+        self._report(index)
+
+    def _load_parquet(self, index: int) -> None:
+        import duckdb
+
+        path = self.inputs[index].path
+        try:
+            found = self.con.execute(
+                "SELECT name, type FROM parquet_schema(?) WHERE name <> 'schema'", [str(path)]
+            ).fetchall()
+        except duckdb.Error as exc:
+            raise TraceError(f"not a readable Parquet file ({exc})", path=path) from None
+        have = {name: kind for name, kind in found}
+        missing = [c for c in EXPORT_COLUMNS if c not in have]
+        if missing:
+            raise TraceError(
+                f"the Parquet file lacks the column(s) {', '.join(missing)}; write it with "
+                "tracetape export --parquet",
+                path=path,
+            )
+        self.con.execute(
+            f"INSERT INTO calls0 SELECT ?, {', '.join(EXPORT_COLUMNS)} "
+            "FROM read_parquet(?) ORDER BY seq",
+            [index, str(path)],
+        )
+        self._report(index)
+
+    def _load_records(self, index: int) -> None:
+        """Read a file with the Python readers and bulk-load it through a JSONL file."""
+        inp = self.inputs[index]
+        progress = self.progress
+        records = read_records(
+            inp.path,
+            inp.fmt,
+            normalizer=self.config.normalizer,
+            skip_bad_lines=self.skip_bad_lines,
+            progress=None if progress is None else (lambda done: progress(inp.path, done)),
+            sources=self.sources,
+        )
+        if inp.fmt is TraceFormat.CASSETTE:
+            records = fill_steps(records)
+        out = Path(self._tmp.name) / f"load{index}.jsonl"
+        dumps = orjson.dumps
+        with out.open("wb") as fh:
+            batch: list[bytes] = []
+            for seq, rec in enumerate(records, 1):
+                args = call_args(rec)
+                try:
+                    text = dumps(args).decode()
+                except TypeError:
+                    text = canonical_json(args)
+                row = {
+                    "file": index,
+                    "seq": seq,
+                    "line": rec.line,
+                    "run": rec.run or "",
+                    "step": rec.step,
+                    "kind": rec.kind,
+                    "name": rec.name or rec.kind,
+                    "args": text,
+                    "out": rec.out_digest,
+                    "effect": rec.effect,
+                    "tokens": rec.tokens,
+                }
+                batch.append(dumps(row))
+                if len(batch) >= _BATCH:
+                    fh.write(b"\n".join(batch) + b"\n")
+                    batch.clear()
+            if batch:
+                fh.write(b"\n".join(batch) + b"\n")
+        if out.stat().st_size:
+            self.con.execute(
+                "INSERT INTO calls0 SELECT * FROM read_json(?, format = 'newline_delimited', "
+                f"columns = {_READ_OUR_JSONL}, maximum_object_size = 33554432)",
+                [str(out)],
+            )
+        out.unlink()
+
+    def _reload(self, files: set[int]) -> None:
+        """Read ``files`` (loaded by the fast path) again with the Python reader."""
+        for index in sorted(files):
+            self.con.execute("DELETE FROM calls0 WHERE file = ?", [index])
+            self._fast.discard(index)
+            self._load_records(index)
+
+    # -- signatures ----------------------------------------------------------------------------
+
+    def sign(self, sides: str) -> None:
+        """Build ``sigs`` (sid, kind, name, resource, first) and ``dmap`` (each distinct
+        argument text of the calls on ``sides``, a SQL expression over ``calls0``, mapped to its
+        signature), normalizing each distinct argument text once, in Python."""
+        while True:
+            failed = self._sign(sides)
+            if not failed:
+                return
+            self._reload(failed)
+
+    def _sign(self, sides: str) -> set[int]:
+        con = self.con
+        con.execute("DROP TABLE IF EXISTS dargs; DROP TABLE IF EXISTS dnorm")
+        con.execute(
+            f"CREATE TABLE dargs AS SELECT kind, name, args, min(file::BIGINT << 40 | seq) "
+            f"AS first FROM calls0 WHERE {sides} GROUP BY kind, name, args"
+        )
+        con.execute("CREATE TABLE dnorm (first BIGINT, key VARCHAR, resource VARCHAR)")
+        memo = MemoNormalizer(self.config.normalizer)
+        resource_of = _resource_finder(self.config.resource_keys)
+        fast = self._fast
+        failed: set[int] = set()
+        cursor = con.cursor()
+        cursor.execute("SELECT first, args FROM dargs")
+        loads, dumps = orjson.loads, orjson.dumps
+        while rows := cursor.fetchmany(_BATCH):
+            firsts: list[int] = []
+            keys: list[str | None] = []
+            resources: list[str | None] = []
+            for first, text in rows:
+                try:
+                    value = loads(text)
+                except orjson.JSONDecodeError:
+                    if first >> 40 in fast:
+                        failed.add(first >> 40)
+                        continue
+                    value = json.loads(text)  # beyond orjson (an int past 64 bits)
+                if (text.count("[") + text.count("{") > MAX_DEPTH) and not readable(value):
+                    failed.add(first >> 40)
+                    continue
+                normalized = memo(value)
+                try:
+                    key = dumps(normalized, option=_SORT).decode()
+                except TypeError:
+                    key = canonical_json(normalized)
+                resource = resource_of(normalized)
+                if key != text or resource is not None:
+                    firsts.append(first)
+                    keys.append(None if key == text else key)
+                    resources.append(resource)
+            if firsts:
+                con.execute(
+                    "INSERT INTO dnorm SELECT unnest($1::BIGINT[]), unnest($2::VARCHAR[]), "
+                    "unnest($3::VARCHAR[])",
+                    [firsts, keys, resources],
+                )
+        cursor.close()
+        if failed:
+            # A file of the fast path has an argument that only the Python reader judges
+            # right (not JSON to it, or nested too deep): read those files with it.
+            failed &= fast
+            if failed:
+                return failed
+        con.execute("DROP TABLE IF EXISTS dmap; DROP TABLE IF EXISTS sigs")
+        con.execute(
+            "CREATE TABLE dmap AS SELECT d.kind, d.name, d.args, d.first, "
+            "coalesce(n.key, d.args) AS key, n.resource FROM dargs d LEFT JOIN dnorm n USING "
+            "(first)"
+        )
+        con.execute(
+            "CREATE TABLE sigs AS SELECT row_number() OVER (ORDER BY first) - 1 AS sid, * "
+            "FROM (SELECT kind, name, key, min(first) AS first, any_value(resource) AS resource "
+            "FROM dmap GROUP BY kind, name, key)"
+        )
+        con.execute("DROP TABLE dargs; DROP TABLE dnorm")
+        return set()
+
+    def sig_args(self, sids: Sequence[int]) -> dict[int, Any]:
+        """The normalized arguments of signatures, as their first call gave them (key order
+        kept), for the evidence of findings."""
+        if not sids:
+            return {}
+        rows = self.con.execute(
+            "SELECT s.sid, d.args FROM sigs s JOIN dmap d ON d.first = s.first "
+            "WHERE s.sid IN (SELECT unnest($1::BIGINT[]))",
+            [list(set(sids))],
+        ).fetchall()
+        memo = MemoNormalizer(self.config.normalizer)
+        out = {}
+        for sid, text in rows:
+            try:
+                value = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                value = json.loads(text)
+            out[sid] = memo(value)
+        return out
+
+    # -- the table the detectors read ----------------------------------------------------------
+
+    def prepare(self, side_of: str) -> None:
+        """Build ``calls``: the signed calls with a side (``side_of``, a SQL expression over
+        ``calls0``; 0 leaves a call out) and their ordered facts (see the module docstring)."""
+        con = self.con
+        con.execute(
+            "CREATE TABLE signed AS SELECT side, c.file::BIGINT << 40 | c.seq AS ord, "
+            "c.line, c.run, c.step, c.kind, c.name, c.out, c.effect, c.tokens, s.sid, "
+            "s.resource FROM (SELECT *, " + side_of + " AS side FROM calls0) c "
+            "JOIN dmap d ON d.kind = c.kind AND d.name = c.name AND d.args = c.args "
+            "JOIN sigs s ON s.kind = d.kind AND s.name = d.name AND s.key = d.key "
+            "WHERE side > 0"
+        )
+        writes, untagged = con.execute(
+            f"SELECT coalesce(bool_or(effect IN {_WRITES}), false), "
+            "coalesce(bool_or(effect IS NULL), false) FROM signed"
+        ).fetchone() or (False, False)
+        run = "PARTITION BY side, run ORDER BY ord"
+        before = f"({run} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+        if writes:
+            facts = f"""
+                coalesce(bool_or(effect IN {_WRITES}) OVER {before}, false) AS any_prior_w,
+                coalesce(bool_or(effect IN {_WRITES} AND resource IS NULL) OVER {before},
+                         false) AS prior_null_w,
+                resource IS NOT NULL AND coalesce(bool_or(effect IN {_WRITES}) OVER (
+                    PARTITION BY side, run, resource ORDER BY ord
+                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), false) AS prior_res_w"""
+        else:
+            facts = "false AS any_prior_w, false AS prior_null_w, false AS prior_res_w"
+        if untagged:
+            facts += f""",
+                bool_or(effect IS NULL) OVER ({run} ROWS UNBOUNDED PRECEDING) AS untagged"""
+        else:
+            facts += ", false AS untagged"
+        con.execute(f"""
+            CREATE TABLE calls AS
+            SELECT *, sum(new_seg::INTEGER) OVER ({run} ROWS UNBOUNDED PRECEDING) AS seg
+            FROM (
+                SELECT *,
+                    CASE WHEN lag(ord) OVER ({run}) IS NULL THEN step IS NOT NULL
+                         ELSE step IS DISTINCT FROM lag(step) OVER ({run}) END AS new_seg,
+                    {facts}
+                FROM signed
+            )
+        """)
+        con.execute("DROP TABLE signed")
+        con.execute("""
+            CREATE TABLE runs AS
+            SELECT side, run, min(ord) AS first, count(*) AS calls,
+                   sum(coalesce(tokens, 0))::BIGINT AS tokens, sum(new_seg::INTEGER) AS steps,
+                   greatest(0, coalesce(max(step), 0)) AS max_step
+            FROM calls GROUP BY side, run
+        """)
+        con.execute(_VARIANTS)
+
+    def rows(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of a query."""
+        return self.con.execute(query, list(params)).fetchall()
+
+    def one(self, query: str, params: Sequence[Any] = ()) -> tuple[Any, ...]:
+        """The one row of a query."""
+        row = self.con.execute(query, list(params)).fetchone()
+        assert row is not None
+        return row
+
+    @property
+    def skipped(self) -> tuple[int, list[str]]:
+        """Lines skipped under ``skip_bad_lines``, and the first few of them."""
+        count, examples = 0, []
+        for src in self.sources:
+            count += src.skipped
+            examples += src.first_skipped[: 5 - len(examples)]
+        return count, examples
+
+
+def _resource_finder(keys: Sequence[str]) -> Callable[[Any], str | None]:
+    """The resource that normalized arguments name: the value of the first of ``keys`` they
+    hold (a string or an integer)."""
+    rank: dict[str, int] = {}
+    for i, name in enumerate(keys):
+        rank.setdefault(name, i)  # earlier resource keys win
+
+    def resource(args: Any) -> str | None:
+        if type(args) is not dict:
+            return None
+        best: tuple[int, str] | None = None
+        for name, value in args.items():
+            r = rank.get(name)
+            if (
+                r is not None
+                and (best is None or r < best[0])
+                and isinstance(value, str | int)
+                and not isinstance(value, bool)
+            ):
+                best = (r, str(value))
+        return best[1] if best else None
+
+    return resource
+
