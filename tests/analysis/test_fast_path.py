@@ -1,4 +1,5 @@
-"""The seed-JSONL fast path (raw-call blocks) reports exactly what the event path reports."""
+"""The seed-JSONL fast path (DuckDB's JSON reader) reports exactly what the Python reader's
+path reports, and hands every line it cannot read exactly to that reader."""
 
 from __future__ import annotations
 
@@ -8,16 +9,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracetape.analysis import Analyzer, TraceError, check_trace, diff_traces, read_records
-from tracetape.analysis.findings import SIDE_A, SIDE_B
-from tracetape.formats.jsonl import read_blocks_of
-from tracetape.record import call_args
+from tracetape.analysis import TraceError, check_trace, diff_traces
+from tracetape.analysis.engine import Calls, _NotExact
 
 from .helpers import call
 
@@ -67,12 +67,23 @@ def _write(path: Path, records: list[dict[str, Any]], keys_sorted: bool) -> Path
     return path
 
 
+@contextmanager
+def python_reader() -> Iterator[None]:
+    """Every seed-JSONL file read by the Python reader, never by the fast path."""
+
+    def refuse(self: Calls, index: int) -> None:
+        raise _NotExact
+
+    with patch.object(Calls, "_load_jsonl", refuse):
+        yield
+
+
 def _reference(paths: list[Path], compare: bool) -> dict[str, Any]:
-    """The report of the event path: ``Analyzer.feed`` over ``read_records``."""
-    analyzer = Analyzer(compare=compare, inputs=[str(p) for p in paths])
-    for side, path in zip((SIDE_A, SIDE_B), paths, strict=False):
-        analyzer.feed(read_records(path), side)
-    return analyzer.finish().to_dict()
+    """The report of the Python reader's path."""
+    with python_reader():
+        if compare:
+            return diff_traces(*paths).to_dict()
+        return check_trace(*paths).to_dict()
 
 
 # Two seed-JSONL traces (runs a1, a2, ... and b1, b2, ...); ``layout`` is (keys sorted,
@@ -107,21 +118,6 @@ def test_fast_path_reports_what_the_event_path_reports(
         assert diff_traces(pa, pb).to_dict() == _reference([pa, pb], compare=True)
 
 
-def _rows_of_batches(path: Path, **kw: Any) -> list[tuple[Any, ...]]:
-    return [
-        (c.run, line, c.step, c.name, orjson.loads(bytes(c.args)), c.out, c.effect, c.tokens)
-        for batch in read_blocks_of(path, **kw)
-        for line, c in enumerate(batch.calls, batch.line)
-    ]
-
-
-def _rows_of_events(path: Path, **kw: Any) -> list[tuple[Any, ...]]:
-    return [
-        (e.run, e.line, e.step, e.name, call_args(e), e.out_digest, e.effect, e.tokens)
-        for e in read_records(path, **kw)
-    ]
-
-
 GOOD = b'{"run_id":"r1","step":1,"tool":"ls","args":{"d":"/"},"output_sha":"ab"}'
 ODD_LINES = [
     pytest.param(b"{not json", id="not-json"),
@@ -147,31 +143,79 @@ ODD_LINES = [
     pytest.param(b"   \r", id="whitespace"),
     pytest.param(GOOD + b"\r", id="crlf"),
     pytest.param(b"[1, 2]", id="array"),
+    pytest.param(
+        b'{"run_id":"r1","step":1,"tool":"ls","args":{"n":123456789012345678901234567890},'
+        b'"output_sha":"ab"}',
+        id="huge-int-in-args",
+    ),
+    pytest.param(
+        b'{"run_id":"r1","step":1,"tool":"ls","args":'
+        + b"[" * 300
+        + b"]" * 300
+        + b',"output_sha":"ab"}',
+        id="too-deep",
+    ),
+    pytest.param(b'{"run_id":"r1","step":1,"tool":5,"args":{},"output_sha":"ab"}', id="int-tool"),
+    pytest.param(
+        b'{"run_id":"r1","step":1.0,"tool":"ls","args":{},"output_sha":"ab"}', id="float-step"
+    ),
+    pytest.param(
+        b'{"run_id":"r1","step":1,"tool":"ls","args":{},"output_sha":"ab","tokens":"9"}',
+        id="str-tokens",
+    ),
+    pytest.param(GOOD + GOOD, id="two-on-a-line"),
 ]
 
 
+def _outcome(run: Any) -> Any:
+    try:
+        return run().to_dict()
+    except TraceError as exc:
+        return (str(exc), exc.line, exc.field)
+
+
+@pytest.mark.parametrize("skip", [False, True])
 @pytest.mark.parametrize("odd", ODD_LINES)
-def test_blocks_with_odd_lines_read_as_the_event_reader_reads_them(
-    tmp_path: Path, odd: bytes
+def test_a_file_with_an_odd_line_reads_as_the_python_reader_reads_it(
+    tmp_path: Path, odd: bytes, skip: bool
 ) -> None:
-    """A block holding a bad, blank or unusual line gives the same calls and the same error."""
+    """A bad, blank or unusual line: the same report, or the same error (file, line, field),
+    or the same lines skipped, as when the Python reader reads the file."""
     path = tmp_path / "t.jsonl"
     path.write_bytes(b"\n".join([GOOD, GOOD, odd, GOOD]))  # no newline at the end either
-    try:
-        expected: Any = _rows_of_events(path)
-    except TraceError as exc:
-        expected = (str(exc), exc.line, exc.field)
-    try:
-        got: Any = _rows_of_batches(path)
-    except TraceError as exc:
-        got = (str(exc), exc.line, exc.field)
+    got = _outcome(lambda: check_trace(path, skip_bad_lines=skip))
+    with python_reader():
+        expected = _outcome(lambda: check_trace(path, skip_bad_lines=skip))
     assert got == expected
-    assert _rows_of_batches(path, skip_bad_lines=True) == _rows_of_events(path, skip_bad_lines=True)
 
 
-def test_line_numbers_run_on_across_blocks(tmp_path: Path) -> None:
-    """Calls of a file read in many blocks keep their file line numbers."""
-    records = [call(f"r{i // 50}", 1 + i % 7, "ls", {"i": i}, "o") for i in range(30_000)]
-    path = _write(tmp_path / "t.jsonl", records, keys_sorted=False)
-    assert len(list(read_blocks_of(path))) > 1
-    assert _rows_of_batches(path) == _rows_of_events(path)
+def test_arguments_are_grouped_on_their_json_text_not_an_inferred_type(tmp_path: Path) -> None:
+    """A missing key and an explicit null, a number and the same digits as a string, stay
+    apart; key order does not matter."""
+    args = [{"n": 1, "m": None}, {"m": None, "n": 1}, {"n": 1}, {"n": "1", "m": None}]
+    records = [call("r", 1, "s", a, f"o{i}") for i, a in enumerate(args)]
+    report = check_trace(_write(tmp_path / "t.jsonl", records, keys_sorted=False))
+    assert report.signatures == 3
+    assert sorted(f.message for f in report.findings) == [
+        "drift: s -> 2 distinct outputs",
+        "repeat: r step 1 == step 1 (same args, different output)",
+    ]
+
+
+def test_a_trace_over_many_files_is_one_trace(tmp_path: Path) -> None:
+    """check of a glob (and of a list) reads every file; a run spread over two files is one
+    run."""
+    records = [
+        call("r1", 1, "s", {}, "o"),
+        call("r1", 2, "s", {}, "o"),
+        call("r2", 1, "t", {}, "o"),
+    ]
+    for i, rec in enumerate(records):
+        _write(tmp_path / f"part{i}.jsonl", [rec], keys_sorted=False)
+    whole = check_trace(_write(tmp_path / "whole.jsonl", records, keys_sorted=False))
+    parts = check_trace(str(tmp_path / "part*.jsonl"))
+    assert parts.runs == whole.runs == 2
+    assert [f.message for f in parts.findings] == [f.message for f in whole.findings]
+    assert parts.inputs == [str(tmp_path / f"part{i}.jsonl") for i in range(3)]
+    with pytest.raises(TraceError, match="no file matches"):
+        check_trace(str(tmp_path / "nothing*.jsonl"))

@@ -9,7 +9,6 @@ import pytest
 
 from tracetape.analysis import (
     AnalysisConfig,
-    Analyzer,
     Limits,
     Report,
     Severity,
@@ -19,9 +18,7 @@ from tracetape.analysis import (
     render_text,
     summary_lines,
 )
-from tracetape.analysis.findings import SIDE_A
 from tracetape.analysis.rules import classify_table
-from tracetape.record import Record
 
 from .helpers import SEED_A, SEED_B, call, write_jsonl
 
@@ -255,54 +252,30 @@ def test_severity_overrides_apply(tmp_path: Path) -> None:
     ]
 
 
-def test_state_is_bounded_by_signatures_and_open_runs() -> None:
-    """Many short runs of the same calls keep one signature table and a bounded set of runs."""
-    analyzer = Analyzer(AnalysisConfig(max_open_runs=8), compare=False)
-    events = [
-        Record(
-            kind="tool",
-            run=f"run_{r}",
-            seq=i,
-            step=i,
-            name="s",
-            input={"args": {"q": i % 3, "request_id": f"{r:08d}-0000-4000-8000-000000000000"}},
-            out_digest="o",
-            line=i,
+def test_many_runs_of_the_same_calls_share_their_signatures(tmp_path: Path) -> None:
+    """Many short runs of the same calls (a fresh request id each) make three signatures;
+    every run is whole and every repeat is counted."""
+    records = [
+        call(
+            f"run_{r}", i, "s", {"q": i % 3, "request_id": f"{r:08d}-0000-4000-8000-{i:012d}"}, "o"
         )
         for r in range(500)
         for i in range(1, 7)
     ]
-    analyzer.feed(events, SIDE_A)
-    assert len(analyzer._sigs) == 3
-    assert len(analyzer._runs) <= 8
-    report = analyzer.finish()
+    report = check(tmp_path, records)
+    assert report.signatures == 3
     assert report.runs == 500
     assert report.counts["duplicate-call"] == 3 * 500
 
 
-def test_examples_are_capped_but_counts_are_exact() -> None:
-    """Past max_examples a pattern's findings are counted but not all kept."""
-    analyzer = Analyzer(AnalysisConfig(max_examples=5), compare=False)
-    analyzer.feed(
-        [
-            Record(
-                kind="tool",
-                run=f"r{r}",
-                seq=1,
-                step=s,
-                name="s",
-                input={"args": {}},
-                out_digest="o",
-                line=1,
-            )
-            for r in range(20)
-            for s in (1, 2)
-        ],
-        SIDE_A,
-    )
-    report = analyzer.finish()
+def test_examples_are_capped_but_counts_are_exact(tmp_path: Path) -> None:
+    """Past max_examples a pattern's findings are counted but not all kept; the first ones
+    in the input are kept."""
+    records = [call(f"r{r:02d}", s, "s", {}, "o") for r in range(20) for s in (1, 2)]
+    path = write_jsonl(tmp_path / "t.jsonl", records)
+    report = check_trace(path, config=AnalysisConfig(max_examples=5))
     assert report.counts["duplicate-call"] == 20
-    assert len(report.findings) == 5
+    assert [f.run for f in report.findings] == ["r00", "r01", "r02", "r03", "r04"]
 
 
 def test_the_first_resource_key_names_the_resource(tmp_path: Path) -> None:
@@ -316,29 +289,14 @@ def test_the_first_resource_key_names_the_resource(tmp_path: Path) -> None:
     assert [(f.pattern, f.evidence["resource"]) for f in drift] == [("write-echo", "p")]
 
 
-def test_runs_interleaved_past_the_open_bound_are_reported_split() -> None:
-    """A run that comes back after max_open_runs others is counted as reopened."""
-    analyzer = Analyzer(AnalysisConfig(max_open_runs=2), compare=False)
-    order = ["r1", "r2", "r3", "r1"]
-    analyzer.feed(
-        [
-            Record(
-                kind="tool",
-                run=r,
-                seq=i,
-                step=1,
-                name="s",
-                input={"args": {}},
-                out_digest="o",
-                line=i,
-            )
-            for i, r in enumerate(order)
-        ],
-        SIDE_A,
-    )
-    report = analyzer.finish()
-    assert report.reopened_runs == 1
+def test_interleaved_runs_are_analyzed_whole(tmp_path: Path) -> None:
+    """A run whose calls are spread among other runs' calls is still one run."""
+    records = [call(r, 1, "s", {}, "o") for r in ["r1", "r2", "r3", "r1"]]
+    report = check(tmp_path, records)
     assert report.runs == 3
+    assert [f.message for f in report.findings] == [
+        "repeat: r1 step 1 == step 1 (same args, same output)"
+    ]
 
 
 def test_drift_after_a_write_to_an_unnamed_resource_is_undetermined(tmp_path: Path) -> None:

@@ -225,24 +225,28 @@ def test_exit_codes_from_a_real_process(tmp_path: Path, seed_files: tuple[str, s
     assert bad.stderr.startswith("tracetape: error: ")
 
 
-def test_jobs_2_reports_what_jobs_1_reports_from_a_real_process(
-    tmp_path: Path, seed_files: tuple[str, str]
-) -> None:
-    """--jobs 2 (a second process decodes) prints the same report and exit codes."""
-    exe = [str(Path(sys.executable).with_name("tracetape"))]
-
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*exe, *args], capture_output=True, text=True, check=False)
-
-    one, two = (cli("diff", *seed_files, "--format", "json", "--jobs", j) for j in "12")
-    assert (one.returncode, two.returncode) == (0, 0)
-    assert one.stdout == two.stdout
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text(orjson.dumps(SEED_A[0]).decode() + "\n{nope\n")
-    failed = cli("check", str(bad), "--jobs", "2")
-    assert failed.returncode == 2
-    assert f"{bad}:2: " in failed.stderr
-    assert cli("check", str(bad), "--jobs", "3").returncode == 2  # 1 or 2 only
+def test_several_files_and_glob_patterns(tmp_path: Path, seed_files: tuple[str, str]) -> None:
+    """check reads every file of a pattern as one trace; diff takes a pattern a side, or
+    any number of files with --runs; more than two traces without --runs is a usage error."""
+    a, b = seed_files
+    pattern = str(tmp_path / "trace_run_*.jsonl")
+    both = run("check", pattern, "--format", "json")
+    assert both.exit_code == 0, both.output
+    data = json.loads(both.output)
+    assert (data["runs"], data["inputs"]) == (2, [a, b])
+    assert json.loads(run("check", a, b, "--format", "json").output)["runs"] == 2
+    one = run("diff", a, b, "--format", "json")
+    globbed = run(
+        "diff", str(tmp_path / "*0042.jsonl"), str(tmp_path / "*0043.jsonl"), "--format", "json"
+    )
+    assert json.loads(one.output)["findings"] == json.loads(globbed.output)["findings"]
+    named = run("diff", a, b, "--runs", "run_0042", "run_0043", "--format", "json")
+    assert named.exit_code == 0, named.output
+    assert json.loads(named.output)["divergence"] == json.loads(one.output)["divergence"]
+    assert run("diff", a, b, a).exit_code == 2
+    missing = run("check", str(tmp_path / "none*.jsonl"))
+    assert missing.exit_code == 2
+    assert "no file matches this pattern" in missing.output
 
 
 # -- summarize -----------------------------------------------------------------------------------

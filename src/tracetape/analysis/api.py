@@ -37,7 +37,7 @@ def expand(traces: Traces) -> list[Path]:
     for item in items:
         text = os.fspath(item)
         if _GLOB & set(text) and not Path(text).exists():
-            found = sorted(glob.glob(text, recursive=True))
+            found = sorted(glob.glob(text, recursive=True))  # noqa: PTH207 - absolute too
             if not found:
                 raise TraceError("no file matches this pattern", path=text)
             files += [Path(f) for f in found if Path(f).is_file()]
@@ -104,7 +104,9 @@ def _pick(pair: Sequence[str]) -> str:
     """The side of a run of one pool: the first of ``pair`` is the baseline, the second the
     candidate, every other run is left out."""
     quoted = [f"'{r.replace(chr(39), chr(39) * 2)}'" for r in pair]
-    whens = "".join(f" WHEN {q} THEN {side}" for q, side in zip(quoted, (SIDE_A, SIDE_B)))
+    whens = "".join(
+        f" WHEN {q} THEN {side}" for q, side in zip(quoted, (SIDE_A, SIDE_B), strict=False)
+    )
     return f"CASE run{whens} ELSE 0 END" if whens else "0"
 
 

@@ -531,4 +531,3 @@ def _resource_finder(keys: Sequence[str]) -> Callable[[Any], str | None]:
         return best[1] if best else None
 
     return resource
-
