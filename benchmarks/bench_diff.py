@@ -1,33 +1,37 @@
-"""Benchmark ``tracetape check`` / ``tracetape diff`` on a generated 1,000,000-line trace.
+"""Benchmark ``tracetape diff`` and ``tracetape check`` on friendly and adversarial traces.
 
-Prints, from one run on this machine, throughput ratios against two baselines measured in the
-same run, and peak RSS of each (each measured in its own subprocess):
+Every trace is generated here (seed JSONL schema, two halves A and B: ``diff A B``, ``check``
+of both) at each size (300,000 and 3,000,000 lines by default), in shapes chosen not to
+flatter:
 
-* ``bare``: a bare line-by-line parse of the file with the fastest JSON library installed:
-  ``orjson.loads`` and ``msgspec.json.decode`` (generic, to dicts) are both timed and the
-  faster of the two is the baseline;
-* ``seed``: the seed's reference ``replay_diffs.py`` logic (load every line with ``json``,
-  ``json.dumps(sort_keys)`` + SHA-256 signature, group by signature, print drift).
+* ``friendly``: many runs of one agent over a shared pool of a few thousand calls, 10% with a
+  fresh request UUID (normalized away), writes tagged, 3% of outputs drifting;
+* ``drift``: outputs unrelated to arguments (nearly every signature drifts), about 5 lines
+  per signature, one call per step;
+* ``unique``: nothing repeats: every call has arguments of its own;
+* ``many-runs``: 3-call runs (very many runs);
+* ``long-runs``: runs of 100,000 calls;
+* ``interleaved``: each side is 4 files whose runs interleave line by line across the files
+  (``diff 'a-*.jsonl' 'b-*.jsonl'``; the seed reads the concatenation).
 
-``tracetape diff`` / ``check`` are timed as they run by default (a seed-JSONL file over
-8 MiB is decoded in a second process while the first does the findings: two cores) and with
-``jobs=1`` (one process). Their peak RSS adds the worker's own peak (an upper bound: pages
-the forked worker shares with its parent count twice).
+Each is timed in fresh interpreters against baselines measured in the same run:
 
-Each figure is the best of 2 or 3 runs (noise on a shared machine only ever slows a run).
+* ``seed``: the seed's reference ``replay_diffs.py`` logic (``json.loads`` every line,
+  ``json.dumps(sort_keys)`` + SHA-256 signature, group by signature, print drift);
+* ``bare``: a bare line-by-line ``msgspec.json.decode`` of the files;
+* ``read_json``: DuckDB's own ``read_json`` of the files into a table (the floor of this
+  engine: the moonshot goal is within 2x of it).
 
-The trace is in the seed's JSONL schema: many runs of one agent (20-80 calls each) over a
-shared pool of tools and arguments (a few thousand distinct calls), 10% of calls carrying a
-fresh request UUID (normalized away, so every one of them takes the slow path that normalizes
-args), writes tagged ``effect: write``, 3% of outputs drifting. Peak memory is shown at
-250,000 and 1,000,000 lines of the same pool of calls: it follows the distinct signatures,
-not the lines.
+Figures are ratios (``seed / ours``: how many times faster) and peak RSS (VmHWM) of each
+process. Each time is the best of ``--repeat`` runs (noise on a shared machine only slows).
 
-    python benchmarks/bench_diff.py          # about a minute on 2 shared cores
+    python benchmarks/bench_diff.py                    # every shape, 300k and 3M lines
+    python benchmarks/bench_diff.py --sizes 300000 --shapes drift unique
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import random
@@ -37,16 +41,19 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 
-LINES = 1_000_000
 TOOLS = ("search_issues", "read_file", "write_file", "list_dir", "run_tests", "fetch_url")
+Record = dict[str, Any]
 
 
 def generate(path: Path, lines: int, seed: int, prefix: str) -> None:
-    """Write ``lines`` seed-schema records of many runs to ``path``."""
+    """Write ``lines`` records of the friendly shape to ``path`` (check_reports.py uses it
+    too: the same bytes every run)."""
     rnd = random.Random(seed)
     uuids = random.Random(seed + 1)
     with path.open("wb") as fh:
@@ -90,21 +97,116 @@ def generate(path: Path, lines: int, seed: int, prefix: str) -> None:
                     break
 
 
-BARE_ORJSON = """
-import orjson, sys
-for name in sys.argv[1:]:
-    with open(name, "rb") as fh:
-        for line in fh:
-            orjson.loads(line)
-"""
+def _calls(
+    rnd: random.Random, prefix: str, run_len: Callable[[], int], pool: int | None
+) -> Iterator[Record]:
+    """One call per step, outputs unrelated to arguments; arguments drawn from ``pool``
+    signatures (None: every call its own)."""
+    run = n = 0
+    while True:
+        run += 1
+        for step in range(1, run_len() + 1):
+            n += 1
+            k = rnd.randrange(pool) if pool else n
+            tool = TOOLS[k % len(TOOLS)]
+            args: Record = {"q": f"item {k}", "page": k % 7, "opts": {"deep": k % 3 == 0}}
+            yield {
+                "run_id": f"{prefix}_{run:07d}",
+                "step": step,
+                "tool": tool,
+                "args": args,
+                "output_sha": f"{rnd.getrandbits(64):016x}",
+                "tokens": rnd.randint(100, 900),
+                "effect": "write" if tool == "write_file" else "read",
+            }
 
-BARE_MSGSPEC = """
+
+def shape(name: str, lines: int, seed: int, prefix: str) -> Iterator[Record]:
+    """The records of one side of a generated trace."""
+    rnd = random.Random(seed)
+    if name == "drift":
+        return _calls(rnd, prefix, lambda: rnd.randint(50, 200), max(1, lines // 5))
+    if name == "unique":
+        return _calls(rnd, prefix, lambda: rnd.randint(50, 200), None)
+    if name == "many-runs":
+        return _calls(rnd, prefix, lambda: 3, max(1, lines // 5))
+    if name == "long-runs":
+        return _calls(rnd, prefix, lambda: 100_000, max(1, lines // 5))
+    if name == "interleaved":
+        return _calls(rnd, prefix, lambda: rnd.randint(50, 200), max(1, lines // 5))
+    raise ValueError(name)
+
+
+SHAPES = ("friendly", "drift", "unique", "many-runs", "long-runs", "interleaved")
+PARTS = 4  # files a side of the interleaved shape
+
+
+def write_shape(folder: Path, name: str, lines: int) -> tuple[list[Path], list[Path]]:
+    """Write one shape's two sides; return the files of each side."""
+    sides = []
+    for seed, prefix in ((1, "a"), (2, "b")):
+        if name == "friendly":
+            path = folder / f"{name}-{lines}-{prefix}.jsonl"
+            generate(path, lines // 2, seed, prefix)
+            sides.append([path])
+            continue
+        records = shape(name, lines // 2, seed, prefix)
+        if name != "interleaved":
+            path = folder / f"{name}-{lines}-{prefix}.jsonl"
+            with path.open("wb") as fh:
+                for _, rec in zip(range(lines // 2), records, strict=False):
+                    fh.write(orjson.dumps(rec) + b"\n")
+            sides.append([path])
+            continue
+        # Runs spread over PARTS files: each run's calls go round the files in turn, and
+        # PARTS * 8 runs are open at once, their lines interleaved.
+        paths = [folder / f"{name}-{lines}-{prefix}-{i}.jsonl" for i in range(PARTS)]
+        handles = [p.open("wb") for p in paths]
+        open_runs: dict[str, list[bytes]] = {}
+        order: list[str] = []
+        for _, rec in zip(range(lines // 2), records, strict=False):
+            run = rec["run_id"]
+            if run not in open_runs:
+                open_runs[run] = []
+                order.append(run)
+            open_runs[run].append(orjson.dumps(rec) + b"\n")
+            if len(order) > PARTS * 8:
+                _flush(handles, open_runs, order)
+        _flush(handles, open_runs, order, everything=True)
+        for fh in handles:
+            fh.close()
+        sides.append(paths)
+    return sides[0], sides[1]
+
+
+def _flush(
+    handles: list[Any], runs: dict[str, list[bytes]], order: list[str], everything: bool = False
+) -> None:
+    """Write the buffered runs' lines interleaved, round-robin over the files."""
+    queues = [runs.pop(r) for r in (order if everything else order[: len(order) // 2])]
+    del order[: len(queues)]
+    i = 0
+    while any(queues):
+        for q in queues:
+            if q:
+                handles[i % len(handles)].write(q.pop(0))
+                i += 1
+
+
+BARE = """
 import msgspec, sys
 decode = msgspec.json.decode
 for name in sys.argv[1:]:
     with open(name, "rb") as fh:
         for line in fh:
             decode(line)
+"""
+
+READ_JSON = """
+import duckdb, sys
+con = duckdb.connect(config={"memory_limit": "512MB"})
+con.execute("CREATE TABLE t AS SELECT * FROM read_json(?, format='newline_delimited')",
+            [sys.argv[1:]])
 """
 
 # The seed's replay_diffs.py, verbatim in logic (output to /dev/null).
@@ -130,125 +232,122 @@ sys.stdout = open("/dev/null", "w")
 diff_runs(sys.argv[1], sys.argv[2])
 """
 
-# JOBS is replaced by None (the default: a second process decodes files over 8 MiB) or 1.
-OURS_CHECK = """
-import sys
-from tracetape.analysis import check_trace
-report = check_trace(sys.argv[1], jobs=JOBS)
-print(report.events, report.signatures, sum(report.counts.values()), file=sys.stderr)
-"""
-
+# As a user runs them: the console script's code path, in a fresh interpreter.
 OURS_DIFF = """
 import sys
 from tracetape.analysis import diff_traces
-report = diff_traces(sys.argv[1], sys.argv[2], jobs=JOBS)
+half = sys.argv.index("--")
+report = diff_traces(sys.argv[1:half], sys.argv[half + 1:])
 print(report.events, sum(report.counts.values()), file=sys.stderr)
+"""
+
+OURS_CHECK = """
+import sys
+from tracetape.analysis import check_trace
+report = check_trace(sys.argv[1:])
+print(report.events, report.signatures, sum(report.counts.values()), file=sys.stderr)
 """
 
 MEASURE = """
 import sys, time
+start = time.perf_counter()
 code = sys.argv[1]
 sys.argv = ["x", *sys.argv[2:]]
-start = time.perf_counter()
 exec(compile(code, "<bench>", "exec"), {"__name__": "__main__"})
 elapsed = time.perf_counter() - start
-# VmHWM, unlike ru_maxrss, starts afresh at exec: it is this interpreter's own peak. A
-# worker process, if any, adds its own peak (ru_maxrss of the children: the largest one).
-import resource
+# VmHWM, unlike ru_maxrss, starts afresh at exec: it is this interpreter's own peak.
 with open("/proc/self/status") as fh:
     hwm = int(next(line.split()[1] for line in fh if line.startswith("VmHWM:")))
-hwm += resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 sys.__stdout__.write(f"{elapsed} {hwm}\\n")
 """
 
 
-def measure(code: str, *paths: Path, repeat: int = 1) -> tuple[float, float]:
+def measure(code: str, args: list[str], repeat: int) -> tuple[float, float]:
     """Run ``code`` in fresh interpreters; return (best seconds, peak RSS in MiB)."""
     best, rss = float("inf"), 0.0
     for _ in range(repeat):
+        start = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-c", MEASURE, code, *map(str, paths)],
+            [sys.executable, "-c", MEASURE, code, *args],
             capture_output=True,
             text=True,
-            check=True,
+            check=False,
         )
-        seconds, rss_kib = done.stdout.split()
-        best, rss = min(best, float(seconds)), max(rss, int(rss_kib) / 1024)
+        wall = time.perf_counter() - start
+        if done.returncode:
+            raise RuntimeError(done.stderr)
+        _, rss_kib = done.stdout.split()
+        # Wall time of the whole process: interpreter start and imports are part of the cost.
+        best, rss = min(best, wall), max(rss, int(rss_kib) / 1024)
     return best, rss
 
 
+def run_shape(folder: Path, name: str, lines: int, repeat: int) -> dict[str, float]:
+    """Generate one shape at one size and time everything on it."""
+    a, b = write_shape(folder, name, lines)
+    files = [str(p) for p in (*a, *b)]
+    seed_files = []
+    for side, paths in (("a", a), ("b", b)):
+        whole = folder / f"{name}-{lines}-{side}-all.jsonl"
+        if len(paths) > 1:
+            with whole.open("wb") as dst:
+                for p in paths:
+                    with p.open("rb") as src:
+                        shutil.copyfileobj(src, dst)
+            seed_files.append(str(whole))
+        else:
+            seed_files.append(str(paths[0]))
+    seed, seed_rss = measure(SEED, seed_files, max(1, repeat - 1))
+    bare, _ = measure(BARE, files, repeat)
+    floor, floor_rss = measure(READ_JSON, files, repeat)
+    diff, diff_rss = measure(OURS_DIFF, [*map(str, a), "--", *map(str, b)], repeat)
+    check, check_rss = measure(OURS_CHECK, files, repeat)
+    for path in folder.iterdir():
+        path.unlink()
+    return {
+        "seed_s": seed,
+        "bare_s": bare,
+        "read_json_s": floor,
+        "diff_s": diff,
+        "check_s": check,
+        "diff_vs_seed": seed / diff,
+        "check_vs_seed": seed / check,
+        "diff_vs_bare": bare / diff,
+        "check_vs_bare": bare / check,
+        "check_vs_read_json": check / floor,
+        "diff_rss_mib": diff_rss,
+        "check_rss_mib": check_rss,
+        "seed_rss_mib": seed_rss,
+        "read_json_rss_mib": floor_rss,
+    }
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[300_000, 3_000_000])
+    parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
+    parser.add_argument("--repeat", type=int, default=2)
+    options = parser.parse_args()
+    results: dict[str, dict[str, float]] = {}
+    head = f"{'trace':24} {'seed':>7} {'diff':>6} {'check':>6} {'vs seed':>15} "
+    head += f"{'vs bare':>11} {'check/read_json':>15} {'RSS diff/check/seed':>20}"
+    print(head)
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        a, b, whole, quarter = (
-            folder / n for n in ("a.jsonl", "b.jsonl", "all.jsonl", "quarter.jsonl")
-        )
-        start = time.perf_counter()
-        generate(a, LINES // 2, seed=1, prefix="a")
-        generate(b, LINES // 2, seed=2, prefix="b")
-        with whole.open("wb") as dst:
-            for part in (a, b):
-                with part.open("rb") as src:
-                    shutil.copyfileobj(src, dst)
-        with whole.open("rb") as src, quarter.open("wb") as dst:
-            for i, line in enumerate(src):
-                if i >= LINES // 4:
-                    break
-                dst.write(line)
-        size = whole.stat().st_size / 2**20
-        print(f"generated {LINES:,} lines ({size:.0f} MiB) in {time.perf_counter() - start:.1f}s")
-
-        # Best of several runs each: the machine is shared, and noise only ever slows a run.
-        bare_orjson, bare_rss = measure(BARE_ORJSON, a, b, repeat=3)
-        bare_msgspec, _ = measure(BARE_MSGSPEC, a, b, repeat=3)
-        bare = min(bare_orjson, bare_msgspec)
-        seed, seed_rss = measure(SEED, a, b, repeat=2)
-        default, one = "None", "1"
-        diff, diff_rss = measure(OURS_DIFF.replace("JOBS", default), a, b, repeat=3)
-        check, check_rss = measure(OURS_CHECK.replace("JOBS", default), whole, repeat=3)
-        diff1, diff1_rss = measure(OURS_DIFF.replace("JOBS", one), a, b, repeat=2)
-        check1, check1_rss = measure(OURS_CHECK.replace("JOBS", one), whole, repeat=2)
-        _, quarter_rss = measure(OURS_CHECK.replace("JOBS", default), quarter)
-
-        rows = [
-            ("bare orjson parse", bare_orjson, bare_rss),
-            ("bare msgspec parse", bare_msgspec, bare_rss),
-            ("seed replay_diffs.py", seed, seed_rss),
-            ("tracetape diff A B", diff, diff_rss),
-            ("tracetape check", check, check_rss),
-            ("diff A B --jobs 1", diff1, diff1_rss),
-            ("check --jobs 1", check1, check1_rss),
-        ]
-        print(f"{'':24} {'seconds':>8} {'lines/s':>10} {'peak RSS':>10}")
-        for name, seconds, rss in rows:
-            print(f"{name:24} {seconds:8.2f} {LINES / seconds:10,.0f} {rss:8.0f} MiB")
-        figures = {
-            "bare_msgspec_vs_orjson": bare_orjson / bare_msgspec,
-            "diff_vs_seed": seed / diff,
-            "check_vs_seed": seed / check,
-            "diff_vs_bare": bare / diff,
-            "check_vs_bare": bare / check,
-            "diff_jobs1_vs_bare": bare / diff1,
-            "check_jobs1_vs_bare": bare / check1,
-            "check_rss_1m_mib": check_rss,
-            "check_rss_250k_mib": quarter_rss,
-            "seed_rss_mib": seed_rss,
-        }
-        f = figures
-        print(
-            f"throughput vs seed: diff {f['diff_vs_seed']:.2f}x, "
-            f"check {f['check_vs_seed']:.2f}x (target >= 3x)"
-        )
-        print(
-            f"throughput vs bare parse (fastest of orjson, msgspec): diff {f['diff_vs_bare']:.0%}, "
-            f"check {f['check_vs_bare']:.0%} (target >= 40%); in one process (--jobs 1): "
-            f"diff {f['diff_jobs1_vs_bare']:.0%}, check {f['check_jobs1_vs_bare']:.0%}"
-        )
-        print(
-            f"peak RSS of check (with its worker): {quarter_rss:.0f} MiB at 250k lines, "
-            f"{check_rss:.0f} MiB at 1M lines (seed: {seed_rss:.0f} MiB)"
-        )
-        print(json.dumps({k: round(v, 3) for k, v in figures.items()}))
+        for lines in options.sizes:
+            for name in options.shapes:
+                r = run_shape(Path(tmp), name, lines, options.repeat)
+                label = f"{name} {lines:,}"
+                results[label] = r
+                print(
+                    f"{label:24} {r['seed_s']:7.2f} {r['diff_s']:6.2f} {r['check_s']:6.2f} "
+                    f"{r['diff_vs_seed']:6.2f}x/{r['check_vs_seed']:5.2f}x "
+                    f"{r['diff_vs_bare']:4.0%}/{r['check_vs_bare']:4.0%} "
+                    f"{r['check_vs_read_json']:14.2f}x "
+                    f"{r['diff_rss_mib']:6.0f}/{r['check_rss_mib']:4.0f}/"
+                    f"{r['seed_rss_mib']:5.0f} MiB",
+                    flush=True,
+                )
+    print(json.dumps({k: {m: round(v, 3) for m, v in r.items()} for k, r in results.items()}))
 
 
 if __name__ == "__main__":

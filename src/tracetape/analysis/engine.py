@@ -31,6 +31,7 @@ runs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -100,8 +101,9 @@ _CLEAN = "NOT prior_res_w"
 _CERTAIN = f"{_CLEAN} AND (NOT any_prior_w OR (resource IS NOT NULL AND NOT prior_null_w))"
 _VARIANTS = f"""
     CREATE TABLE variants AS
-    SELECT sid, out, min({{'o': ord, 'run': run, 'step': step, 'line': line}}) AS f,
-           bit_or(side) AS sides, bool_or({_CLEAN}) AS clean,
+    SELECT sid, out, min(ord) AS first, arg_min(run, ord) AS run,
+           arg_min_null(step, ord) AS step, arg_min(line, ord) AS line, bit_or(side) AS sides,
+           bool_or({_CLEAN}) AS clean,
            min(ord) FILTER (WHERE {_CERTAIN} AND NOT untagged) AS certain_at,
            min(ord) FILTER (WHERE {_CERTAIN} AND untagged) AS untagged_at
     FROM calls GROUP BY sid, out
@@ -326,6 +328,23 @@ class Calls:
             )
         out.unlink()
 
+    def export_parquet(self, output: Path) -> int:
+        """Write the loaded calls to ``output`` as Parquet, in input order (``seq`` numbers
+        them across the inputs; ``line`` stays each call's line in its file); return how many.
+        The file is written beside ``output`` and moved in place when complete."""
+        partial = output.with_name(f".{output.name}.partial")
+        target = str(partial).replace("'", "''")
+        columns = ", ".join(c for c in EXPORT_COLUMNS if c != "seq")
+        try:
+            self.con.execute(
+                f"COPY (SELECT row_number() OVER (ORDER BY file, seq) AS seq, {columns} "
+                f"FROM calls0 ORDER BY file, seq) TO '{target}' (FORMAT parquet)"
+            )
+            partial.replace(output)
+        finally:
+            partial.unlink(missing_ok=True)
+        return int(self.one("SELECT count(*) FROM calls0")[0])
+
     def _reload(self, files: set[int]) -> None:
         """Read ``files`` (loaded by the fast path) again with the Python reader."""
         for index in sorted(files):
@@ -347,24 +366,26 @@ class Calls:
 
     def _sign(self, sides: str) -> set[int]:
         con = self.con
-        con.execute("DROP TABLE IF EXISTS dargs; DROP TABLE IF EXISTS dnorm")
+        con.execute("DROP TABLE IF EXISTS dargs; DROP TABLE IF EXISTS dkey")
         con.execute(
-            f"CREATE TABLE dargs AS SELECT kind, name, args, min(file::BIGINT << 40 | seq) "
-            f"AS first FROM calls0 WHERE {sides} GROUP BY kind, name, args"
+            "CREATE TABLE dargs AS SELECT row_number() OVER (ORDER BY first) AS pos, * FROM ("
+            "SELECT kind, name, args, min(file::BIGINT << 40 | seq) AS first FROM calls0 "
+            f"WHERE {sides} GROUP BY kind, name, args)"
         )
-        con.execute("CREATE TABLE dnorm (first BIGINT, key VARCHAR, resource VARCHAR)")
+        con.execute("CREATE TABLE dkey (pos BIGINT, h1 BIGINT, h2 BIGINT, resource VARCHAR)")
         memo = MemoNormalizer(self.config.normalizer)
         resource_of = _resource_finder(self.config.resource_keys)
         fast = self._fast
         failed: set[int] = set()
         cursor = con.cursor()
-        cursor.execute("SELECT first, args FROM dargs")
-        loads, dumps = orjson.loads, orjson.dumps
+        cursor.execute("SELECT first, args FROM dargs ORDER BY pos")
+        loads, dumps, blake2b = orjson.loads, orjson.dumps, hashlib.blake2b
+        from_bytes = int.from_bytes
+        keys = Path(self._tmp.name) / "keys.csv"
+        start = 1
         while rows := cursor.fetchmany(_BATCH):
-            firsts: list[int] = []
-            keys: list[str | None] = []
-            resources: list[str | None] = []
-            for first, text in rows:
+            out: list[str] = []
+            for pos, (first, text) in enumerate(rows, start):
                 try:
                     value = loads(text)
                 except orjson.JSONDecodeError:
@@ -377,39 +398,47 @@ class Calls:
                     continue
                 normalized = memo(value)
                 try:
-                    key = dumps(normalized, option=_SORT).decode()
+                    key = dumps(normalized, option=_SORT)
                 except TypeError:
-                    key = canonical_json(normalized)
+                    key = canonical_json(normalized).encode()
+                digest = blake2b(key, digest_size=16).digest()
+                h1, h2 = from_bytes(digest[:8], signed=True), from_bytes(digest[8:], signed=True)
                 resource = resource_of(normalized)
-                if key != text or resource is not None:
-                    firsts.append(first)
-                    keys.append(None if key == text else key)
-                    resources.append(resource)
-            if firsts:
-                con.execute(
-                    "INSERT INTO dnorm SELECT unnest($1::BIGINT[]), unnest($2::VARCHAR[]), "
-                    "unnest($3::VARCHAR[])",
-                    [firsts, keys, resources],
-                )
+                quoted = "" if resource is None else '"' + resource.replace('"', '""') + '"'
+                out.append(f"{pos},{h1},{h2},{quoted}")
+            # A CSV file is the fastest way in for many rows (a list parameter's unnest costs
+            # about twice as much); strings are quoted, a missing resource is left empty.
+            keys.write_text("\n".join(out), encoding="utf-8")
+            con.execute(
+                "INSERT INTO dkey SELECT * FROM read_csv(?, header = false, quote = '\"', "
+                "escape = '\"', allow_quoted_nulls = false, columns = {'pos': 'BIGINT', "
+                "'h1': 'BIGINT', 'h2': 'BIGINT', 'resource': 'VARCHAR'})",
+                [str(keys)],
+            )
+            start += len(rows)
         cursor.close()
-        if failed:
+        if failed & fast:
             # A file of the fast path has an argument that only the Python reader judges
             # right (not JSON to it, or nested too deep): read those files with it.
-            failed &= fast
-            if failed:
-                return failed
-        con.execute("DROP TABLE IF EXISTS dmap; DROP TABLE IF EXISTS sigs")
-        con.execute(
-            "CREATE TABLE dmap AS SELECT d.kind, d.name, d.args, d.first, "
-            "coalesce(n.key, d.args) AS key, n.resource FROM dargs d LEFT JOIN dnorm n USING "
-            "(first)"
-        )
-        con.execute(
-            "CREATE TABLE sigs AS SELECT row_number() OVER (ORDER BY first) - 1 AS sid, * "
-            "FROM (SELECT kind, name, key, min(first) AS first, any_value(resource) AS resource "
-            "FROM dmap GROUP BY kind, name, key)"
-        )
-        con.execute("DROP TABLE dargs; DROP TABLE dnorm")
+            return failed & fast
+        con.execute("DROP TABLE IF EXISTS sigs; DROP TABLE IF EXISTS dmap")
+        # A signature is (kind, name, the 128-bit BLAKE2b digest of the canonical JSON text
+        # of the normalized args); sids follow the order of first appearance.
+        con.execute("""
+            CREATE TABLE sigs AS
+            SELECT row_number() OVER (ORDER BY first) - 1 AS sid, * FROM (
+                SELECT d.kind, d.name, k.h1, k.h2, min(d.first) AS first,
+                       any_value(k.resource) AS resource
+                FROM dargs d JOIN dkey k USING (pos)
+                GROUP BY d.kind, d.name, k.h1, k.h2)
+        """)
+        con.execute("""
+            CREATE TABLE dmap AS
+            SELECT d.kind, d.name, d.args, d.first, s.sid, s.resource
+            FROM dargs d JOIN dkey k USING (pos)
+            JOIN sigs s ON s.kind = d.kind AND s.name = d.name AND s.h1 = k.h1 AND s.h2 = k.h2
+        """)
+        con.execute("DROP TABLE dargs; DROP TABLE dkey")
         return set()
 
     def sig_args(self, sids: Sequence[int]) -> dict[int, Any]:
@@ -436,54 +465,67 @@ class Calls:
 
     def prepare(self, side_of: str) -> None:
         """Build ``calls``: the signed calls with a side (``side_of``, a SQL expression over
-        ``calls0``; 0 leaves a call out) and their ordered facts (see the module docstring)."""
+        ``calls0``; 0 leaves a call out) and their ordered facts (see the module docstring),
+        then ``runs`` and ``variants``.
+
+        One sort (the window over each run in call order) finds where step segments start;
+        whether a write (or an untagged call) came before a call is a comparison with the
+        first such call of its run, or of its run and resource, found by grouping.
+        """
         con = self.con
-        con.execute(
-            "CREATE TABLE signed AS SELECT side, c.file::BIGINT << 40 | c.seq AS ord, "
-            "c.line, c.run, c.step, c.kind, c.name, c.out, c.effect, c.tokens, s.sid, "
-            "s.resource FROM (SELECT *, " + side_of + " AS side FROM calls0) c "
-            "JOIN dmap d ON d.kind = c.kind AND d.name = c.name AND d.args = c.args "
-            "JOIN sigs s ON s.kind = d.kind AND s.name = d.name AND s.key = d.key "
-            "WHERE side > 0"
-        )
         writes, untagged = con.execute(
             f"SELECT coalesce(bool_or(effect IN {_WRITES}), false), "
-            "coalesce(bool_or(effect IS NULL), false) FROM signed"
+            f"coalesce(bool_or(effect IS NULL), false) FROM calls0 WHERE ({side_of}) > 0"
         ).fetchone() or (False, False)
-        run = "PARTITION BY side, run ORDER BY ord"
-        before = f"({run} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+        joins, facts = "", []
         if writes:
-            facts = f"""
-                coalesce(bool_or(effect IN {_WRITES}) OVER {before}, false) AS any_prior_w,
-                coalesce(bool_or(effect IN {_WRITES} AND resource IS NULL) OVER {before},
-                         false) AS prior_null_w,
-                resource IS NOT NULL AND coalesce(bool_or(effect IN {_WRITES}) OVER (
-                    PARTITION BY side, run, resource ORDER BY ord
-                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), false) AS prior_res_w"""
+            joins += f"""
+                LEFT JOIN (SELECT side, run,
+                                  min(ord) FILTER (WHERE effect IN {_WRITES}) AS w_any,
+                                  min(ord) FILTER (WHERE effect IN {_WRITES}
+                                                   AND resource IS NULL) AS w_null
+                           FROM signed GROUP BY side, run) rw USING (side, run)
+                LEFT JOIN (SELECT side, run, resource, min(ord) AS w_res FROM signed
+                           WHERE effect IN {_WRITES} AND resource IS NOT NULL
+                           GROUP BY side, run, resource) resw USING (side, run, resource)"""
+            facts += [
+                "coalesce(ord > w_any, false) AS any_prior_w",
+                "coalesce(ord > w_null, false) AS prior_null_w",
+                "coalesce(ord > w_res, false) AS prior_res_w",
+            ]
         else:
-            facts = "false AS any_prior_w, false AS prior_null_w, false AS prior_res_w"
+            facts += ["false AS any_prior_w", "false AS prior_null_w", "false AS prior_res_w"]
         if untagged:
-            facts += f""",
-                bool_or(effect IS NULL) OVER ({run} ROWS UNBOUNDED PRECEDING) AS untagged"""
+            joins += """
+                LEFT JOIN (SELECT side, run, min(ord) AS untagged_from FROM signed
+                           WHERE effect IS NULL GROUP BY side, run) ru USING (side, run)"""
+            facts.append("coalesce(ord >= untagged_from, false) AS untagged")
         else:
-            facts += ", false AS untagged"
+            facts.append("false AS untagged")
         con.execute(f"""
             CREATE TABLE calls AS
-            SELECT *, sum(new_seg::INTEGER) OVER ({run} ROWS UNBOUNDED PRECEDING) AS seg
-            FROM (
-                SELECT *,
-                    CASE WHEN lag(ord) OVER ({run}) IS NULL THEN step IS NOT NULL
-                         ELSE step IS DISTINCT FROM lag(step) OVER ({run}) END AS new_seg,
-                    {facts}
-                FROM signed
+            WITH signed AS MATERIALIZED (
+                SELECT side, c.file::BIGINT << 40 | c.seq AS ord, c.line, c.run, c.step,
+                       c.kind, c.name, c.out, c.effect, c.tokens, d.sid, d.resource
+                FROM (SELECT *, {side_of} AS side FROM calls0) c
+                JOIN dmap d ON d.kind = c.kind AND d.name = c.name AND d.args = c.args
+                WHERE side > 0
             )
+            SELECT side, ord, line, run, step, kind, name, out, effect, tokens, sid, resource,
+                   lag(ord) OVER w IS NULL AS opens_run,
+                   CASE WHEN lag(ord) OVER w IS NULL THEN step IS NOT NULL
+                        ELSE step IS DISTINCT FROM lag(step) OVER w END AS new_seg,
+                   step IS NULL OR coalesce(step < lag(step) OVER w, false) AS back,
+                   {", ".join(facts)}
+            FROM signed {joins}
+            WINDOW w AS (PARTITION BY side, run ORDER BY ord)
         """)
-        con.execute("DROP TABLE signed")
         con.execute("""
             CREATE TABLE runs AS
             SELECT side, run, min(ord) AS first, count(*) AS calls,
                    sum(coalesce(tokens, 0))::BIGINT AS tokens, sum(new_seg::INTEGER) AS steps,
-                   greatest(0, coalesce(max(step), 0)) AS max_step
+                   greatest(0, coalesce(max(step), 0)) AS max_step,
+                   bool_or(back) AS unordered
             FROM calls GROUP BY side, run
         """)
         con.execute(_VARIANTS)

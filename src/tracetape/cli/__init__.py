@@ -48,7 +48,7 @@ EXIT_CODES: dict[str, dict[str, str]] = {
     },
     "export": {
         "0": "written",
-        "2": "bad input: a missing or corrupt cassette, an unwritable output",
+        "2": "bad input: a missing or corrupt cassette or trace, an unwritable output",
     },
     "show": {"0": "printed", "2": "the cassette is missing or unreadable"},
     "verify": {

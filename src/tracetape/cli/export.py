@@ -1,4 +1,5 @@
-"""``tracetape export --otel CASSETTE``: write a cassette as OTLP/JSON for an OTel backend.
+"""``tracetape export``: a cassette as OTLP/JSON for an OTel backend (``--otel``), or traces
+as Parquet for the analysis (``--parquet``).
 
 Exit codes: ``EXIT_CODES`` in ``cli/__init__.py``.
 """
@@ -16,23 +17,46 @@ from ._common import handle_errors
 
 
 @click.command(
-    short_help="A cassette as OpenTelemetry traces (OTLP/JSON).", epilog=exit_codes_help("export")
+    short_help="A cassette as OTLP/JSON, or traces as Parquet.", epilog=exit_codes_help("export")
 )
-@click.argument("cassette", type=click.Path(path_type=Path))
+@click.argument("traces", nargs=-1, required=True)
+@click.option("--otel", "kind", flag_value="otel", help="Write one cassette as OTLP/JSON.")
 @click.option(
-    "--otel", is_flag=True, required=True, help="Write OTLP/JSON (the only export format)."
+    "--parquet",
+    "kind",
+    flag_value="parquet",
+    help="Write the calls of every TRACE (any format, glob patterns too) as one Parquet file "
+    "(needs -o).",
 )
 @click.option(
     "-o", "--output", type=click.Path(path_type=Path), help="Write here instead of stdout."
 )
 @click.option("--service-name", default="tracetape", show_default=True, help="OTel service.name.")
 @handle_errors
-def export(cassette: Path, otel: bool, output: Path | None, service_name: str) -> None:
-    """Export CASSETTE as OpenTelemetry traces (OTLP/JSON, GenAI semantic conventions).
+def export(
+    traces: tuple[str, ...], kind: str | None, output: Path | None, service_name: str
+) -> None:
+    """Export a cassette as OpenTelemetry traces (--otel CASSETTE), or traces as Parquet
+    (--parquet TRACE... -o FILE.parquet).
 
-    The output is an ExportTraceServiceRequest: POST it to an OTLP/HTTP endpoint's
-    /v1/traces, or read it back with tracetape diff.
+    OTLP/JSON is an ExportTraceServiceRequest (GenAI semantic conventions): POST it to an
+    OTLP/HTTP endpoint's /v1/traces, or read it back with tracetape diff. Parquet holds one
+    row a call (seq, line, run, step, kind, name, args, out, effect, tokens): tracetape diff
+    and check read it faster than the traces, and so does any engine that reads Parquet.
     """
+    if kind is None:
+        raise click.UsageError("pass --otel (a cassette as OTLP/JSON) or --parquet")
+    if kind == "parquet":
+        if output is None:
+            raise click.UsageError("--parquet writes a binary file: name it with -o FILE")
+        from ..analysis.api import export_parquet
+
+        n = export_parquet(list(traces), output)
+        click.echo(f"wrote {n} call(s) to {output}")
+        return
+    if len(traces) != 1:
+        raise click.UsageError("--otel exports one cassette")
+    cassette = Path(traces[0])
     text = json.dumps(cassette_to_otlp(cassette, service_name), ensure_ascii=False)
     if output is None:
         click.echo(text)

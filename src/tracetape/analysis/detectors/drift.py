@@ -22,8 +22,8 @@ MAX_OUTPUTS = 16
 
 _CLASSIFIED = """
     CREATE TABLE drifted AS
-    SELECT sid, count(*) AS outputs, count(DISTINCT f.run) = 1 AS within_run,
-           min(f) AS first,
+    SELECT sid, count(*) AS outputs, count(DISTINCT run) = 1 AS within_run,
+           arg_min(run, first) AS run,
            CASE WHEN count(*) FILTER (WHERE clean) <= 1 THEN 'write-echo'
                 WHEN bool_and(certain_at IS NOT NULL) FILTER (WHERE clean)
                     THEN 'external-drift'
@@ -54,7 +54,7 @@ def find(ctx: Context) -> None:
     rows = db.rows(
         """
         SELECT d.pattern, d.sid, s.kind, s.name, s.resource, d.outputs, d.within_run,
-               d.first.run, d.untagged
+               d.run, d.untagged
         FROM drifted d JOIN sigs s USING (sid)
         QUALIFY row_number() OVER (PARTITION BY d.pattern ORDER BY d.sid) <= ?
         ORDER BY d.sid
@@ -66,10 +66,10 @@ def find(ctx: Context) -> None:
     outputs: dict[int, list[dict[str, object]]] = {sid: [] for sid in sids}
     for sid, out, run, step, line, clean in db.rows(
         """
-        SELECT sid, out, f.run, f.step, f.line, clean FROM variants
+        SELECT sid, out, run, step, line, clean FROM variants
         WHERE sid IN (SELECT unnest($1::BIGINT[]))
-        QUALIFY row_number() OVER (PARTITION BY sid ORDER BY f.o) <= $2
-        ORDER BY sid, f.o
+        QUALIFY row_number() OVER (PARTITION BY sid ORDER BY first) <= $2
+        ORDER BY sid, first
         """,
         [sids, MAX_OUTPUTS],
     ):

@@ -1,7 +1,7 @@
 """``fanout`` and ``exploration``: what one step of a run did.
 
 A run's *step segment* is a stretch of consecutive calls with the same step number (the
-engine's ``seg``, counted in call order). ``fanout``: a segment with more calls than
+engine marks the call that opens one). ``fanout``: a segment with more calls than
 ``max_calls_per_step``. ``exploration``: one tool called with more than ``exploration``
 distinct (normalized) arguments in one segment; its examples are the first three in call
 order.
@@ -11,11 +11,33 @@ from __future__ import annotations
 
 from . import Context
 
+# The calls that may belong to a step segment over a bound, each with its segment. In a run
+# whose steps never go down, a segment is a step number, and only step numbers called more
+# than ``$1`` times are kept. In any other run (or one with a step NULL), a call's segment
+# is the latest call at or before it, of the same run and step, that opens a segment (an
+# ASOF join; a step NULL is keyed apart from every number).
 _SEGMENTS = """
+    CREATE TABLE seg_calls AS
+    WITH unordered AS (
+        SELECT c.*, c.opens_run OR c.new_seg AS opens,
+               coalesce(c.step::HUGEINT, -(1::HUGEINT << 64)) AS skey
+        FROM calls c SEMI JOIN (SELECT side, run FROM runs WHERE unordered) USING (side, run)
+    )
+    SELECT c.side, c.run, c.ord, c.line, c.step, c.name, c.sid, c.step AS seg
+    FROM calls c
+    JOIN (SELECT side, run, step FROM calls GROUP BY ALL HAVING count(*) > $1) k
+        USING (side, run, step)
+    SEMI JOIN (SELECT side, run FROM runs WHERE NOT unordered) USING (side, run)
+    UNION ALL
+    SELECT f.side, f.run, f.ord, f.line, f.step, f.name, f.sid, s.ord AS seg
+    FROM unordered f ASOF JOIN (SELECT side, run, skey, ord FROM unordered WHERE opens) s
+        ON f.side = s.side AND f.run = s.run AND f.skey = s.skey AND f.ord >= s.ord
+"""
+_BIG = """
     CREATE TABLE big_segs AS
     SELECT s.*, r.first AS run_first
     FROM (SELECT side, run, seg, count(*) AS n, min(ord) AS first
-          FROM calls GROUP BY side, run, seg HAVING count(*) > ?) s
+          FROM seg_calls GROUP BY side, run, seg HAVING count(*) > ?) s
     JOIN runs r USING (side, run)
 """
 
@@ -24,10 +46,12 @@ def find(ctx: Context) -> None:
     """Add the fanout and exploration findings."""
     limits = ctx.config.limits
     db = ctx.calls
-    db.con.execute(_SEGMENTS, [min(limits.max_calls_per_step, limits.exploration)])
+    bound = min(limits.max_calls_per_step, limits.exploration)
+    db.con.execute(_SEGMENTS, [bound])
+    db.con.execute(_BIG, [bound])
     _fanout(ctx, limits.max_calls_per_step)
     _exploration(ctx, limits.exploration)
-    db.con.execute("DROP TABLE big_segs")
+    db.con.execute("DROP TABLE big_segs; DROP TABLE seg_calls")
 
 
 def _fanout(ctx: Context, bound: int) -> None:
@@ -41,7 +65,7 @@ def _fanout(ctx: Context, bound: int) -> None:
         SELECT c.run, any_value(c.step), count(*), arg_min(c.line, c.ord),
                list(c.name ORDER BY c.ord)
         FROM (SELECT * FROM big_segs WHERE n > ? ORDER BY run_first, first LIMIT ?) s
-        JOIN calls c USING (side, run, seg)
+        JOIN seg_calls c USING (side, run, seg)
         GROUP BY s.side, c.run, s.seg, s.run_first, s.first ORDER BY s.run_first, s.first
         """,
         [bound, ctx.limit],
@@ -69,7 +93,7 @@ def _exploration(ctx: Context, bound: int) -> None:
         CREATE TABLE explored AS
         SELECT s.run_first, s.first, c.side, c.run, c.seg, c.name, any_value(c.step) AS step,
                min(c.ord) AS tool_first, count(DISTINCT c.sid) AS distinct_args
-        FROM big_segs s JOIN calls c USING (side, run, seg)
+        FROM big_segs s JOIN seg_calls c USING (side, run, seg)
         WHERE s.n > ?
         GROUP BY s.run_first, s.first, c.side, c.run, c.seg, c.name
         HAVING count(DISTINCT c.sid) > ?
@@ -83,7 +107,7 @@ def _exploration(ctx: Context, bound: int) -> None:
             """
             SELECT e.run, e.step, e.name, e.distinct_args, list(c.sid ORDER BY c.ord)
             FROM (SELECT * FROM explored ORDER BY run_first, first, tool_first LIMIT ?) e
-            JOIN calls c USING (side, run, seg, name)
+            JOIN seg_calls c USING (side, run, seg, name)
             GROUP BY e.side, e.run, e.seg, e.name, e.step, e.distinct_args, e.run_first,
                      e.first, e.tool_first
             ORDER BY e.run_first, e.first, e.tool_first
