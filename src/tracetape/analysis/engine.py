@@ -372,7 +372,7 @@ class Calls:
             "SELECT kind, name, args, min(file::BIGINT << 40 | seq) AS first FROM calls0 "
             f"WHERE {sides} GROUP BY kind, name, args)"
         )
-        con.execute("CREATE TABLE dkey (pos BIGINT, h1 BIGINT, h2 BIGINT, resource VARCHAR)")
+        con.execute("CREATE TABLE dkey (pos BIGINT, h HUGEINT, resource VARCHAR)")
         memo = MemoNormalizer(self.config.normalizer)
         resource_of = _resource_finder(self.config.resource_keys)
         fast = self._fast
@@ -401,18 +401,19 @@ class Calls:
                     key = dumps(normalized, option=_SORT)
                 except TypeError:
                     key = canonical_json(normalized).encode()
-                digest = blake2b(key, digest_size=16).digest()
-                h1, h2 = from_bytes(digest[:8], signed=True), from_bytes(digest[8:], signed=True)
+                digest = from_bytes(blake2b(key, digest_size=16).digest(), "big", signed=True)
                 resource = resource_of(normalized)
-                quoted = "" if resource is None else '"' + resource.replace('"', '""') + '"'
-                out.append(f"{pos},{h1},{h2},{quoted}")
+                if resource is None:
+                    out.append(f"{pos},{digest},")
+                else:
+                    out.append(f'{pos},{digest},"{resource.replace(chr(34), chr(34) * 2)}"')
             # A CSV file is the fastest way in for many rows (a list parameter's unnest costs
             # about twice as much); strings are quoted, a missing resource is left empty.
             keys.write_text("\n".join(out), encoding="utf-8")
             con.execute(
                 "INSERT INTO dkey SELECT * FROM read_csv(?, header = false, quote = '\"', "
                 "escape = '\"', allow_quoted_nulls = false, columns = {'pos': 'BIGINT', "
-                "'h1': 'BIGINT', 'h2': 'BIGINT', 'resource': 'VARCHAR'})",
+                "'h': 'HUGEINT', 'resource': 'VARCHAR'})",
                 [str(keys)],
             )
             start += len(rows)
@@ -427,16 +428,16 @@ class Calls:
         con.execute("""
             CREATE TABLE sigs AS
             SELECT row_number() OVER (ORDER BY first) - 1 AS sid, * FROM (
-                SELECT d.kind, d.name, k.h1, k.h2, min(d.first) AS first,
+                SELECT d.kind, d.name, k.h, min(d.first) AS first,
                        any_value(k.resource) AS resource
                 FROM dargs d JOIN dkey k USING (pos)
-                GROUP BY d.kind, d.name, k.h1, k.h2)
+                GROUP BY d.kind, d.name, k.h)
         """)
         con.execute("""
             CREATE TABLE dmap AS
             SELECT d.kind, d.name, d.args, d.first, s.sid, s.resource
             FROM dargs d JOIN dkey k USING (pos)
-            JOIN sigs s ON s.kind = d.kind AND s.name = d.name AND s.h1 = k.h1 AND s.h2 = k.h2
+            JOIN sigs s ON s.kind = d.kind AND s.name = d.name AND s.h = k.h
         """)
         con.execute("DROP TABLE dargs; DROP TABLE dkey")
         return set()
@@ -563,13 +564,14 @@ def _resource_finder(keys: Sequence[str]) -> Callable[[Any], str | None]:
         best: tuple[int, str] | None = None
         for name, value in args.items():
             r = rank.get(name)
-            if (
-                r is not None
-                and (best is None or r < best[0])
-                and isinstance(value, str | int)
-                and not isinstance(value, bool)
-            ):
-                best = (r, str(value))
+            if r is not None and (best is None or r < best[0]):
+                kind = type(value)  # a string or an integer, not a bool
+                if (
+                    kind is str
+                    or kind is int
+                    or (isinstance(value, str | int) and kind is not bool)
+                ):
+                    best = (r, str(value))
         return best[1] if best else None
 
     return resource

@@ -69,34 +69,50 @@ class MemoNormalizer:
             del rest[k]
         return rest
 
+    def _string(self, text: str) -> str:
+        if (
+            self._prefilter
+            and "-" not in text
+            and "/tmp/" not in text
+            and "/var/folders/" not in text
+        ):
+            return text
+        done = self._strings.get(text)
+        if done is None:
+            if len(self._strings) >= _MAX_STRINGS:
+                self._strings.clear()
+            done = self._strings[text] = self.normalizer(text)
+        return done
+
     def __call__(self, obj: Any) -> Any:
-        if type(obj) is str:
-            if (
-                self._prefilter
-                and "-" not in obj
-                and "/tmp/" not in obj
-                and "/var/folders/" not in obj
-            ):
-                return obj
-            done = self._strings.get(obj)
-            if done is None:
-                if len(self._strings) >= _MAX_STRINGS:
-                    self._strings.clear()
-                done = self._strings[obj] = self.normalizer(obj)
-            return done
-        if isinstance(obj, Mapping):
+        kind = type(obj)
+        if kind is str:
+            return self._string(obj)
+        if kind is dict:
             # Unlike Normalizer, keys keep their order: every consumer (canonical JSON,
             # changed_paths, equality) is order-blind, and sorting costs on the hot path.
             volatile = self._volatile
             out = {}
             for k, v in obj.items():
-                name = str(k)
-                skip = volatile.get(name)
+                skip = volatile.get(k)
                 if skip is None:
-                    skip = volatile[name] = self.normalizer.is_volatile(name)
-                if not skip:
+                    skip = volatile[k] = self.normalizer.is_volatile(str(k))
+                if skip:
+                    continue
+                kv = type(v)
+                if kv is str:
+                    out[k] = self._string(v)
+                elif kv is int or kv is float or kv is bool or v is None:
+                    out[k] = v
+                else:
                     out[k] = self(v)
             return out
+        if kind is list:
+            return [self(v) for v in obj]
+        if kind is int or kind is float or kind is bool or obj is None:
+            return obj
+        if isinstance(obj, Mapping):
+            return self(dict(obj))
         if isinstance(obj, list | tuple):
             return [self(v) for v in obj]
         if isinstance(obj, str):
