@@ -44,7 +44,7 @@ def expand(traces: Traces) -> list[Path]:
         else:
             files.append(Path(text))
     if not files:
-        raise TraceError("no trace file given", path=os.fspath(traces) if items else "")
+        raise TraceError("no trace file given (a folder or pattern holds no file)", path="")
     return files
 
 

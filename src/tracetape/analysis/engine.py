@@ -95,15 +95,13 @@ _JSONL_SELECT = """
     FROM read_json(?, format = 'newline_delimited', columns = {fields},
                    maximum_object_size = 33554432)
 """
-# Per signature and output: where the output was first seen, on which sides, and the facts
-# of its sightings that drift classifies by (see detectors.drift).
+# Per signature and output: where the output was first seen (the call's ``ord``), on which
+# sides, and the facts of its sightings that drift classifies by (see detectors.drift).
 _CLEAN = "NOT prior_res_w"
 _CERTAIN = f"{_CLEAN} AND (NOT any_prior_w OR (resource IS NOT NULL AND NOT prior_null_w))"
 _VARIANTS = f"""
     CREATE TABLE variants AS
-    SELECT sid, out, min(ord) AS first, arg_min(run, ord) AS run,
-           arg_min_null(step, ord) AS step, arg_min(line, ord) AS line, bit_or(side) AS sides,
-           bool_or({_CLEAN}) AS clean,
+    SELECT sid, out, min(ord) AS first, bit_or(side) AS sides, bool_or({_CLEAN}) AS clean,
            min(ord) FILTER (WHERE {_CERTAIN} AND NOT untagged) AS certain_at,
            min(ord) FILTER (WHERE {_CERTAIN} AND untagged) AS untagged_at
     FROM calls GROUP BY sid, out
@@ -544,7 +542,7 @@ class Calls:
     @property
     def skipped(self) -> tuple[int, list[str]]:
         """Lines skipped under ``skip_bad_lines``, and the first few of them."""
-        count, examples = 0, []
+        count, examples = 0, list[str]()
         for src in self.sources:
             count += src.skipped
             examples += src.first_skipped[: 5 - len(examples)]

@@ -142,6 +142,8 @@ def diff(  # noqa: PLR0917 - click passes every option
     every TRACE. Prints the repeats, drift, mock-replay result and first divergence, then a
     severity table.
     """
+    a: list[str] | str
+    b: str | None
     if runs:
         a, b = list(traces), None
     elif len(traces) <= 2:

@@ -22,8 +22,7 @@ MAX_OUTPUTS = 16
 
 _CLASSIFIED = """
     CREATE TABLE drifted AS
-    SELECT sid, count(*) AS outputs, count(DISTINCT run) = 1 AS within_run,
-           arg_min(run, first) AS run,
+    SELECT sid, count(*) AS outputs,
            CASE WHEN count(*) FILTER (WHERE clean) <= 1 THEN 'write-echo'
                 WHEN bool_and(certain_at IS NOT NULL) FILTER (WHERE clean)
                     THEN 'external-drift'
@@ -53,8 +52,7 @@ def find(ctx: Context) -> None:
         ctx.count(pattern, total)
     rows = db.rows(
         """
-        SELECT d.pattern, d.sid, s.kind, s.name, s.resource, d.outputs, d.within_run,
-               d.run, d.untagged
+        SELECT d.pattern, d.sid, s.kind, s.name, s.resource, d.outputs, d.untagged
         FROM drifted d JOIN sigs s USING (sid)
         QUALIFY row_number() OVER (PARTITION BY d.pattern ORDER BY d.sid) <= ?
         ORDER BY d.sid
@@ -63,25 +61,32 @@ def find(ctx: Context) -> None:
     )
     sids = [row[1] for row in rows]
     args = db.sig_args(sids)
+    # Where each example's outputs were first seen: the first 16, and every output's run
+    # (a drift within one run names it).
     outputs: dict[int, list[dict[str, object]]] = {sid: [] for sid in sids}
-    for sid, out, run, step, line, clean in db.rows(
+    runs: dict[int, set[str]] = {sid: set() for sid in sids}
+    for sid, out, run, step, line, clean, rank in db.rows(
         """
-        SELECT sid, out, run, step, line, clean FROM variants
-        WHERE sid IN (SELECT unnest($1::BIGINT[]))
-        QUALIFY row_number() OVER (PARTITION BY sid ORDER BY first) <= $2
-        ORDER BY sid, first
+        SELECT v.sid, v.out, c.run, c.step, c.line, v.clean,
+               row_number() OVER (PARTITION BY v.sid ORDER BY v.first) AS rank
+        FROM variants v JOIN calls c ON c.ord = v.first
+        WHERE v.sid IN (SELECT unnest($1::BIGINT[]))
+        ORDER BY v.sid, v.first
         """,
-        [sids, MAX_OUTPUTS],
+        [sids],
     ):
-        outputs[sid].append(
-            {"out": out, "run": run, "step": step, "line": line, "after_write": not clean}
-        )
-    for pattern, sid, kind, name, resource, n, within_run, run, untagged in rows:
+        runs[sid].add(run)
+        if rank <= MAX_OUTPUTS:
+            outputs[sid].append(
+                {"out": out, "run": run, "step": step, "line": line, "after_write": not clean}
+            )
+    for pattern, sid, kind, name, resource, n, untagged in rows:
         cause = _CAUSES.get(pattern) or (_UNTAGGED if untagged else _UNNAMED)
+        within_run = len(runs[sid]) == 1
         ctx.add(
             pattern,
             f"drift: {name} -> {n} distinct outputs",
-            run if within_run else None,
+            next(iter(runs[sid])) if within_run else None,
             None,
             tool=name,
             kind=kind,
