@@ -97,13 +97,11 @@ _JSONL_SELECT = """
 """
 # Per signature and output: where the output was first seen (the call's ``ord``), on which
 # sides, and the facts of its sightings that drift classifies by (see detectors.drift).
-_CLEAN = "NOT prior_res_w"
-_CERTAIN = f"{_CLEAN} AND (NOT any_prior_w OR (resource IS NOT NULL AND NOT prior_null_w))"
-_VARIANTS = f"""
+_VARIANTS = """
     CREATE TABLE variants AS
-    SELECT sid, out, min(ord) AS first, bit_or(side) AS sides, bool_or({_CLEAN}) AS clean,
-           min(ord) FILTER (WHERE {_CERTAIN} AND NOT untagged) AS certain_at,
-           min(ord) FILTER (WHERE {_CERTAIN} AND untagged) AS untagged_at
+    SELECT sid, out, min(ord) AS first, bit_or(side) AS sides, bool_or(clean) AS clean,
+           min(ord) FILTER (WHERE certain_ok AND NOT untagged) AS certain_at,
+           min(ord) FILTER (WHERE certain_ok AND untagged) AS untagged_at
     FROM calls GROUP BY sid, out
 """
 _READ_OUR_JSONL = "{" + ", ".join(f"{k}: '{v}'" for k, v in COLUMNS.items()) + "}"
@@ -477,48 +475,61 @@ class Calls:
             f"coalesce(bool_or(effect IS NULL), false) FROM calls0 WHERE ({side_of}) > 0"
         ).fetchone() or (False, False)
         joins, facts = "", []
+        signed = f"""
+            (SELECT c.*, {side_of} AS side, c.file::BIGINT << 40 | c.seq AS ord, d.sid,
+                    d.resource
+             FROM calls0 c
+             JOIN dmap d ON d.kind = c.kind AND d.name = c.name AND d.args = c.args)
+        """
         if writes:
-            joins += f"""
-                LEFT JOIN (SELECT side, run,
-                                  min(ord) FILTER (WHERE effect IN {_WRITES}) AS w_any,
-                                  min(ord) FILTER (WHERE effect IN {_WRITES}
-                                                   AND resource IS NULL) AS w_null
-                           FROM signed GROUP BY side, run) rw USING (side, run)
-                LEFT JOIN (SELECT side, run, resource, min(ord) AS w_res FROM signed
-                           WHERE effect IN {_WRITES} AND resource IS NOT NULL
-                           GROUP BY side, run, resource) resw USING (side, run, resource)"""
-            facts += [
-                "coalesce(ord > w_any, false) AS any_prior_w",
-                "coalesce(ord > w_null, false) AS prior_null_w",
-                "coalesce(ord > w_res, false) AS prior_res_w",
-            ]
-        else:
-            facts += ["false AS any_prior_w", "false AS prior_null_w", "false AS prior_res_w"]
-        if untagged:
+            # The first write of each run (to anything, to no named resource), and of each
+            # run and resource: a handful of rows, from the writes alone.
+            con.execute(f"""
+                CREATE TABLE first_writes AS
+                SELECT side, run, resource, min(ord) AS w_res FROM {signed}
+                WHERE side > 0 AND effect IN {_WRITES} GROUP BY ALL
+            """)
             joins += """
-                LEFT JOIN (SELECT side, run, min(ord) AS untagged_from FROM signed
-                           WHERE effect IS NULL GROUP BY side, run) ru USING (side, run)"""
+                LEFT JOIN (SELECT side, run, min(w_res) AS w_any,
+                                  min(w_res) FILTER (WHERE resource IS NULL) AS w_null
+                           FROM first_writes GROUP BY side, run) rw USING (side, run)
+                LEFT JOIN (SELECT * FROM first_writes WHERE resource IS NOT NULL) resw
+                    USING (side, run, resource)"""
+            any_w, null_w, res_w = (
+                f"coalesce(ord > {w}, false)" for w in ("w_any", "w_null", "w_res")
+            )
+        else:
+            any_w = null_w = res_w = "false"
+        # clean: no write to the call's own resource came first in the run; certain_ok: also
+        # none at all, or only to other named resources; explained: an output change here
+        # may be the echo of a write (to an unnamed resource, or to this one).
+        facts += [
+            f"NOT {res_w} AS clean",
+            f"NOT {res_w} AND (NOT {any_w} OR (resource IS NOT NULL AND NOT {null_w})) "
+            "AS certain_ok",
+            f"{null_w} OR {res_w} AS explained",
+        ]
+        if untagged:
+            joins += f"""
+                LEFT JOIN (SELECT side, run, min(ord) AS untagged_from FROM {signed}
+                           WHERE side > 0 AND effect IS NULL GROUP BY side, run) ru
+                    USING (side, run)"""
             facts.append("coalesce(ord >= untagged_from, false) AS untagged")
         else:
             facts.append("false AS untagged")
         con.execute(f"""
             CREATE TABLE calls AS
-            WITH signed AS MATERIALIZED (
-                SELECT side, c.file::BIGINT << 40 | c.seq AS ord, c.line, c.run, c.step,
-                       c.kind, c.name, c.out, c.effect, c.tokens, d.sid, d.resource
-                FROM (SELECT *, {side_of} AS side FROM calls0) c
-                JOIN dmap d ON d.kind = c.kind AND d.name = c.name AND d.args = c.args
-                WHERE side > 0
-            )
-            SELECT side, ord, line, run, step, kind, name, out, effect, tokens, sid, resource,
+            SELECT side, ord, line, run, step, name, out, effect, tokens, sid,
                    lag(ord) OVER w IS NULL AS opens_run,
                    CASE WHEN lag(ord) OVER w IS NULL THEN step IS NOT NULL
                         ELSE step IS DISTINCT FROM lag(step) OVER w END AS new_seg,
                    step IS NULL OR coalesce(step < lag(step) OVER w, false) AS back,
                    {", ".join(facts)}
-            FROM signed {joins}
+            FROM {signed} {joins}
+            WHERE side > 0
             WINDOW w AS (PARTITION BY side, run ORDER BY ord)
         """)
+        con.execute("DROP TABLE IF EXISTS first_writes")
         con.execute("""
             CREATE TABLE runs AS
             SELECT side, run, min(ord) AS first, count(*) AS calls,

@@ -19,7 +19,7 @@ _REPEATS = """
            min({'o': ord, 'step': step, 'out': out, 'line': line, 'effect': effect}) AS f,
            list(step ORDER BY ord) FILTER (WHERE rk <= 5) AS steps,
            bool_and(out IS NOT DISTINCT FROM fout) AS same,
-           bool_or(rk > 1 AND out IS DISTINCT FROM fout AND NOT (prior_null_w OR prior_res_w))
+           bool_or(rk > 1 AND out IS DISTINCT FROM fout AND NOT explained)
                AS unexplained
     FROM (
         SELECT c.*, row_number() OVER w AS rk, first_value(out) OVER w AS fout
