@@ -29,9 +29,12 @@ max_steps = 7
 resource_keys = ["doc"]
 [tool.tracetape.severity]
 write-echo = "suspicious"
+[tool.tracetape.analysis]
+memory_limit = "1GiB"
 """,
     )
     config = AnalysisConfig.load(root)
+    assert config.memory_limit == "1GiB"
     assert config.limits.max_steps == 7
     assert config.limits.max_repeats == 2
     assert config.normalizer({"nonce": 1, "ts": 2, "s": "sess-42", "k": 3}) == {
@@ -75,6 +78,16 @@ def test_options_win_over_the_file(tmp_path: Path) -> None:
             "[tool.tracetape.normalize]\nvolatile_keys = 'ts'\n",
             "list of strings",
             id="keys-not-list",
+        ),
+        pytest.param(
+            "[tool.tracetape.analysis]\nmemory_limit = 'lots'\n",
+            "memory_limit must be a size",
+            id="bad-memory-limit",
+        ),
+        pytest.param(
+            "[tool.tracetape.analysis]\nthreads = 2\n",
+            "unknown field 'threads'",
+            id="unknown-engine-field",
         ),
     ],
 )

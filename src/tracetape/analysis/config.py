@@ -19,10 +19,14 @@ over the documented defaults::
 
     [tool.tracetape.severity]
     duplicate-call = "fatal"
+
+    [tool.tracetape.analysis]
+    memory_limit = "512MB"     # the engine's memory; beyond it, work spills to a temp folder
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -89,6 +93,7 @@ class AnalysisConfig:
         norm = load_config("normalize", start)
         check = load_config("check", start)
         severity = load_config("severity", start)
+        engine = load_config("analysis", start)
         keys = _strings(norm, "volatile_keys", where, "normalize")
         extra = _strings(norm, "extra_volatile_keys", where, "normalize") or ()
         masks = norm.get("masks", {})
@@ -118,7 +123,20 @@ class AnalysisConfig:
         except ValueError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         resource = _strings(check, "resource_keys", where, "check")
+        unknown = sorted(set(engine) - {"memory_limit"})
+        if unknown:
+            raise ConfigError(
+                f"{where}: [tool.tracetape.analysis] unknown field {unknown[0]!r}; fields: "
+                "memory_limit"
+            )
+        memory = engine.get("memory_limit", cls.memory_limit)
+        if not isinstance(memory, str) or not re.fullmatch(r"\d+(\.\d+)?\s*[KMGT]i?B", memory):
+            raise ConfigError(
+                f"{where}: [tool.tracetape.analysis] memory_limit must be a size such as "
+                f"'512MB' or '2GiB', not {memory!r}"
+            )
         return cls(
+            memory_limit=memory,
             normalizer=normalizer,
             limits=Limits(**values).merged(**limits),
             rules=rules,

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..canonical import canonical_json
-from ..errors import TraceError
+from ..errors import ConfigError, TraceError
 from ..formats import TraceFormat, TraceSource, detect_format, read_records
 from ..formats.schemas import MAX_DEPTH, readable
 from ..record import Record, call_args
@@ -93,7 +93,7 @@ _JSONL_SELECT = """
            CAST(args AS VARCHAR) AS args, output_sha->>'$' AS out, effect->>'$' AS effect,
            TRY_CAST(tokens AS BIGINT) AS tokens, coalesce({ok}, false) AS ok
     FROM read_json(?, format = 'newline_delimited', columns = {fields},
-                   maximum_object_size = 33554432)
+                   maximum_object_size = 16777216)
 """
 # Per signature and output: where the output was first seen (the call's ``ord``), on which
 # sides, and the facts of its sightings that drift classifies by (see detectors.drift).
@@ -192,8 +192,21 @@ class Calls:
     def __enter__(self) -> Calls:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: object, tb: object) -> None:
         self.close()
+        import duckdb
+
+        if isinstance(exc, duckdb.OutOfMemoryException):
+            raise ConfigError(
+                f"the analysis needs more memory than its memory_limit "
+                f"({self.config.memory_limit}); it spills to a temporary folder beyond it, but "
+                "some steps need a minimum: raise memory_limit in [tool.tracetape.analysis]"
+            ) from None
+        if isinstance(exc, duckdb.IOException):
+            raise ConfigError(
+                f"the analysis could not write its temporary files ({exc}); free disk space "
+                "in the temporary folder (TMPDIR)"
+            ) from None
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -319,7 +332,7 @@ class Calls:
         if out.stat().st_size:
             self.con.execute(
                 "INSERT INTO calls0 SELECT * FROM read_json(?, format = 'newline_delimited', "
-                f"columns = {_READ_OUR_JSONL}, maximum_object_size = 33554432)",
+                f"columns = {_READ_OUR_JSONL}, maximum_object_size = 16777216)",
                 [str(out)],
             )
         out.unlink()

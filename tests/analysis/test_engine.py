@@ -1,0 +1,119 @@
+"""The engine: bounded memory, Parquet in and out, temporary files, and the values it carries
+through SQL (resources with quotes, commas and newlines)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tracetape.analysis import AnalysisConfig, TraceError, check_trace, diff_traces
+from tracetape.analysis.api import export_parquet
+from tracetape.analysis.engine import Calls, Input
+from tracetape.cli import main
+from tracetape.errors import ConfigError
+
+from .helpers import SEED_A, SEED_B, call, write_jsonl
+
+
+def _many(tmp_path: Path, n: int = 20_000) -> Path:
+    records = [
+        call(f"r{i // 40}", 1 + i % 40 // 3, "t", {"k": i % 97, "x": "y" * (i % 5)}, f"o{i % 89}")
+        for i in range(n)
+    ]
+    return write_jsonl(tmp_path / "many.jsonl", records)
+
+
+def _report(path: Path, **config: Any) -> dict[str, Any]:
+    data = check_trace(path, config=AnalysisConfig(**config)).to_dict()
+    data.pop("inputs")
+    return data
+
+
+def test_the_memory_limit_is_the_engines_and_a_tight_one_gives_the_same_report(
+    tmp_path: Path,
+) -> None:
+    """memory_limit is set on the engine; under a tight one the report does not change."""
+    with Calls(AnalysisConfig(memory_limit="200MB")) as calls:
+        (limit,) = calls.one("SELECT current_setting('memory_limit')")
+    assert limit.startswith(("190", "200"))  # DuckDB shows MiB
+    path = _many(tmp_path)
+    assert _report(path, memory_limit="96MB") == _report(path)
+
+
+def test_a_limit_below_what_the_engine_needs_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Too little memory: a ConfigError saying what to raise, exit 2 from the CLI."""
+    path = _many(tmp_path)
+    with pytest.raises(ConfigError, match=r"raise memory_limit in \[tool.tracetape.analysis\]"):
+        check_trace(path, config=AnalysisConfig(memory_limit="16MB"))
+    (tmp_path / "pyproject.toml").write_text('[tool.tracetape.analysis]\nmemory_limit = "16MB"\n')
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["check", str(path)])
+    assert result.exit_code == 2
+    assert result.output.startswith("tracetape: error: the analysis needs more memory")
+
+
+def test_parquet_export_reads_back_as_the_traces(tmp_path: Path) -> None:
+    """export --parquet of two traces, read back: the same report as the traces; a run spread
+    over the two files stays one run, and diff takes Parquet on either side."""
+    a = write_jsonl(tmp_path / "a.jsonl", SEED_A)
+    b = write_jsonl(tmp_path / "b.jsonl", SEED_B)
+    out = tmp_path / "both.parquet"
+    assert export_parquet([a, b], out) == len(SEED_A) + len(SEED_B)
+    from_traces = check_trace([a, b]).to_dict()
+    from_parquet = check_trace(out).to_dict()
+    assert from_parquet.pop("inputs") == [str(out)]
+    from_traces.pop("inputs")
+    assert from_parquet == from_traces
+    result = CliRunner().invoke(main, ["export", "--parquet", str(a), "-o", str(tmp_path / "a.pq")])
+    assert result.exit_code == 0, result.output
+    assert result.output == f"wrote {len(SEED_A)} call(s) to {tmp_path / 'a.pq'}\n"
+    assert (
+        diff_traces(tmp_path / "a.pq", b).to_dict()["findings"]
+        == (diff_traces(a, b).to_dict()["findings"])
+    )
+    assert CliRunner().invoke(main, ["export", "--parquet", str(a)]).exit_code == 2  # no -o
+
+
+def test_a_parquet_file_of_another_shape_is_refused(tmp_path: Path) -> None:
+    """Parquet not written by export --parquet: an error naming the missing columns."""
+    import duckdb
+
+    path = tmp_path / "other.parquet"
+    duckdb.connect().execute(f"COPY (SELECT 1 AS run) TO '{path}' (FORMAT parquet)")
+    with pytest.raises(TraceError, match="lacks the column"):
+        check_trace(path)
+
+
+def test_resources_with_quotes_commas_and_newlines_stay_whole(tmp_path: Path) -> None:
+    """A resource name that CSV would split is carried through whole: the echo of the run's
+    own write to it is found, and its name is the evidence's."""
+    name = 'a "quoted", comma\nand newline'
+    records = [
+        call("A", 1, "get", {"path": name}, "v1", effect="read"),
+        call("A", 2, "put", {"path": name, "body": 2}, "ok", effect="write"),
+        call("A", 3, "get", {"path": name}, "v2", effect="read"),
+        call("A", 4, "get", {"path": ""}, "v1", effect="read"),
+        call("A", 5, "get", {"path": ""}, "v3", effect="read"),
+    ]
+    report = check_trace(write_jsonl(tmp_path / "t.jsonl", records))
+    drift = {f.evidence["resource"]: f.pattern for f in report.findings if "cause" in f.evidence}
+    assert drift == {name: "write-echo", "": "external-drift"}
+
+
+def test_no_temporary_file_is_left_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's spill folder and load files go when the analysis ends, also on an error."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    check_trace(_many(tmp_path, 500))
+    with pytest.raises(TraceError):
+        check_trace(tmp_path / "missing.jsonl")
+    with Calls(AnalysisConfig()) as calls:
+        calls.load([Input(write_jsonl(tmp_path / "x.jsonl", SEED_A))])
+    assert list((tmp_path / "tmp").iterdir()) == []
