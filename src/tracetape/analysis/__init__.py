@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from ..errors import TraceError
 from ..formats import TraceFormat, detect_format, read_records
-from .api import check_trace, diff_traces
+from .api import check_trace, diff_traces, export_parquet
 from .config import AnalysisConfig, Limits
 from .render import render_markdown, render_text, summary_lines
 from .report import Divergence, Finding, Report
@@ -50,6 +50,7 @@ __all__ = [
     "check_trace",
     "detect_format",
     "diff_traces",
+    "export_parquet",
     "read_records",
     "render_markdown",
     "render_text",

@@ -1,4 +1,4 @@
-"""The analysis engine: every call of every input in one DuckDB table, signed and windowed.
+"""The analysis engine: every call of every input in one DuckDB table, signed and ordered.
 
 ``Calls.load`` reads the inputs into the table ``calls0`` (one row a call: ``file, seq, line,
 run, step, kind, name, args, out, effect, tokens``; ``seq`` orders a file's calls):
@@ -15,14 +15,18 @@ run, step, kind, name, args, out, effect, tokens``; ``seq`` orders a file's call
 ``Calls.sign`` then gives each call its *signature*: the kind, the name and the canonical JSON
 text of the normalized arguments (never an inferred struct type: a missing key and an
 explicit null stay apart, a string that looks like a UUID stays a string). Normalization runs
-in Python once per distinct argument text, in batches, and its result is joined back, with the
-*resource* the arguments name (``resource_keys``). Signature ids follow the order of first
-appearance.
+in Python once per distinct argument text, in batches; what comes back is the 128-bit
+BLAKE2b digest of that canonical text (the signature key) and the *resource* the arguments
+name (``resource_keys``), joined back by the argument text. Signature ids follow the order of
+first appearance.
 
 ``Calls.prepare`` builds ``calls``: the signed calls of the analyzed runs with the ordered
-facts the detectors need, computed by window functions over each run in call order: the step
-segment a call opens, whether a write came before it in the run (to any resource, to an
-unnamed one, to the call's own resource) and whether a call without effect tag came so far.
+facts the detectors need. One window over each run in call order marks the call that opens a
+step segment (and whether the run's steps ever go down); whether a write came before a call in
+its run (to anything, to an unnamed resource, to the call's own resource) and whether an
+untagged call came so far are comparisons with the first such call, found by grouping. Then
+``runs`` (per run: first call, calls, tokens, steps) and ``variants`` (per signature and
+output: where it was first seen, on which sides, and the drift facts of its sightings).
 
 DuckDB runs with a ``memory_limit`` and spills to a temporary directory beyond it, so memory
 is bounded whatever the number of lines. ``duckdb`` is imported here only, when an analysis
