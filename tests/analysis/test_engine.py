@@ -117,3 +117,42 @@ def test_no_temporary_file_is_left_behind(tmp_path: Path, monkeypatch: pytest.Mo
     with Calls(AnalysisConfig()) as calls:
         calls.load([Input(write_jsonl(tmp_path / "x.jsonl", SEED_A))])
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("select", "match"),
+    [
+        pytest.param("'{not json'", r"\.parquet:1: field 'args': not JSON", id="args-not-json"),
+        pytest.param(
+            "'" + "[" * 300 + "]" * 300 + "'", r"field 'args': nested deeper", id="args-too-deep"
+        ),
+    ],
+)
+def test_bad_arguments_in_parquet_name_the_file_and_row(
+    tmp_path: Path, select: str, match: str
+) -> None:
+    """A Parquet row whose args the reader would refuse: the file, row and field named."""
+    import duckdb
+
+    path = tmp_path / "bad.parquet"
+    duckdb.connect().execute(
+        "COPY (SELECT 1::BIGINT AS seq, 1::BIGINT AS line, 'r' AS run, 1::BIGINT AS step, "
+        f"'tool' AS kind, 'x' AS name, {select} AS args, 'o' AS out, NULL::VARCHAR AS effect, "
+        f"NULL::BIGINT AS tokens) TO '{path}' (FORMAT parquet)"
+    )
+    with pytest.raises(TraceError, match=match):
+        check_trace(path)
+
+
+def test_a_parquet_column_of_another_type_is_refused(tmp_path: Path) -> None:
+    """A column whose values do not cast (a step that is not a number): a TraceError."""
+    import duckdb
+
+    path = tmp_path / "typed.parquet"
+    duckdb.connect().execute(
+        "COPY (SELECT 1::BIGINT AS seq, 1::BIGINT AS line, 'r' AS run, 'one' AS step, "
+        "'tool' AS kind, 'x' AS name, '{}' AS args, 'o' AS out, NULL::VARCHAR AS effect, "
+        f"NULL::BIGINT AS tokens) TO '{path}' (FORMAT parquet)"
+    )
+    with pytest.raises(TraceError, match="do not hold what tracetape export --parquet writes"):
+        check_trace(path)

@@ -49,7 +49,7 @@ import orjson
 from ..canonical import canonical_json
 from ..errors import ConfigError, TraceError
 from ..formats import TraceFormat, TraceSource, detect_format, read_records
-from ..formats.schemas import MAX_DEPTH, readable
+from ..formats.schemas import MAX_DEPTH, TOO_DEEP, readable
 from ..record import Record, call_args
 from .config import AnalysisConfig
 from .normalize import MemoNormalizer
@@ -283,11 +283,18 @@ class Calls:
                 "tracetape export --parquet",
                 path=path,
             )
-        self.con.execute(
-            f"INSERT INTO calls0 SELECT ?, {', '.join(EXPORT_COLUMNS)} "
-            "FROM read_parquet(?) ORDER BY seq",
-            [index, str(path)],
-        )
+        try:
+            self.con.execute(
+                f"INSERT INTO calls0 SELECT ?, {', '.join(EXPORT_COLUMNS)} "
+                "FROM read_parquet(?) ORDER BY seq",
+                [index, str(path)],
+            )
+        except duckdb.Error as exc:
+            raise TraceError(
+                f"the Parquet file's columns do not hold what tracetape export --parquet "
+                f"writes ({str(exc).splitlines()[0]})",
+                path=path,
+            ) from None
         self._report(index)
 
     def _load_records(self, index: int) -> None:
@@ -405,8 +412,10 @@ class Calls:
                     if first >> 40 in fast:
                         failed.add(first >> 40)
                         continue
-                    value = json.loads(text)  # beyond orjson (an int past 64 bits)
+                    value = self._parse(text, first)  # beyond orjson (an int past 64 bits)
                 if (text.count("[") + text.count("{") > MAX_DEPTH) and not readable(value):
+                    if first >> 40 not in fast:
+                        raise self._bad(first, TOO_DEEP)
                     failed.add(first >> 40)
                     continue
                 normalized = memo(value)
@@ -454,6 +463,21 @@ class Calls:
         """)
         con.execute("DROP TABLE dargs; DROP TABLE dkey")
         return set()
+
+    def _bad(self, first: int, message: str) -> TraceError:
+        """The error for the argument text of the call at ``first`` (file << 40 | seq)."""
+        return TraceError(
+            f"field 'args': {message}",
+            path=self.inputs[first >> 40].path,
+            line=first & ((1 << 40) - 1),
+            field="args",
+        )
+
+    def _parse(self, text: str, first: int) -> Any:
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise self._bad(first, f"not JSON ({exc})") from None
 
     def sig_args(self, sids: Sequence[int]) -> dict[int, Any]:
         """The normalized arguments of signatures, as their first call gave them (key order
