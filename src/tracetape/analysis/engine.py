@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
@@ -46,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..canonical import canonical_json
+from ..canonical import Normalizer, canonical_json
 from ..errors import ConfigError, TraceError
 from ..formats import TraceFormat, TraceSource, detect_format, read_records
 from ..formats.schemas import MAX_DEPTH, TOO_DEEP, readable
@@ -394,6 +395,7 @@ class Calls:
         )
         con.execute("CREATE TABLE dkey (pos BIGINT, h HUGEINT, resource VARCHAR)")
         memo = MemoNormalizer(self.config.normalizer)
+        may_change = _may_change(self.config.normalizer)
         resource_of = _resource_finder(self.config.resource_keys)
         fast = self._fast
         failed: set[int] = set()
@@ -418,7 +420,7 @@ class Calls:
                         raise self._bad(first, TOO_DEEP)
                     failed.add(first >> 40)
                     continue
-                normalized = memo(value)
+                normalized = memo(value) if may_change(text) else value
                 try:
                     key = dumps(normalized, option=_SORT)
                 except TypeError:
@@ -599,6 +601,25 @@ class Calls:
             count += src.skipped
             examples += src.first_skipped[: 5 - len(examples)]
         return count, examples
+
+
+def _may_change(normalizer: Normalizer) -> Callable[[str], bool]:
+    """A test on an argument's JSON text that is false only when normalizing cannot change
+    it: no volatile key (as the text spells keys: no escape in it), nothing a built-in mask
+    needs (a UUID and an ISO time hold a dash, a temp path names /tmp/ or /var/folders/),
+    and no custom masks nor character classes in the volatile keys. Then the normalizer's
+    walk is skipped: the value is its own normalized form."""
+    if normalizer.masks or any("[" in k for k in normalizer.volatile_keys):
+        return lambda text: True  # anything may change: walk every value
+    names = "|".join(map(_key_pattern, normalizer.volatile_keys))
+    pattern = re.compile(r'\\|-|/tmp/|/var/folders/|"(?:' + names + r')"\s*:')
+    search = pattern.search
+    return lambda text: search(text) is not None
+
+
+def _key_pattern(glob: str) -> str:
+    """A volatile-key glob (``*`` and ``?`` only) as a regex over a JSON key's text."""
+    return "".join('[^"]*' if c == "*" else '[^"]' if c == "?" else re.escape(c) for c in glob)
 
 
 def _resource_finder(keys: Sequence[str]) -> Callable[[Any], str | None]:
