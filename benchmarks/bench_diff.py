@@ -204,7 +204,7 @@ for name in sys.argv[1:]:
 
 READ_JSON = """
 import duckdb, sys
-con = duckdb.connect(config={"memory_limit": "512MB"})
+con = duckdb.connect(config={"memory_limit": "512MB", "enable_progress_bar": False})
 con.execute("CREATE TABLE t AS SELECT * FROM read_json(?, format='newline_delimited')",
             [sys.argv[1:]])
 """
@@ -276,7 +276,7 @@ def measure(code: str, args: list[str], repeat: int) -> tuple[float, float]:
         wall = time.perf_counter() - start
         if done.returncode:
             raise RuntimeError(done.stderr)
-        _, rss_kib = done.stdout.split()
+        _, rss_kib = done.stdout.splitlines()[-1].split()
         # Wall time of the whole process: interpreter start and imports are part of the cost.
         best, rss = min(best, wall), max(rss, int(rss_kib) / 1024)
     return best, rss

@@ -183,6 +183,7 @@ class Calls:
                 "memory_limit": self.config.memory_limit,
                 "temp_directory": str(Path(self._tmp.name) / "spill"),
                 "preserve_insertion_order": True,
+                "enable_progress_bar": False,  # progress is ours to show (rich, on a terminal)
             }
         )
         columns = ", ".join(f"{k} {v}" for k, v in COLUMNS.items())
