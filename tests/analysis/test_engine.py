@@ -156,3 +156,20 @@ def test_a_parquet_column_of_another_type_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(TraceError, match="do not hold what tracetape export --parquet writes"):
         check_trace(path)
+
+
+def test_progress_reaches_every_files_size(tmp_path: Path) -> None:
+    """The progress callback gets bytes read per file, ending at each file's size, through
+    the fast path and the Python reader alike."""
+    fast = _many(tmp_path, 2000)
+    slow = tmp_path / "bad.jsonl"
+    slow.write_bytes(fast.read_bytes() + b"\n{not json}\n")
+    seen: dict[Path, list[int]] = {}
+    check_trace(
+        [fast, slow],
+        skip_bad_lines=True,
+        progress=lambda path, done: seen.setdefault(path, []).append(done),
+    )
+    assert seen[fast][-1] == fast.stat().st_size
+    assert seen[slow][-1] == slow.stat().st_size
+    assert all(a <= b for a, b in zip(seen[fast], seen[fast][1:], strict=False))

@@ -39,6 +39,7 @@ import hashlib
 import json
 import re
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -183,8 +184,12 @@ class Calls:
                 "memory_limit": self.config.memory_limit,
                 "temp_directory": str(Path(self._tmp.name) / "spill"),
                 "preserve_insertion_order": True,
-                "enable_progress_bar": False,  # progress is ours to show (rich, on a terminal)
             }
+        )
+        # DuckDB's own bar would print to stdout; its progress feeds ours (``_load_jsonl``).
+        self.con.execute(
+            "SET enable_progress_bar_print = false; SET progress_bar_time = 0; "
+            f"SET enable_progress_bar = {'true' if self.progress else 'false'}"
         )
         columns = ", ".join(f"{k} {v}" for k, v in COLUMNS.items())
         self.con.execute(f"CREATE TABLE calls0 ({columns})")
@@ -249,7 +254,7 @@ class Calls:
         con = self.con
         query = _JSONL_SELECT.format(ok=_JSONL_OK, fields=_JSONL_FIELDS)
         try:
-            con.execute(f"CREATE TABLE stage AS {query}", [str(path)])
+            self._watched(f"CREATE TABLE stage AS {query}", [str(path)], path)
         except duckdb.Error:
             raise _NotExact from None
         try:
@@ -266,6 +271,30 @@ class Calls:
         finally:
             con.execute("DROP TABLE stage")
         self._report(index)
+
+    def _watched(self, query: str, params: list[Any], path: Path) -> None:
+        """Run ``query`` reading ``path``, reporting its progress as bytes of the file."""
+        if self.progress is None:
+            self.con.execute(query, params)
+            return
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                self.con.execute(query, params)
+            except BaseException as exc:  # re-raised in the calling thread
+                failure.append(exc)
+
+        size = path.stat().st_size
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        while worker.is_alive():
+            worker.join(0.05)
+            done = self.con.query_progress()
+            if done > 0:
+                self.progress(path, int(size * min(done, 100.0) / 100))
+        if failure:
+            raise failure[0]
 
     def _load_parquet(self, index: int) -> None:
         import duckdb
@@ -349,6 +378,7 @@ class Calls:
                 [str(out)],
             )
         out.unlink()
+        self._report(index)
 
     def export_parquet(self, output: Path) -> int:
         """Write the loaded calls to ``output`` as Parquet, in input order (``seq`` numbers
