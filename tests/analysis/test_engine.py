@@ -173,3 +173,16 @@ def test_progress_reaches_every_files_size(tmp_path: Path) -> None:
     assert seen[fast][-1] == fast.stat().st_size
     assert seen[slow][-1] == slow.stat().st_size
     assert all(a <= b for a, b in zip(seen[fast], seen[fast][1:], strict=False))
+
+
+def test_records_diff_as_their_files_do(tmp_path: Path) -> None:
+    """diff_records (a store's runs, a request body) gives diff_traces's report."""
+    from tracetape.analysis import diff_records, read_records
+
+    a = write_jsonl(tmp_path / "a.jsonl", SEED_A)
+    b = write_jsonl(tmp_path / "b.jsonl", SEED_B)
+    from_files = diff_traces(a, b).to_dict()
+    from_records = diff_records(read_records(a), read_records(b), names=(str(a), str(b)))
+    assert from_records.to_dict() == from_files
+    with pytest.raises(TraceError, match="run 'nope' is not in this trace"):
+        diff_records(read_records(a), read_records(b), runs=("nope", "run_0043"))

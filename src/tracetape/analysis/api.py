@@ -10,17 +10,26 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from ..errors import TraceError
 from ..formats import TraceFormat
+from ..record import Record
 from .config import AnalysisConfig
 from .detectors import DETECTORS, SIDE_A, SIDE_B, Context
 from .engine import Calls, Input, fill_steps
 from .report import Report
 
-__all__ = ["Traces", "check_trace", "diff_traces", "expand", "export_parquet", "fill_steps"]
+__all__ = [
+    "Traces",
+    "check_trace",
+    "diff_records",
+    "diff_traces",
+    "expand",
+    "export_parquet",
+    "fill_steps",
+]
 
 Progress = Callable[[Path, int], None]
 Traces = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -75,18 +84,42 @@ def diff_traces(
     inputs = [Input(p, SIDE_A, kind) for p in files_a] + [Input(p, SIDE_B, kind) for p in files_b]
     with Calls(config, skip_bad_lines, progress) as calls:
         calls.load(inputs)
-        if files_b:
-            side_of = f"CASE WHEN file < {len(files_a)} THEN {SIDE_A} ELSE {SIDE_B} END"
-        else:
-            side_of = _pick(runs or [r for (r,) in calls.rows(_FIRST_RUNS.format(where="true"))])
-        seen = {r: mask for r, mask in calls.rows(_SEEN.format(side=side_of))}
-        _missing_runs(seen, runs, files_a, files_b)
-        baseline, candidate = runs or [
-            next(iter(calls.rows(_FIRST_RUNS.format(where=f"({side_of}) = {side}"))), [None])[0]
-            for side in (SIDE_A, SIDE_B)
-        ]
-        ctx = Context(calls, config, compare=True, baseline=baseline, candidate=candidate)
-        return _analyze(ctx, side_of, [*files_a, *files_b])
+        return _diff(calls, runs, files_a, files_b)
+
+
+def diff_records(
+    a: Iterable[Record],
+    b: Iterable[Record],
+    *,
+    names: tuple[str, str] = ("A", "B"),
+    runs: tuple[str, str] | None = None,
+    config: AnalysisConfig | None = None,
+) -> Report:
+    """``diff_traces`` of two record streams (a store's runs, request bodies read with
+    ``read_records``) instead of files: the same detectors, the same report. ``names`` name
+    the two sides in errors and in ``report.inputs``."""
+    config = config or AnalysisConfig()
+    with Calls(config) as calls:
+        calls.load_records(a, names[0], SIDE_A)
+        calls.load_records(b, names[1], SIDE_B)
+        return _diff(calls, runs, [Path(names[0])], [Path(names[1])])
+
+
+def _diff(
+    calls: Calls, runs: tuple[str, str] | None, files_a: list[Path], files_b: list[Path]
+) -> Report:
+    if files_b:
+        side_of = f"CASE WHEN file < {len(files_a)} THEN {SIDE_A} ELSE {SIDE_B} END"
+    else:
+        side_of = _pick(runs or [r for (r,) in calls.rows(_FIRST_RUNS.format(where="true"))])
+    seen = {r: mask for r, mask in calls.rows(_SEEN.format(side=side_of))}
+    _missing_runs(seen, runs, files_a, files_b)
+    baseline, candidate = runs or [
+        next(iter(calls.rows(_FIRST_RUNS.format(where=f"({side_of}) = {side}"))), [None])[0]
+        for side in (SIDE_A, SIDE_B)
+    ]
+    ctx = Context(calls, calls.config, compare=True, baseline=baseline, candidate=candidate)
+    return _analyze(ctx, side_of, [*files_a, *files_b])
 
 
 _FIRST_RUNS = """

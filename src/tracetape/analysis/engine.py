@@ -40,7 +40,7 @@ import json
 import re
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -342,6 +342,16 @@ class Calls:
         )
         if inp.fmt is TraceFormat.CASSETTE:
             records = fill_steps(records)
+        self._add_records(records, index)
+
+    def load_records(self, records: Iterable[Record], name: str, side: int = 1) -> None:
+        """Add the calls of ``records`` (a store's rows, a request body read with
+        ``read_records``) as one more input named ``name`` on ``side``."""
+        self.inputs.append(Input(Path(name), side))
+        self._add_records(records, len(self.inputs) - 1)
+
+    def _add_records(self, records: Iterable[Record], index: int) -> None:
+        """Bulk-load records through a JSONL file DuckDB reads typed (it is ours)."""
         out = Path(self._tmp.name) / f"load{index}.jsonl"
         dumps = orjson.dumps
         with out.open("wb") as fh:
@@ -378,7 +388,8 @@ class Calls:
                 [str(out)],
             )
         out.unlink()
-        self._report(index)
+        if self.inputs[index].path.is_file():
+            self._report(index)
 
     def export_parquet(self, output: Path) -> int:
         """Write the loaded calls to ``output`` as Parquet, in input order (``seq`` numbers
