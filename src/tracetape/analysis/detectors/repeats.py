@@ -64,34 +64,14 @@ def find(ctx: Context) -> None:
     )
     args = db.sig_args([row[2] for row in rows])
     for pattern, run, sid, name, n, step, out, line, effect, steps in rows:
+        call = {"tool": name, "args": args[sid], "count": n, "steps": steps}
         if pattern == "repeat-budget":
-            ctx.add(
-                pattern,
-                f"repeat budget: {run} {name} {brief(args[sid])} ran {n} times "
-                f"(max_repeats {bound})",
-                run,
-                step,
-                tool=name,
-                args=args[sid],
-                count=n,
-                steps=steps,
-                bound=bound,
-            )
+            message = f"repeat budget: {run} {name} {brief(args[sid])} ran {n} times "
+            ctx.add(pattern, message + f"(max_repeats {bound})", run, step, **call, bound=bound)
             continue
         what = "different" if pattern == "repeat-changed-output" else "same"
         times = f" ({n} calls)" if n > len(steps) or n > 2 else ""
-        ctx.add(
-            pattern,
-            f"repeat: {run} {' == '.join(f'step {s}' for s in steps)}{times} "
-            f"(same args, {what} output)",
-            run,
-            step,
-            tool=name,
-            args=args[sid],
-            count=n,
-            steps=steps,
-            output=out,
-            line=line,
-            effect=effect,
-        )
+        where = " == ".join(f"step {s}" for s in steps)
+        message = f"repeat: {run} {where}{times} (same args, {what} output)"
+        ctx.add(pattern, message, run, step, **call, output=out, line=line, effect=effect)
     db.con.execute("DROP TABLE repeats; DROP TABLE repeat_found")
