@@ -187,7 +187,10 @@ class Calls:
             }
         )
         # DuckDB's own bar would print to stdout; its progress feeds ours (``_load_jsonl``).
+        # No automatic checkpoint: it would compress every table of this short-lived
+        # database after each 16 MB written (a third of the time of a 300k-line diff).
         self.con.execute(
+            "SET checkpoint_threshold = '1TB'; "
             "SET enable_progress_bar_print = false; SET progress_bar_time = 0; "
             f"SET enable_progress_bar = {'true' if self.progress else 'false'}"
         )
