@@ -106,7 +106,7 @@ def written(a: list[Any], b: list[Any], layout: tuple[bool, bool]) -> Iterator[t
         )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=25, deadline=None)
 @trace_pairs
 def test_fast_path_reports_what_the_event_path_reports(
     a: list[Any], b: list[Any], layout: tuple[bool, bool]
