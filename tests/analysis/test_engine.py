@@ -186,3 +186,17 @@ def test_records_diff_as_their_files_do(tmp_path: Path) -> None:
     assert from_records.to_dict() == from_files
     with pytest.raises(TraceError, match="run 'nope' is not in this trace"):
         diff_records(read_records(a), read_records(b), runs=("nope", "run_0043"))
+
+
+def test_an_unwritable_parquet_output_is_named(tmp_path: Path) -> None:
+    """-o naming a folder, or a file in a missing folder: one error line, exit 2, and no
+    partial file left anywhere."""
+    a = write_jsonl(tmp_path / "a.jsonl", SEED_A)
+    for out, says in (
+        (tmp_path, "is a folder; name the Parquet file"),
+        (tmp_path / "nope" / "x.parquet", "no such folder"),
+    ):
+        result = CliRunner().invoke(main, ["export", "--parquet", str(a), "-o", str(out)])
+        assert result.exit_code == 2
+        assert says in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl"]

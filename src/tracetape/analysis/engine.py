@@ -398,6 +398,12 @@ class Calls:
         """Write the loaded calls to ``output`` as Parquet, in input order (``seq`` numbers
         them across the inputs; ``line`` stays each call's line in its file); return how many.
         The file is written beside ``output`` and moved in place when complete."""
+        import duckdb
+
+        if output.is_dir():
+            raise OSError(f"{output}: is a folder; name the Parquet file to write")
+        if not output.parent.is_dir():
+            raise OSError(f"{output.parent}: no such folder to write {output.name} in")
         partial = output.with_name(f".{output.name}.partial")
         target = str(partial).replace("'", "''")
         columns = ", ".join(c for c in EXPORT_COLUMNS if c != "seq")
@@ -407,6 +413,8 @@ class Calls:
                 f"FROM calls0 ORDER BY file, seq) TO '{target}' (FORMAT parquet)"
             )
             partial.replace(output)
+        except duckdb.IOException as exc:
+            raise OSError(f"{output}: cannot write it ({str(exc).splitlines()[0]})") from None
         finally:
             partial.unlink(missing_ok=True)
         return int(self.one("SELECT count(*) FROM calls0")[0])
