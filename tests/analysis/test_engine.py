@@ -200,3 +200,14 @@ def test_an_unwritable_parquet_output_is_named(tmp_path: Path) -> None:
         assert result.exit_code == 2
         assert says in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl"]
+
+
+def test_run_ids_with_quotes_are_values_not_sql(tmp_path: Path) -> None:
+    """Run ids with quotes and SQL in them are compared as the strings they are."""
+    runs = ["a'b", 'c"; DROP TABLE calls0; --']
+    records = [call(r, 1, "t", {"x": 1}, f"o{i}") for i, r in enumerate(runs)]
+    path = write_jsonl(tmp_path / "t.jsonl", records)
+    report = diff_traces(path, runs=(runs[0], runs[1]))
+    assert (report.baseline or {})["run"] == runs[0]
+    assert (report.candidate or {})["run"] == runs[1]
+    assert report.replay == {"unique": 1, "mismatches": 1, "unrecorded": 0}
