@@ -9,7 +9,8 @@ The tree::
     │   ├── CassetteLockedError    another recorder is writing this cassette
     │   ├── CassetteVersionError   the cassette was written in a format this version cannot read
     │   └── TraceError             a trace is missing, empty, malformed or of mixed schemas
-    ├── ConfigError                [tool.tracetape] holds a value of the wrong shape (a ValueError)
+    ├── ConfigError                [tool.tracetape] holds a value of the wrong shape, or the
+    │                              analysis needs more than its memory_limit (a ValueError)
     ├── ReplayMiss                 the run asked for a decision that was never recorded
     ├── UnplayedDecisionsError     strict replay closed with recorded decisions never played
     ├── EnvironmentDriftError      strict replay under a different environment or harness SHA
@@ -113,7 +114,8 @@ class TraceError(CassetteError):
 
 
 class ConfigError(TapeError, ValueError):
-    """Raised when ``[tool.tracetape]`` holds a value of the wrong shape (names file and field)."""
+    """Raised when ``[tool.tracetape]`` holds a value of the wrong shape (names file and field),
+    or when the analysis needs more memory than its ``memory_limit`` (says what to raise)."""
 
 
 class ReplayMiss(TapeError):
