@@ -50,19 +50,6 @@ def test_memo_normalizer_honours_custom_masks(value: Any) -> None:
     assert MemoNormalizer(core)(value) == core(value)
 
 
-@settings(max_examples=300, deadline=None)
-@given(value=_json, more=_json)
-def test_dropping_volatile_keys_first_normalizes_the_same(value: Any, more: Any) -> None:
-    """Normalizing a value without its top-level volatile keys gives the same result."""
-    core = Normalizer()
-    memo = MemoNormalizer(core)
-    for v in (value, more, value):  # and again, from the memo
-        rest = memo.without_volatile_keys(v)
-        assert core(rest) == core(v)
-        if isinstance(v, dict):
-            assert not any(core.is_volatile(str(k)) for k in rest)
-
-
 @settings(max_examples=400, deadline=None)
 @given(value=_json, keys=st.sampled_from([None, ("ts", "*_at", "x?z", "q")]))
 def test_a_text_the_prefilter_passes_normalizes_to_itself(

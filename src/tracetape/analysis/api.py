@@ -18,7 +18,7 @@ from ..formats import TraceFormat
 from ..record import Record
 from .config import AnalysisConfig
 from .detectors import DETECTORS, SIDE_A, SIDE_B, Context
-from .engine import Calls, Input, fill_steps
+from .engine import Calls, Input
 from .report import Report
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "diff_traces",
     "expand",
     "export_parquet",
-    "fill_steps",
 ]
 
 Progress = Callable[[Path, int], None]

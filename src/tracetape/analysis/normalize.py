@@ -29,45 +29,11 @@ class MemoNormalizer:
     def __init__(self, normalizer: Normalizer):
         self.normalizer = normalizer
         self._volatile: dict[str, bool] = {}
-        self._volatile_names: set[str] = set()  # the names _volatile holds True for
-        self._classified: set[str] = set()  # the str keys _volatile holds an answer for
         self._strings: dict[str, str] = {}
         # Each built-in mask needs one of these substrings to match: a UUID and an ISO time
         # hold a dash, a temp path names /tmp/ or /var/folders/. Custom masks can match
         # anything, so with masks every string goes through the regexes.
         self._prefilter = not normalizer.masks
-
-    def without_volatile_keys(self, obj: Any) -> Any:
-        """``obj`` without its top-level volatile keys (``obj`` itself if it has none).
-
-        Normalizing the result gives what normalizing ``obj`` gives; it is only cheaper to
-        serialize, and equal to a call seen before that lacked the volatile key.
-
-        >>> MemoNormalizer(Normalizer()).without_volatile_keys({"q": 1, "request_id": "x"})
-        {'q': 1}
-        """
-        if type(obj) is not dict:
-            return obj
-        keys = obj.keys()
-        if not keys <= self._classified:
-            for k in obj:
-                name = str(k)
-                skip = self._volatile.get(name)
-                if skip is None:
-                    skip = self._volatile[name] = self.normalizer.is_volatile(name)
-                if skip:
-                    self._volatile_names.add(name)
-                if type(k) is str:
-                    self._classified.add(k)
-            if not keys <= self._classified:  # a key that is not a string
-                return {k: v for k, v in obj.items() if not self._volatile[str(k)]}
-        drop = keys & self._volatile_names
-        if not drop:
-            return obj
-        rest = obj.copy()
-        for k in drop:
-            del rest[k]
-        return rest
 
     def _string(self, text: str) -> str:
         if (
