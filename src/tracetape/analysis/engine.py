@@ -257,14 +257,17 @@ class Calls:
         con = self.con
         query = _JSONL_SELECT.format(ok=_JSONL_OK, fields=_JSONL_FIELDS)
         try:
-            self._watched(f"CREATE TABLE stage AS {query}", [str(path)], path)
+            # The file's lines are counted here while DuckDB reads it (in another thread).
+            lines = self._watched(
+                f"CREATE TABLE stage AS {query}", [str(path)], path, lambda: _lines_in(path)
+            )
         except duckdb.Error:
             raise _NotExact from None
         try:
             rows, bad = con.execute(
                 "SELECT count(*), count(*) FILTER (WHERE NOT ok) FROM stage"
             ).fetchone() or (0, 0)
-            if bad or rows != _lines_in(path) or not rows:
+            if bad or rows != lines or not rows:
                 raise _NotExact
             con.execute(
                 "INSERT INTO calls0 SELECT ?, rowid + 1, rowid + 1, run, step, 'tool', name, "
@@ -275,11 +278,12 @@ class Calls:
             con.execute("DROP TABLE stage")
         self._report(index)
 
-    def _watched(self, query: str, params: list[Any], path: Path) -> None:
-        """Run ``query`` reading ``path``, reporting its progress as bytes of the file."""
-        if self.progress is None:
-            self.con.execute(query, params)
-            return
+    def _watched(
+        self, query: str, params: list[Any], path: Path, meanwhile: Callable[[], int]
+    ) -> int:
+        """Run ``query`` reading ``path`` in another thread while this one runs
+        ``meanwhile`` (DuckDB lets go of the GIL), then reports the query's progress as bytes
+        of the file; return what ``meanwhile`` returned."""
         failure: list[BaseException] = []
 
         def run() -> None:
@@ -288,16 +292,20 @@ class Calls:
             except BaseException as exc:  # re-raised in the calling thread
                 failure.append(exc)
 
-        size = path.stat().st_size
         worker = threading.Thread(target=run, daemon=True)
         worker.start()
-        while worker.is_alive():
-            worker.join(0.05)
-            done = self.con.query_progress()
-            if done > 0:
-                self.progress(path, int(size * min(done, 100.0) / 100))
+        try:
+            result = meanwhile()
+        finally:
+            size = path.stat().st_size if self.progress is not None else 0
+            while worker.is_alive():
+                worker.join(0.05)
+                done = self.con.query_progress() if self.progress is not None else -1
+                if self.progress is not None and done > 0:
+                    self.progress(path, int(size * min(done, 100.0) / 100))
         if failure:
             raise failure[0]
+        return result
 
     def _load_parquet(self, index: int) -> None:
         import duckdb
