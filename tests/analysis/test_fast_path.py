@@ -219,3 +219,6 @@ def test_a_trace_over_many_files_is_one_trace(tmp_path: Path) -> None:
     assert parts.inputs == [str(tmp_path / f"part{i}.jsonl") for i in range(3)]
     with pytest.raises(TraceError, match="no file matches"):
         check_trace(str(tmp_path / "nothing*.jsonl"))
+    (tmp_path / "folder.jsonl").mkdir()
+    with pytest.raises(TraceError, match="no file matches"):
+        check_trace(str(tmp_path / "folder*"))

@@ -17,8 +17,8 @@ from ..errors import TraceError
 from ..formats import TraceFormat
 from ..record import Record
 from .config import AnalysisConfig
-from .detectors import DETECTORS, SIDE_A, SIDE_B, Context
-from .engine import Calls, Input
+from .detectors import SIDE_A, SIDE_B, Context, detectors
+from .engine import ORD, Calls, Input
 from .report import Report
 
 __all__ = [
@@ -46,13 +46,14 @@ def expand(traces: Traces) -> list[Path]:
         text = os.fspath(item)
         if _GLOB & set(text) and not Path(text).exists():
             found = sorted(glob.glob(text, recursive=True))  # noqa: PTH207 - absolute too
-            if not found:
+            matched = [Path(f) for f in found if Path(f).is_file()]
+            if not matched:
                 raise TraceError("no file matches this pattern", path=text)
-            files += [Path(f) for f in found if Path(f).is_file()]
+            files += matched
         else:
             files.append(Path(text))
     if not files:
-        raise TraceError("no trace file given (a folder or pattern holds no file)", path="")
+        raise TraceError("no trace file given", path="")
     return files
 
 
@@ -121,12 +122,12 @@ def _diff(
     return _analyze(ctx, side_of, [*files_a, *files_b])
 
 
-_FIRST_RUNS = """
-    SELECT run FROM calls0 WHERE {where} GROUP BY run ORDER BY min(file::BIGINT << 40 | seq)
+_FIRST_RUNS = f"""
+    SELECT run FROM calls0 WHERE {{where}} GROUP BY run ORDER BY min({ORD})
     LIMIT 2
 """
-_SEEN = """
-    SELECT run, bit_or(side) FROM (SELECT run, {side} AS side, file::BIGINT << 40 | seq AS ord
+_SEEN = f"""
+    SELECT run, bit_or(side) FROM (SELECT run, {{side}} AS side, {ORD} AS ord
                                    FROM calls0)
     GROUP BY run ORDER BY min(ord)
 """
@@ -204,7 +205,7 @@ def _analyze(ctx: Context, side_of: str, files: list[Path]) -> Report:
     calls = ctx.calls
     calls.sign(f"({side_of}) > 0")
     calls.prepare(side_of)
-    for detect in DETECTORS():
+    for detect in detectors():
         detect(ctx)
     order = {"divergent-write": 0, "divergence": 0}
     findings = [f for kept in ctx.examples.values() for f in kept]

@@ -59,9 +59,12 @@ from .normalize import MemoNormalizer
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["PARQUET_MAGIC", "Calls", "Input", "fill_steps"]
+__all__ = ["ORD", "PARQUET_MAGIC", "Calls", "Input", "fill_steps"]
 
 PARQUET_MAGIC = b"PAR1"
+# A call's place in the input (``ord``): its file's index, then its ``seq`` in the file.
+ORD = "(file::BIGINT << 40 | seq)"
+_SEQ_BITS = 40
 _BATCH = 1 << 16
 _SORT = orjson.OPT_SORT_KEYS
 _WRITES = "('write', 'irreversible')"
@@ -297,12 +300,15 @@ class Calls:
         try:
             result = meanwhile()
         finally:
-            size = path.stat().st_size if self.progress is not None else 0
+            progress = self.progress
+            if progress is None:
+                worker.join()
+            size = path.stat().st_size if progress is not None else 0
             while worker.is_alive():
                 worker.join(0.05)
-                done = self.con.query_progress() if self.progress is not None else -1
-                if self.progress is not None and done > 0:
-                    self.progress(path, int(size * min(done, 100.0) / 100))
+                done = self.con.query_progress()
+                if progress is not None and done > 0:
+                    progress(path, int(size * min(done, 100.0) / 100))
         if failure:
             raise failure[0]
         return result
@@ -313,11 +319,11 @@ class Calls:
         path = self.inputs[index].path
         try:
             found = self.con.execute(
-                "SELECT name, type FROM parquet_schema(?) WHERE name <> 'schema'", [str(path)]
+                "SELECT name FROM parquet_schema(?) WHERE name <> 'schema'", [str(path)]
             ).fetchall()
         except duckdb.Error as exc:
             raise TraceError(f"not a readable Parquet file ({exc})", path=path) from None
-        have = {name: kind for name, kind in found}
+        have = {name for (name,) in found}
         missing = [c for c in EXPORT_COLUMNS if c not in have]
         if missing:
             raise TraceError(
@@ -354,6 +360,7 @@ class Calls:
         if inp.fmt is TraceFormat.CASSETTE:
             records = fill_steps(records)
         self._add_records(records, index)
+        self._report(index)
 
     def load_records(self, records: Iterable[Record], name: str, side: int = 1) -> None:
         """Add the calls of ``records`` (a store's rows, a request body read with
@@ -399,8 +406,6 @@ class Calls:
                 [str(out)],
             )
         out.unlink()
-        if self.inputs[index].path.is_file():
-            self._report(index)
 
     def export_parquet(self, output: Path) -> int:
         """Write the loaded calls to ``output`` as Parquet, in input order (``seq`` numbers
@@ -451,7 +456,7 @@ class Calls:
         con.execute("DROP TABLE IF EXISTS dargs; DROP TABLE IF EXISTS dkey")
         con.execute(
             "CREATE TABLE dargs AS SELECT row_number() OVER (ORDER BY first) AS pos, * FROM ("
-            "SELECT kind, name, args, min(file::BIGINT << 40 | seq) AS first FROM calls0 "
+            f"SELECT kind, name, args, min({ORD}) AS first FROM calls0 "
             f"WHERE {sides} GROUP BY kind, name, args)"
         )
         con.execute("CREATE TABLE dkey (pos BIGINT, h HUGEINT, resource VARCHAR)")
@@ -472,14 +477,14 @@ class Calls:
                 try:
                     value = loads(text)
                 except orjson.JSONDecodeError:
-                    if first >> 40 in fast:
-                        failed.add(first >> 40)
+                    if first >> _SEQ_BITS in fast:
+                        failed.add(first >> _SEQ_BITS)
                         continue
                     value = self._parse(text, first)  # beyond orjson (an int past 64 bits)
                 if (text.count("[") + text.count("{") > MAX_DEPTH) and not readable(value):
-                    if first >> 40 not in fast:
+                    if first >> _SEQ_BITS not in fast:
                         raise self._bad(first, TOO_DEEP)
-                    failed.add(first >> 40)
+                    failed.add(first >> _SEQ_BITS)
                     continue
                 normalized = memo(value) if may_change(text) else value
                 try:
@@ -528,11 +533,11 @@ class Calls:
         return set()
 
     def _bad(self, first: int, message: str) -> TraceError:
-        """The error for the argument text of the call at ``first`` (file << 40 | seq)."""
+        """The error for the argument text of the call at ``first`` (its ``ORD``)."""
         return TraceError(
             f"field 'args': {message}",
-            path=self.inputs[first >> 40].path,
-            line=first & ((1 << 40) - 1),
+            path=self.inputs[first >> _SEQ_BITS].path,
+            line=first & ((1 << _SEQ_BITS) - 1),
             field="args",
         )
 
@@ -548,17 +553,17 @@ class Calls:
         if not sids:
             return {}
         rows = self.con.execute(
-            "SELECT s.sid, d.args FROM sigs s JOIN dmap d ON d.first = s.first "
+            "SELECT s.sid, d.first, d.args FROM sigs s JOIN dmap d ON d.first = s.first "
             "WHERE s.sid IN (SELECT unnest($1::BIGINT[]))",
             [list(set(sids))],
         ).fetchall()
         memo = MemoNormalizer(self.config.normalizer)
         out = {}
-        for sid, text in rows:
+        for sid, first, text in rows:
             try:
                 value = orjson.loads(text)
             except orjson.JSONDecodeError:
-                value = json.loads(text)
+                value = self._parse(text, first)  # signed already: it parses
             out[sid] = memo(value)
         return out
 
@@ -580,7 +585,7 @@ class Calls:
         ).fetchone() or (False, False)
         joins, facts = "", []
         signed = f"""
-            (SELECT c.*, {side_of} AS side, c.file::BIGINT << 40 | c.seq AS ord, d.sid,
+            (SELECT c.*, {side_of} AS side, {ORD} AS ord, d.sid,
                     d.resource
              FROM calls0 c
              JOIN dmap d ON d.kind = c.kind AND d.name = c.name AND d.args = c.args)

@@ -30,7 +30,7 @@ from ..config import AnalysisConfig
 from ..engine import Calls
 from ..report import Divergence, Finding
 
-__all__ = ["DETECTORS", "Context", "brief"]
+__all__ = ["Context", "brief", "detectors"]
 
 SIDE_A = 1
 SIDE_B = 2
@@ -82,10 +82,8 @@ class Context:
 Detector = Callable[[Context], None]
 
 
-def _all() -> list[Detector]:
+def detectors() -> list[Detector]:
+    """Every detector, in the order they run (each module is imported here, when asked)."""
     from . import budgets, divergence, drift, repeats, replay, steps
 
     return [steps.find, repeats.find, budgets.find, divergence.find, replay.find, drift.find]
-
-
-DETECTORS: Callable[[], list[Detector]] = _all
