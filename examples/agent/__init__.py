@@ -8,6 +8,7 @@ offline; it still costs "time" (a short sleep per call) to show what replay save
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Callable
@@ -16,7 +17,8 @@ from typing import Any
 
 from tracetape import Tape
 
-DATA = Path(__file__).parent / "data"
+# The tracker and repository the tools read; a test points it elsewhere to make the world drift.
+DATA = Path(os.environ.get("EXAMPLE_AGENT_DATA") or Path(__file__).parent / "data")
 PARAMS = {"model": "scripted-1", "temperature": 0}
 
 
@@ -91,15 +93,37 @@ TOOLS: dict[str, tuple[Callable[..., Any], str]] = {
 }
 
 
+def _schema(name: str, description: str, **params: str) -> dict[str, Any]:
+    """An OpenAI function-tool schema (what ``tracetape span decide`` sends to a model)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {p: {"type": t} for p, t in params.items()},
+                "required": list(params),
+            },
+        },
+    }
+
+
+SCHEMAS = [
+    _schema("post_comment", "Post a comment on a tracker issue.", issue="integer", body="string"),
+    _schema("read_file", "Read a file of the repository.", path="string"),
+    _schema("search_issues", "Search the tracker's issues.", q="string"),
+]
+
+
 def run(task: str, tape: Tape, model: ScriptedModel, max_steps: int = 12) -> str:
     """The seed's loop: one model decision per step, then the tool it asked for."""
     msgs: list[dict[str, Any]] = [{"role": "user", "content": task}]
     for step in range(1, max_steps + 1):
-        schemas = sorted(TOOLS)
         decision = tape.call(
             "llm",
-            {"messages": msgs, "tools": schemas, "params": PARAMS, "step": step},
-            lambda: model.chat(messages=msgs, tools=schemas),
+            {"messages": msgs, "tools": SCHEMAS, "params": PARAMS, "step": step},
+            lambda: model.chat(messages=msgs, tools=sorted(TOOLS)),
         )
         if decision["tool"] is None:
             return str(decision["content"])

@@ -15,6 +15,7 @@ The tree::
     ├── UnplayedDecisionsError     strict replay closed with recorded decisions never played
     ├── EnvironmentDriftError      strict replay under a different environment or harness SHA
     ├── IrreversibleEffectError    an irreversible tool would run for real while recording
+    ├── SpanError                  a span cannot be read, run live or decided as asked
     └── NetworkBlockedError        a replayed test tried to open a network connection
 
     TapeWarning(UserWarning)       the same drift and unplayed reports when not strict
@@ -43,6 +44,7 @@ __all__ = [
     "IrreversibleEffectError",
     "NetworkBlockedError",
     "ReplayMiss",
+    "SpanError",
     "TapeError",
     "TapeWarning",
     "TraceError",
@@ -163,6 +165,12 @@ class EnvironmentDriftError(TapeError):
 
 class IrreversibleEffectError(TapeError):
     """Raised when recording would run an irreversible tool for real without consent or stub."""
+
+
+class SpanError(TapeError):
+    """Raised when span replay cannot do what was asked: a span that is missing or malformed
+    (file and field named), a command not installed here, a ``write`` span without a stub, a
+    decision endpoint that fails or times out. The message says what to do next."""
 
 
 class NetworkBlockedError(TapeError):

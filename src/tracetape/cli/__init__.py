@@ -26,6 +26,8 @@ COMMANDS = {
     "check": "diff",
     "summarize": "diff",
     "export": "export",
+    "span": "span",
+    "explain": "span",
 }
 
 
@@ -49,6 +51,20 @@ EXIT_CODES: dict[str, dict[str, str]] = {
     "export": {
         "0": "written",
         "2": "bad input: a missing or corrupt cassette or trace, an unwritable output",
+    },
+    "span": {
+        "0": "listed, extracted, or a verdict printed (`replay`: nondeterministic tool, world "
+        "drifted or decision layer; `decide`: same or different decision)",
+        "2": "bad input, or the span cannot be replayed here: a missing or malformed span or "
+        "trace (file, line and field named), a write span without `--stub`, a Python tool "
+        "without `--call`, a command that is not installed, a decision endpoint that times "
+        "out, fails or answers no chat completion",
+    },
+    "explain": {
+        "0": "the story is printed (also when the runs never parted, or the span could not be "
+        "replayed: it says why and what to run)",
+        "2": "bad input: a missing or malformed trace, an unknown run, a `--call` or `--stub` "
+        "that cannot be imported",
     },
     "show": {"0": "printed", "2": "the cassette is missing or unreadable"},
     "verify": {

@@ -48,7 +48,7 @@ from ..tape import Effect, current_tape
 if TYPE_CHECKING:
     from ..tape import Tape
 
-__all__ = ["RAISED", "env", "tool"]
+__all__ = ["RAISED", "env", "raised_record", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -58,7 +58,7 @@ R = TypeVar("R")
 RAISED = "tracetape:raised"
 
 
-def _raised_record(exc: Exception) -> dict[str, Any]:
+def raised_record(exc: Exception) -> dict[str, Any]:
     """The output recorded in place of a tool's result when the tool raised ``exc``."""
     cls = type(exc)
     raw = list(exc.args)
@@ -143,7 +143,7 @@ def _wrap(spec: _ToolSpec) -> Callable[..., Any]:
                     raise
                 except Exception as exc:
                     raised.append(exc)
-                    return _raised_record(exc)
+                    return raised_record(exc)
 
             async def do_stub() -> Any:
                 assert stub is not None
@@ -172,7 +172,7 @@ def _wrap(spec: _ToolSpec) -> Callable[..., Any]:
                 raise
             except Exception as exc:
                 raised.append(exc)
-                return _raised_record(exc)
+                return raised_record(exc)
 
         def do_stub() -> Any:
             assert stub is not None
