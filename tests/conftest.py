@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.span.helpers import Decider
+
 
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
@@ -24,3 +26,15 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", str(mount)], check=False)
+
+
+@pytest.fixture
+def decider() -> Iterator[Decider]:
+    """A second model (an OpenAI-compatible chat endpoint) on 127.0.0.1; set its ``reply``."""
+    server = Decider()
+    server._thread.start()
+    try:
+        yield server
+    finally:
+        server._server.shutdown()
+        server._server.server_close()

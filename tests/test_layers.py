@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "integrations": 5,
     "analysis": 5,
     "testing": 6,
+    "span": 6,
     "cli": 7,
     "pytest_plugin": 7,
     "__init__": 8,

@@ -156,7 +156,7 @@ def test_cwd_and_pinned_environment_reach_the_command(tmp_path: Path) -> None:
     moved = replay(span, live=Live(env={"PIN": "yes"}, pure_env=True, cwd="/"))
     assert moved.drift is True
     missing = command(code, printed(""), cwd=str(tmp_path / "gone"))
-    with pytest.raises(SpanError, match="recorded cwd .* is not a folder here; .* --cwd DIR"):
+    with pytest.raises(SpanError, match=r"recorded cwd .* is not a folder here; .* --cwd DIR"):
         replay(missing)
 
 
@@ -211,7 +211,7 @@ def test_a_python_tool_runs_live_through_the_named_callable() -> None:
     assert replay(span, live=Live(call=lookup)).verdict == DECISION_LAYER
     drifted = python_tool({"city": "Oslo", "units": "metric", "temp": 19}, city="Oslo")
     assert replay(drifted, live=Live(call=lookup)).verdict == WORLD_DRIFTED
-    with pytest.raises(SpanError, match="Python tool .* --call module:function"):
+    with pytest.raises(SpanError, match=r"Python tool .* --call module:function"):
         replay(span)
 
 

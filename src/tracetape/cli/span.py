@@ -13,7 +13,6 @@ Exit codes: ``EXIT_CODES`` in ``cli/__init__.py``.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -52,7 +51,7 @@ def _span_config() -> dict[str, Any]:
 
 def _importable_cwd() -> None:
     """``module:function`` is looked up as ``python -m`` would: from the current folder."""
-    here = os.getcwd()
+    here = str(Path.cwd())
     if here not in sys.path:
         sys.path.insert(0, here)
 
@@ -125,6 +124,9 @@ def _live(
     return Live(env=env, pure_env=pure_env, cwd=cwd, timeout_s=timeout_s, env_allow=allow)
 
 
+_skip = click.option(
+    "--skip-bad-lines", is_flag=True, help="Skip malformed lines instead of failing."
+)
 _id_option = click.option(
     "--id", "span_id", metavar="ID", help="The span of a trace (an id, or its unique start)."
 )
@@ -144,12 +146,13 @@ def span() -> None:
 @span.command("list", short_help="The spans of a trace.", epilog=exit_codes_help("span"))
 @click.argument("trace", type=click.Path(path_type=Path))
 @output_options
+@_skip
 @handle_errors
-def list_spans(trace: Path, fmt: str) -> None:
+def list_spans(trace: Path, fmt: str, skip_bad_lines: bool) -> None:
     """List the spans of TRACE: id, run, step, tool, effect and exit code."""
     from ..span import read_spans
 
-    spans = read_spans(trace)
+    spans = read_spans(trace, skip_bad_lines=skip_bad_lines)
     if fmt == "json":
         echo_json(
             [
@@ -184,12 +187,13 @@ def list_spans(trace: Path, fmt: str) -> None:
 @click.option(
     "-o", "--output", type=click.Path(path_type=Path), help="Write here instead of stdout."
 )
+@_skip
 @handle_errors
-def extract(trace: Path, span_id: str, output: Path | None) -> None:
+def extract(trace: Path, span_id: str, output: Path | None, skip_bad_lines: bool) -> None:
     """Write the span ID of TRACE as indented JSON (what span replay and decide read)."""
     from ..span import find_span, read_spans
 
-    found = find_span(read_spans(trace), span_id, str(trace))
+    found = find_span(read_spans(trace, skip_bad_lines=skip_bad_lines), span_id, str(trace))
     text = json.dumps(found.to_dict(), indent=2, ensure_ascii=False, default=str)
     if output is None:
         click.echo(text)
@@ -365,6 +369,8 @@ def explain(  # noqa: PLR0917 - click passes every option
     from ..span import Explain
     from ..span import explain as explain_runs
 
+    good: list[str] | str
+    bad: str | None
     if runs:
         good, bad = list(traces), None
     elif len(traces) == 2:

@@ -134,7 +134,8 @@ def request_body(span: Span, model: str) -> dict[str, Any]:
             f"{found} without type 'function'); decide sends the schema as recorded to an "
             "OpenAI-compatible chat endpoint and does not rewrite it"
         )
-    params = decision.get("params") if isinstance(decision.get("params"), dict) else {}
+    params = decision.get("params")
+    params = params if isinstance(params, dict) else {}
     body = {k: v for k, v in params.items() if k not in _NOT_SENT}
     body.update(model=model, messages=messages, tools=tools)
     return body

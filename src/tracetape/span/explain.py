@@ -188,7 +188,7 @@ def explain(
     good_run = (d.a or {}).get("run") or (report.baseline or {}).get("run")
     bad_spans = _run_spans(bad if bad is not None else good, bad_run)
     good_spans = _run_spans(good, good_run)
-    index, story.relation = _pick(bad_spans, d.b)
+    index, story.relation = _pick(bad_spans, d.b, d.position)
     norm = config.normalizer
     if index is None:
         story.verdict = DECISION_LAYER
@@ -313,22 +313,22 @@ def _run_spans(traces: Traces, run: str | None) -> list[Span]:
     return spans
 
 
-def _pick(spans: list[Span], call: dict[str, Any] | None) -> tuple[int | None, str]:
-    """The index of the span to replay for the divergent ``call`` (see the module docstring),
-    and how it relates to the divergence."""
+def _pick(spans: list[Span], call: dict[str, Any] | None, position: int) -> tuple[int | None, str]:
+    """The index of the span to replay for the divergence at ``position`` of the bad run
+    (``call`` there, ``None`` where the bad run had ended; see the module docstring), and how
+    it relates to the divergence."""
     if not spans:
         return None, ""
     if call is None:
         return len(spans) - 1, "the last tool call of the bad run before it stopped"
-    line = call.get("line") or 0
     if call.get("kind") == "tool":
-        same = [i for i, s in enumerate(spans) if s.line == line]
+        same = [i for i, s in enumerate(spans) if s.position == position]
         if same:
             return same[0], "the divergent call"
-    before = [i for i, s in enumerate(spans) if s.line < line]
+    before = [i for i, s in enumerate(spans) if s.position < position]
     if before:
         return before[-1], "the tool call whose result fed the divergent decision"
-    after = [i for i, s in enumerate(spans) if s.line > line]
+    after = [i for i, s in enumerate(spans) if s.position > position]
     if after:
         return after[0], "the tool call the divergent decision asked for"
     return None, ""

@@ -23,6 +23,7 @@ variable's value now. A span that carries only ``tool_call.env_digest`` is compa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import importlib
 import inspect
@@ -36,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from ..canonical import canonical_json, json_default
+from ..canonical import canonical_json
 from ..config import load_config
 from ..errors import SpanError
 from ..integrations.tools import raised_record
@@ -194,8 +195,9 @@ class Live:
         timeout = self.timeout_s
         if timeout is None:
             recorded = call.get("timeout_s")
-            valid = isinstance(recorded, int | float) and not isinstance(recorded, bool)
-            timeout = float(recorded) if valid and recorded > 0 else DEFAULT_TIMEOUT_S
+            timeout = DEFAULT_TIMEOUT_S
+            if isinstance(recorded, int | float) and type(recorded) is not bool and recorded > 0:
+                timeout = float(recorded)
         cwd = self.cwd or call.get("cwd")
         if cwd is not None and not Path(str(cwd)).is_dir():
             raise SpanError(
@@ -224,22 +226,20 @@ class Live:
         except subprocess.TimeoutExpired:
             _kill(proc)
             out, err = proc.communicate()
-            result = {
+            result: dict[str, Any] = {
                 "exit_code": None,
                 "stdout": _text(out),
                 "stderr": _text(err),
                 "timed_out": True,
             }
             return result, f"timed out after {timeout:g} s (the whole process group was killed)"
-        result = {"exit_code": proc.returncode, "stdout": _text(out), "stderr": _text(err)}
-        return result, None
+        done = {"exit_code": proc.returncode, "stdout": _text(out), "stderr": _text(err)}
+        return done, None
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _text(data: bytes | None) -> str:

@@ -59,6 +59,7 @@ class Span:
     effect: str | None = None
     source: str = ""
     line: int = 0
+    position: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -166,9 +167,13 @@ def load_span(path: str | os.PathLike[str]) -> Span:
 
 
 def read_spans(
-    trace: str | os.PathLike[str], fmt: str | TraceFormat = TraceFormat.AUTO
+    trace: str | os.PathLike[str],
+    fmt: str | TraceFormat = TraceFormat.AUTO,
+    *,
+    skip_bad_lines: bool = False,
 ) -> list[Span]:
-    """The spans of a trace file: span JSONL, a tracetape cassette or OTLP/JSON.
+    """The spans of a trace file: span JSONL, a tracetape cassette or OTLP/JSON
+    (``skip_bad_lines`` passes over the malformed lines of the last two).
 
     Raises ``TraceError`` (file, line, field) for bad input and ``SpanError`` for a seed
     JSONL trace, which keeps no tool results.
@@ -176,7 +181,7 @@ def read_spans(
     path = Path(trace)
     kind = TraceFormat.parse(fmt)
     if kind is TraceFormat.AUTO:
-        kind = detect_format(path)
+        kind = detect_format(path, skip_bad_lines=skip_bad_lines)
     header: Mapping[str, Any] = {}
     if kind is TraceFormat.CASSETTE:
         cassette = read_cassette(path)
@@ -188,7 +193,7 @@ def read_spans(
             "result a span replay compares; replay spans of a cassette, span records or OTLP"
         )
     else:
-        records = read_records(path, kind)
+        records = read_records(path, kind, skip_bad_lines=skip_bad_lines)
     return list(_spans(records, header, kind))
 
 
@@ -196,7 +201,9 @@ def _spans(records: Iterable[Record], header: Mapping[str, Any], kind: TraceForm
     env = header.get("env")
     last_llm: dict[str | None, Record] = {}
     seen: dict[str, int] = {}
+    positions: dict[str | None, int] = {}
     for rec in records:
+        position = positions[rec.run] = positions.get(rec.run, 0) + 1
         if rec.kind == "llm":
             last_llm[rec.run] = rec
             continue
@@ -212,7 +219,7 @@ def _spans(records: Iterable[Record], header: Mapping[str, Any], kind: TraceForm
                 if value is not None:
                     data[name] = value
             span = Span.from_dict(data, where)
-            yield replace(span, source=rec.source, line=rec.line)
+            yield replace(span, source=rec.source, line=rec.line, position=position)
             continue
         call: dict[str, Any] = {"name": rec.name, "args": call_args(rec)}
         if isinstance(env, dict) and env:
@@ -234,6 +241,7 @@ def _spans(records: Iterable[Record], header: Mapping[str, Any], kind: TraceForm
             effect=rec.effect,
             source=rec.source,
             line=rec.line,
+            position=position,
         )
 
 
@@ -241,7 +249,8 @@ def decision_of(llm: Record, tool: Record) -> dict[str, Any]:
     """The model decision behind ``tool``: the call the model emitted (from its recorded reply,
     else the tool record's own name and arguments), its prompt, tool schema and parameters."""
     data = llm.input if isinstance(llm.input, dict) else {}
-    params = data.get("params") if isinstance(data.get("params"), dict) else {}
+    params = data.get("params")
+    params = params if isinstance(params, dict) else {}
     calls = emitted_calls(llm.out)
     name, args = next(((n, a) for n, a in calls if n == tool.name), (tool.name, call_args(tool)))
     decision: dict[str, Any] = {"tool_name": name, "args": args}

@@ -36,11 +36,11 @@ from .model import Span
 
 __all__ = [
     "DECISION_LAYER",
-    "describe",
     "NONDETERMINISTIC",
     "WORLD_DRIFTED",
     "ReplayMode",
     "ReplayResult",
+    "describe",
     "replay",
 ]
 

@@ -1,16 +1,14 @@
-"""Fixtures of the span tests: span files, and a second model on 127.0.0.1."""
+"""Helpers of the span tests: span files, and a second model on 127.0.0.1."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 
 class Decider:
@@ -71,17 +69,6 @@ def tool_call_reply(name: str, args: Any) -> tuple[int, Any]:
         "model": "m",
         "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
     }
-
-
-@pytest.fixture
-def decider() -> Iterator[Decider]:
-    server = Decider()
-    server._thread.start()
-    try:
-        yield server
-    finally:
-        server._server.shutdown()
-        server._server.server_close()
 
 
 def write_span(path: Path, **fields: Any) -> Path:
