@@ -74,6 +74,24 @@ def main() -> None:
     print("\n3. Edit one word of the prompt and replay: the first decision that changed fails.")
     sh("-m", "examples.agent", "--task", EDITED, "--tape", str(TAPE), "--mode", "replay", expect=3)
 
+    print(
+        "\n4. Record the edited run too, and ask why it went another way: explain finds where the"
+        "\n   runs parted, replays the tool span there live (twice, then against the recording)"
+        "\n   and gives a verdict."
+    )
+    edited = TAPE.with_name(f"{TAPE.stem}-edited{TAPE.suffix}")
+    (ROOT / edited).unlink(missing_ok=True)
+    sh("-m", "examples.agent", "--task", EDITED, "--tape", str(edited), "--mode", "record")
+    sh(
+        "-m",
+        "tracetape",
+        "explain",
+        str(TAPE),
+        str(edited),
+        "--call",
+        "examples.agent:search_issues",
+    )
+
     print(f"\nDemo finished in {time.perf_counter() - start:.1f} s.")
 
 

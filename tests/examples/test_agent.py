@@ -38,8 +38,8 @@ def test_record_replay_and_miss(tmp_path: Path) -> None:
 
 
 def test_the_demo_runs_end_to_end(tmp_path: Path) -> None:
-    """`make demo`'s script records, replays and shows a miss, exiting 0 (into a cassette of
-    its own: two test sessions, or a session and a `make demo`, may run at once)."""
+    """`make demo`'s script records, replays, shows a miss and explains it, exiting 0 (into a
+    cassette of its own: two test sessions, or a session and a `make demo`, may run at once)."""
     done = subprocess.run(
         [sys.executable, "-m", "examples.demo"],
         cwd=ROOT,
@@ -51,3 +51,4 @@ def test_the_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 model calls" in done.stdout and "ReplayMiss" in done.stdout
     assert "redacted" in done.stdout
+    assert "Verdict: decision layer" in done.stdout

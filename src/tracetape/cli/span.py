@@ -132,7 +132,10 @@ _id_option = click.option(
 )
 
 
-@click.group(short_help="List, extract, replay and re-decide one tool span.")
+@click.group(
+    short_help="List, extract, replay and re-decide one tool span.",
+    epilog=exit_codes_help("span"),
+)
 def span() -> None:
     """Replay one span of a failed run: is the tool nondeterministic, did the world drift, or
     did the model decide badly?
