@@ -153,3 +153,17 @@ def test_a_cassette_span_of_the_example_agent_can_be_decided(
     result = decide(search, "m", base_url=decider.base_url)
     assert result.verdict == SAME
     assert decider.requests[0]["body"]["tools"] == search.model_decision["tools"]  # type: ignore[index]
+
+
+def test_what_the_second_model_writes_is_redacted(decider: Decider) -> None:
+    """A secret in the model's arguments, text or error is a placeholder in the result."""
+    key = "sk-proj-ModelLeak0123456789abcdefXYZ"
+    decider.reply = lambda body: tool_call_reply("add", {"a": key})
+    result = decide(span(), "m", base_url=decider.base_url)
+    assert key not in str(result.to_dict()) and "[REDACTED:openai_key:" in str(result.to_dict())
+    decider.reply = lambda body: (200, {"choices": [{"message": {"content": f"use {key}"}}]})
+    assert key not in str(decide(span(), "m", base_url=decider.base_url).to_dict())
+    decider.reply = lambda body: (500, {"error": {"message": f"bad key {key}"}})
+    with pytest.raises(SpanError) as caught:
+        decide(span(), "m", base_url=decider.base_url)
+    assert key not in str(caught.value)

@@ -144,6 +144,39 @@ def test_find_span_takes_an_id_or_its_unique_start() -> None:
             "field model_decision",
             id="decision",
         ),
+        pytest.param(
+            {"span_id": "1", "tool_call": {"argv": []}}, "tool_call.argv", id="argv-empty"
+        ),
+        pytest.param(
+            {"span_id": "1", "tool_call": {"argv": "ls -l"}}, "tool_call.argv", id="argv-str"
+        ),
+        pytest.param(
+            {"span_id": "1", "tool_call": {"argv": ["ls", 1]}}, "tool_call.argv", id="argv-int"
+        ),
+        pytest.param(
+            {"span_id": "1", "tool_call": {"argv": ["a\0b"]}}, "tool_call.argv", id="argv-nul"
+        ),
+        pytest.param(
+            {"span_id": "1", "tool_call": {"timeout_s": "9"}},
+            "tool_call.timeout_s",
+            id="timeout-str",
+        ),
+        pytest.param(
+            {"span_id": "1", "tool_call": {"timeout_s": 0}}, "tool_call.timeout_s", id="timeout-0"
+        ),
+        pytest.param(
+            {"span_id": "1", "tool_call": {"timeout_s": True}},
+            "tool_call.timeout_s",
+            id="timeout-bool",
+        ),
+        pytest.param({"span_id": "1", "tool_call": {"cwd": 5}}, "tool_call.cwd", id="cwd"),
+        pytest.param({"span_id": "1", "tool_call": {"env": {"A": 1}}}, "tool_call.env", id="env"),
+        pytest.param(
+            {"span_id": "1", "tool_call": {"env_digest": 1}}, "tool_call.env_digest", id="digest"
+        ),
+        pytest.param(
+            {"span_id": "1", "tool_call": {"env_names": "A"}}, "tool_call.env_names", id="names"
+        ),
     ],
 )
 def test_a_bad_span_names_its_field(data: Any, message: str) -> None:
@@ -206,3 +239,43 @@ def test_emitted_calls_never_raises_on_any_json(value: Any) -> None:
     assert isinstance(
         emitted_calls({"choices": [value], "output": [value], "content": [value]}), list
     )
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(
+    result=json_values,
+    decision=st.dictionaries(st.text(max_size=8), json_values, max_size=4),
+    argv=st.lists(st.text(min_size=1).filter(lambda a: "\0" not in a), min_size=1, max_size=4),
+    step=st.none() | st.integers(0, 10**6),
+)
+def test_a_span_reads_back_what_it_wrote(
+    result: Any, decision: dict[str, Any], argv: list[str], step: int | None
+) -> None:
+    """to_dict / from_dict round-trip every field, through JSON."""
+    span = Span.from_dict(
+        {"span_id": "s", "step": step, "tool_call": {"argv": argv, "timeout_s": 3},
+         "tool_result": result, "model_decision": decision}
+    )  # fmt: skip
+    again = Span.from_dict(json.loads(json.dumps(span.to_dict())))
+    assert again == span
+
+
+@given(
+    before=st.text(max_size=20), after=st.text(max_size=20), a=st.uuids(), b=st.uuids(),
+    name=st.from_regex(r"tmp[a-z0-9_]{1,10}", fullmatch=True),
+)  # fmt: skip
+def test_a_uuid_or_a_temp_path_never_changes_a_fingerprint(
+    before: str, after: str, a: Any, b: Any, name: str
+) -> None:
+    """Output that differs only in a UUID or a temp folder's name has one fingerprint."""
+    from tracetape import fingerprint
+
+    one = {"stdout": f"{before} {a} /tmp/{name}/x {after}"}
+    two = {"stdout": f"{before} {b} /tmp/{name[::-1]}q/x {after}"}
+    assert fingerprint(one) == fingerprint(two)

@@ -266,3 +266,27 @@ def test_live_output_is_redacted_before_it_is_compared_or_printed() -> None:
     result = replay(command(f"print('token {key}')", recorded))
     assert result.verdict == DECISION_LAYER
     assert key not in str(result.to_dict())
+
+
+def test_a_cassette_span_compares_the_headers_environment_digests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tape(env_allow=...) keeps a keyed digest per variable; the span carries them and
+    replay names the variable that changed."""
+    from tracetape import Tape
+    from tracetape.span import read_spans
+
+    monkeypatch.setenv("AGENT_REGION", "eu")
+    path = tmp_path / "run.jsonl"
+    with Tape(path, mode="record", env_allow=["AGENT_REGION"]) as tape:
+        tape.call("tool", {"name": "lookup", "args": {"city": "Oslo"}, "step": 1},
+                  lambda: lookup("Oslo"))  # fmt: skip
+    (span,) = read_spans(path)
+    assert set(span.tool_call["env"]) == {"AGENT_REGION"}
+    assert replay(span, live=Live(call=lookup)).env_drift == []
+    monkeypatch.setenv("AGENT_REGION", "us")
+    result = replay(span, live=Live(call=lookup))
+    assert result.env_drift == [
+        "environment variable AGENT_REGION has a different value than when recorded"
+    ]
+    assert replay(span, live=Live(call=lookup, env={"AGENT_REGION": "eu"})).env_drift == []

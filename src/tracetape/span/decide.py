@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..canonical import Normalizer, fingerprint
+from ..config import load_config
 from ..errors import SpanError
+from ..redact import Redactor, RedactRules
 from .model import Span, emitted_calls
 
 __all__ = ["DIFFERENT", "SAME", "DecideResult", "decide"]
@@ -175,6 +177,7 @@ def decide(
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     content = json.dumps(body, ensure_ascii=False).encode()
     headers["Content-Type"] = "application/json"
+    redactor = Redactor(RedactRules.coerce(load_config("redact") or None))
     with httpx.Client(timeout=timeout) as client:
         for _ in range(repeat):
             try:
@@ -185,28 +188,36 @@ def decide(
                 ) from None
             except httpx.HTTPError as exc:
                 raise SpanError(f"cannot reach {url}: {exc}") from None
-            result.answers.append(_answer(response, url, recorded, result.recorded_fp, normalizer))
+            answer = _answer(response, url, recorded, result.recorded_fp, normalizer, redactor)
+            result.answers.append(answer)
     return result
 
 
-def _answer(
-    response: Any, url: str, recorded: dict[str, Any], recorded_fp: str, norm: Normalizer | None
+def _answer(  # noqa: PLR0917 - one call site
+    response: Any,
+    url: str,
+    recorded: dict[str, Any],
+    recorded_fp: str,
+    norm: Normalizer | None,
+    redactor: Redactor,
 ) -> dict[str, Any]:
+    """One reply as an answer; what the model wrote is redacted before it is kept (it is
+    printed), and compared after: a recorded decision is redacted too."""
     if response.status_code >= 400:
-        raise SpanError(
-            f"{url} answered HTTP {response.status_code}: {_cut(_error_text(response), 200)}"
-        )
+        text = redactor.redact_string(_error_text(response))
+        raise SpanError(f"{url} answered HTTP {response.status_code}: {_cut(text, 200)}")
     try:
         reply = response.json()
         message = reply["choices"][0]["message"]
     except (ValueError, KeyError, IndexError, TypeError):
         raise SpanError(
-            f"{url} answered something that is not a chat completion: {_cut(response.text, 200)!r}"
+            f"{url} answered something that is not a chat completion: "
+            f"{_cut(redactor.redact_string(response.text), 200)!r}"
         ) from None
-    calls = emitted_calls(reply)
+    calls = emitted_calls(redactor.redact_value(reply)[0])
     if not calls:
-        text = message.get("content") if isinstance(message, dict) else None
-        return {"text": str(text or ""), "same": False}
+        content = message.get("content") if isinstance(message, dict) else None
+        return {"text": redactor.redact_string(str(content or "")), "same": False}
     name, args = next(((n, a) for n, a in calls if n == recorded["tool_name"]), calls[0])
     fp = fingerprint({"tool_name": name, "args": args}, norm)
     return {"tool_name": name, "args": args, "fingerprint": fp, "same": fp == recorded_fp}

@@ -114,6 +114,7 @@ class Span:
         call = data.get("tool_call")
         if not isinstance(call, dict):
             raise SpanError(f"{where}: field tool_call: missing, or not an object")
+        _check_call(call, where)
         decision = data.get("model_decision")
         if decision is not None and not isinstance(decision, dict):
             raise SpanError(f"{where}: field model_decision: must be an object")
@@ -144,6 +145,41 @@ class Span:
             source=str(data.get("source") or ""),
             extra={k: v for k, v in data.items() if k not in known},
         )
+
+
+def _check_call(call: dict[str, Any], where: str) -> None:
+    """The fields of a tool call that live execution uses, checked before anything runs."""
+
+    def bad(name: str, must: str) -> SpanError:
+        return SpanError(f"{where}: field tool_call.{name}: {must}, not {call[name]!r}"[:400])
+
+    argv = call.get("argv")
+    if "argv" in call and not (
+        isinstance(argv, list)
+        and argv
+        and all(isinstance(a, str) and "\0" not in a for a in argv)
+        and argv[0]
+    ):
+        raise bad("argv", "must be a non-empty list of strings (the command and its arguments)")
+    timeout = call.get("timeout_s")
+    if timeout is not None and not (
+        isinstance(timeout, int | float) and type(timeout) is not bool and timeout > 0
+    ):
+        raise bad("timeout_s", "must be a positive number of seconds")
+    if call.get("cwd") is not None and not isinstance(call["cwd"], str):
+        raise bad("cwd", "must be a folder path")
+    env = call.get("env")
+    if env is not None and not (
+        isinstance(env, dict) and all(v is None or isinstance(v, str) for v in env.values())
+    ):
+        raise bad("env", "must map variable names to their recorded digests")
+    if call.get("env_digest") is not None and not isinstance(call["env_digest"], str):
+        raise bad("env_digest", "must be a string")
+    names = call.get("env_names")
+    if names is not None and not (
+        isinstance(names, list) and all(isinstance(n, str) for n in names)
+    ):
+        raise bad("env_names", "must be a list of variable names")
 
 
 def load_span(path: str | os.PathLike[str]) -> Span:
