@@ -240,27 +240,14 @@ def test_explain_on_two_recorded_runs(tmp_path: Path) -> None:
     edited = record_agent(
         tmp_path / "edited.jsonl", "Find why the parser loses the last row of CSV exports"
     )
-    md = tracetape(
-        "explain",
-        str(good),
-        str(edited),
-        "--call",
-        "examples.agent:search_issues",
-        "--format",
-        "markdown",
-    )
+
+    def explained(fmt: str) -> subprocess.CompletedProcess[str]:
+        call = "examples.agent:search_issues"
+        return tracetape("explain", str(good), str(edited), "--call", call, "--format", fmt)
+
+    md = explained("markdown")
     assert md.returncode == 0 and md.stdout.startswith("### tracetape explain: **decision layer**")
-    js = json.loads(
-        tracetape(
-            "explain",
-            str(good),
-            str(edited),
-            "--call",
-            "examples.agent:search_issues",
-            "--format",
-            "json",
-        ).stdout
-    )
+    js = json.loads(explained("json").stdout)
     assert js["verdict"] == "decision layer" and js["next"][0].startswith("tracetape span decide")
     same = tracetape("explain", str(good), str(good))
     assert same.returncode == 0 and "never parted" in same.stdout

@@ -290,3 +290,12 @@ def test_a_cassette_span_compares_the_headers_environment_digests(
         "environment variable AGENT_REGION has a different value than when recorded"
     ]
     assert replay(span, live=Live(call=lookup, env={"AGENT_REGION": "eu"})).env_drift == []
+
+
+async def lookup_async(city: str) -> dict[str, Any]:
+    return {"city": city, "units": "metric", "temp": 21}
+
+
+def test_an_async_python_tool_is_awaited() -> None:
+    span = python_tool({"city": "Oslo", "units": "metric", "temp": 21}, city="Oslo")
+    assert replay(span, live=Live(call=lookup_async)).verdict == DECISION_LAYER

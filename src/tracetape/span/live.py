@@ -22,7 +22,6 @@ variable's value now. A span that carries only ``tool_call.env_digest`` is compa
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import importlib
@@ -252,6 +251,8 @@ def _call(fn: Callable[..., Any], args: Any) -> Any:
     try:
         out = fn(*positional, **keywords)
         if inspect.isawaitable(out):
+            import asyncio  # only an async tool needs it
+
             out = asyncio.run(_awaited(out))
     except Exception as exc:  # a tool that raises is recorded as its exception
         return raised_record(exc)
