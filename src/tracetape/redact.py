@@ -325,6 +325,22 @@ class Redactor:
         # one of them is that secret, met live in replay.
         self._recognised: dict[str, str] = {}
 
+    def fresh(self) -> Redactor:
+        """A redactor with the same rules and key and an empty registry: one per unit of work
+        (a collector's batch), sharing the compiled detectors instead of compiling them again.
+
+        >>> base = Redactor()
+        >>> base.redact_string("key sk-proj-AbcdefghijklmnopQRSTUVWX123456") != ""
+        True
+        >>> base.fresh().known
+        {}
+        """
+        if not self._ready:
+            self._compile()
+        other = Redactor(self._rules, self._key)
+        other._compiled, other._field, other._ready = self._compiled, self._field, True
+        return other
+
     def mac(self, value: str, length: int = 12) -> str:
         """Return the keyed digest (HMAC-SHA256, hex) of a value, cut to ``length``."""
         return hmac.new(self._key, value.encode(), hashlib.sha256).hexdigest()[:length]

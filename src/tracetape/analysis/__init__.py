@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from ..errors import TraceError
 from ..formats import TraceFormat, detect_format, read_records
-from .api import check_trace, diff_records, diff_traces, export_parquet
+from .api import check_records, check_trace, diff_records, diff_traces, export_parquet
 from .config import AnalysisConfig, Limits
 from .render import render_markdown, render_text, summary_lines
 from .report import Divergence, Finding, Report
@@ -47,6 +47,7 @@ __all__ = [
     "Severity",
     "TraceError",
     "TraceFormat",
+    "check_records",
     "check_trace",
     "detect_format",
     "diff_records",

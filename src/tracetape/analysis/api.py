@@ -23,6 +23,7 @@ from .report import Report
 
 __all__ = [
     "Traces",
+    "check_records",
     "check_trace",
     "diff_records",
     "diff_traces",
@@ -199,6 +200,20 @@ def check_trace(
         if not n:
             raise TraceError("the trace holds no calls to check", path=files[0])
         return _analyze(Context(calls, config, compare=False), str(SIDE_A), files)
+
+
+def check_records(
+    records: Iterable[Record], *, name: str = "records", config: AnalysisConfig | None = None
+) -> Report:
+    """``check_trace`` of a record stream (a store's run) instead of files: the same
+    detectors, the same report; ``name`` names it in errors and in ``report.inputs``."""
+    config = config or AnalysisConfig()
+    with Calls(config) as calls:
+        calls.load_records(records, name, SIDE_A)
+        (n,) = calls.one("SELECT count(*) FROM calls0")
+        if not n:
+            raise TraceError("the trace holds no calls to check", path=name)
+        return _analyze(Context(calls, config, compare=False), str(SIDE_A), [Path(name)])
 
 
 def _analyze(ctx: Context, side_of: str, files: list[Path]) -> Report:

@@ -23,6 +23,7 @@ from ..errors import CassetteError, TraceError
 __all__ = ["PROGRESS_EVERY", "Source", "TraceFormat", "TraceSource", "open_source", "stem_of"]
 
 PROGRESS_EVERY = 1 << 14
+MAX_ERRORS = 1000
 _BUFFER = 1 << 20
 
 # A path, an open file (binary or text), bytes, or an iterable of lines (bytes or str).
@@ -162,14 +163,18 @@ class TraceSource:
     path: Path | None = None
     skipped: int = 0
     first_skipped: list[str] = field(default_factory=list)
+    errors: list[CassetteError] = field(default_factory=list)
 
     def skip_error(self, error: CassetteError) -> None:
-        """Raise ``error``, or count its line under ``skip_bad_lines``."""
+        """Raise ``error``, or count its line under ``skip_bad_lines`` (keeping the first
+        ``MAX_ERRORS`` errors in ``errors``, for a caller that reports every bad line)."""
         if not self.skip_bad_lines:
             raise error
         self.skipped += 1
         if len(self.first_skipped) < 5:
             self.first_skipped.append(str(error))
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(error)
 
     def bad(self, message: str, line: int | None, field: str | None = None) -> None:
         """Raise a ``TraceError`` for a bad record, or count it under ``skip_bad_lines``."""

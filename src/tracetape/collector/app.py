@@ -1,0 +1,271 @@
+"""The collector's HTTP API (FastAPI): store trace lines, list runs, serve run-to-run diffs.
+
+Routes (every ``/v1`` route needs ``Authorization: Bearer TOKEN`` when a token is set):
+
+* ``POST /v1/lines``: JSONL, or a JSON array, of trace lines in any format ``tracetape diff``
+  reads; ``?source=NAME`` names them (a run without its own id takes it), ``?offset=N`` is the
+  number of lines of that source sent before, ``?format=`` skips sniffing. The batch is stored
+  atomically: all lines or none (400 naming each bad line by number); a batch sent again is
+  not stored twice (``"duplicate": true``); a 2xx means the lines are on disk.
+* ``POST /v1/otlp/v1/traces``: an OTLP/HTTP JSON export (``ExportTraceServiceRequest`` with
+  GenAI spans), so an OpenTelemetry SDK or Collector exports straight here.
+* ``GET /v1/runs``: runs, newest first, paginated (``limit``, ``cursor``), filtered by time
+  (``since``, ``until``: Unix seconds) and by a tool the run called (``tool``).
+* ``GET /v1/runs/{run_id}``: the run's summary and events in order (``after``, ``limit``).
+* ``GET /v1/runs/{run_id}/check``: the invariants of the run (``tracetape check``'s JSON).
+* ``GET /v1/diff?a=RUN&b=RUN``: exactly the JSON ``tracetape diff --format json`` gives.
+* ``GET /healthz``: the database answers.
+
+Bodies over ``max_body`` bytes or ``max_lines`` lines are refused with 413 before they are
+parsed. Run ids and parameters are validated; every query is parameterized by SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import sqlalchemy as sa
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response
+from starlette.middleware.base import BaseHTTPMiddleware
+
+from .._version import __version__
+from ..analysis import AnalysisConfig, check_records, diff_records
+from ..analysis.render import redacted
+from ..config import load_config
+from ..errors import TapeError
+from ..redact import Redactor, RedactRules
+from ..stores.database import RUN_ID, Database
+from ..stores.migrations import HEAD
+from .ingest import BadBatch, parse_batch
+
+__all__ = ["Settings", "create_app"]
+
+MAX_BODY = 16 << 20
+MAX_LINES = 10_000
+
+
+@dataclass
+class Settings:
+    """The collector's settings: the bearer ``token`` (none: no auth, loopback only), body
+    and line limits, and the analysis configuration."""
+
+    token: str | None = None
+    max_body: int = MAX_BODY
+    max_lines: int = MAX_LINES
+    config: AnalysisConfig = field(default_factory=AnalysisConfig.load)
+    redactor: Redactor = field(
+        default_factory=lambda: Redactor(RedactRules.coerce(load_config("redact") or None))
+    )
+
+
+def _error(status: int, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": message, **extra}, status_code=status)
+
+
+RunId = Annotated[str, Query(min_length=1, max_length=200, pattern=RUN_ID.pattern)]
+
+
+def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
+    """The collector's ASGI app over ``db`` (see the module docstring)."""
+    settings = settings or Settings()
+    app = FastAPI(
+        title="tracetape collector",
+        version=__version__,
+        description="Stores every trace line and serves run-to-run diffs.",
+    )
+    app.state.db, app.state.settings = db, settings
+
+    class Limit(BaseHTTPMiddleware):
+        async def dispatch(
+            self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+        ) -> Response:
+            length = request.headers.get("content-length")
+            if length is not None:
+                if not length.isdigit():
+                    return _error(400, "Content-Length is not a number")
+                if int(length) > settings.max_body:
+                    return _error(413, f"the body is over {settings.max_body} bytes; send smaller batches")
+            return await call_next(request)
+
+    app.add_middleware(Limit)
+
+    def authorized(request: Request) -> None:
+        if settings.token is None:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            token.strip().encode(), settings.token.encode()
+        ):
+            raise HTTPException(
+                401, "a bearer token is required: Authorization: Bearer $TRACETAPE_TOKEN",
+                headers={"WWW-Authenticate": "Bearer"},
+            )  # fmt: skip
+
+    auth = [Depends(authorized)]
+
+    async def body_of(request: Request) -> bytes:
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > settings.max_body:
+                raise BadBatch(413, f"the body is over {settings.max_body} bytes; send smaller batches")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    @app.exception_handler(BadBatch)
+    async def bad_batch(request: Request, exc: BadBatch) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse(
+            {"error": exc.detail}, status_code=exc.status_code, headers=exc.headers
+        )
+
+    async def ingest(request: Request, source: str, offset: int, fmt: str) -> dict[str, Any]:
+        body = await body_of(request)
+        batch = await run_in_threadpool(
+            parse_batch,
+            body,
+            source=source,
+            offset=offset,
+            fmt=fmt,
+            redactor=settings.redactor,
+            max_lines=settings.max_lines,
+        )
+        stored = await run_in_threadpool(db.store, batch.records, digest=batch.digest, lines=batch.lines)
+        return {
+            "stored": stored.events,
+            "duplicate": stored.duplicate,
+            "runs": stored.runs,
+            "redacted": batch.redacted,
+            "batch": stored.digest,
+        }
+
+    @app.get("/healthz", tags=["service"])
+    def healthz() -> dict[str, Any]:
+        """Whether the collector and its database answer."""
+        with db.engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        return {"ok": True, "database": db.engine.dialect.name, "schema": HEAD}
+
+    @app.post("/v1/lines", dependencies=auth, tags=["ingest"])
+    async def post_lines(
+        request: Request,
+        source: Annotated[str, Query(max_length=200)] = "request",
+        offset: Annotated[int, Query(ge=0, le=1 << 40)] = 0,
+        format: Annotated[str, Query()] = "auto",  # noqa: A002 - the API's name
+    ) -> dict[str, Any]:
+        """Store a batch of trace lines (JSONL or a JSON array) atomically."""
+        return await ingest(request, source, offset, format)
+
+    @app.post("/v1/otlp/v1/traces", dependencies=auth, tags=["ingest"])
+    async def post_otlp(request: Request) -> dict[str, Any]:
+        """Store an OTLP/HTTP JSON trace export (GenAI spans)."""
+        kind = request.headers.get("content-type", "application/json").split(";")[0].strip()
+        if kind != "application/json":
+            raise BadBatch(415, "only OTLP/HTTP JSON is accepted (Content-Type: application/json)")
+        body = await body_of(request)
+        line = b" ".join(body.splitlines())  # one document, one line
+        batch = await run_in_threadpool(
+            parse_batch,
+            line,
+            source="otlp",
+            offset=0,
+            fmt="otlp",
+            redactor=settings.redactor,
+            max_lines=settings.max_lines,
+        )
+        await run_in_threadpool(db.store, batch.records, digest=batch.digest, lines=batch.lines)
+        return {"partialSuccess": {}}
+
+    @app.get("/v1/runs", dependencies=auth, tags=["runs"])
+    def list_runs(
+        since: float | None = None,
+        until: float | None = None,
+        tool: Annotated[str | None, Query(max_length=500)] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+        cursor: Annotated[str | None, Query(max_length=300)] = None,
+    ) -> dict[str, Any]:
+        """Runs, newest first, filtered by time and tool; ``next`` is the next page's cursor."""
+        before = _cursor(cursor) if cursor else None
+        found = db.runs(since=since, until=until, tool=tool, before=before, limit=limit)
+        nxt = None
+        if len(found) == limit:
+            last = found[-1]
+            nxt = f"{last['last_seen']!r}~{last['run_id']}"
+        return {"runs": found, "next": nxt}
+
+    def _known(run_id: str) -> str:
+        if not RUN_ID.fullmatch(run_id):
+            raise HTTPException(400, f"{run_id[:80]!r} is not a run id")
+        if not db.run_exists(run_id):
+            raise HTTPException(404, f"no run {run_id!r} in this collector")
+        return run_id
+
+    @app.get("/v1/runs/{run_id}", dependencies=auth, tags=["runs"])
+    def get_run(
+        run_id: str,
+        after: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    ) -> dict[str, Any]:
+        """The run's events in order (``after`` the last event id of the previous page)."""
+        _known(run_id)
+        page = db.events(run_id, after=after, limit=limit)
+        summary = next(iter(db.runs_by_id([run_id])), None)
+        return {
+            "run": summary,
+            "events": [{"id": i, **_plain(rec)} for i, rec in page],
+            "next": page[-1][0] if len(page) == limit else None,
+        }
+
+    @app.get("/v1/runs/{run_id}/check", dependencies=auth, tags=["analysis"])
+    def check_run(run_id: str) -> Response:
+        """The invariants of the run: ``tracetape check --format json`` for it."""
+        _known(run_id)
+        report = check_records(db.records(run_id), name=run_id, config=settings.config)
+        return _json(redacted(report.to_dict()))
+
+    @app.get("/v1/diff", dependencies=auth, tags=["analysis"])
+    def diff_runs(a: RunId, b: RunId) -> Response:
+        """Exactly the JSON ``tracetape diff --format json`` gives for runs ``a`` and ``b``."""
+        _known(a)
+        _known(b)
+        ra, rb = db.records(a), db.records(b)
+        names = (ra[0].source or a, rb[0].source or b)
+        try:
+            report = diff_records(ra, rb, names=names, config=settings.config)
+        except TapeError as exc:
+            raise HTTPException(400, str(exc)) from None
+        return _json(redacted(report.to_dict()))
+
+    return app
+
+
+def _plain(rec: Any) -> dict[str, Any]:
+    import msgspec
+
+    return {k: v for k, v in msgspec.to_builtins(rec).items() if v is not None}
+
+
+def _json(data: Any) -> Response:
+    text = json.dumps(data, ensure_ascii=False, default=str)
+    return Response(text, media_type="application/json")
+
+
+def _cursor(text: str) -> tuple[float, str]:
+    seen, sep, run = text.partition("~")
+    try:
+        value = float(seen)
+    except ValueError:
+        value = float("nan")
+    if not sep or value != value or not RUN_ID.fullmatch(run):
+        raise HTTPException(400, "cursor is not one this collector gave")
+    return value, run

@@ -1,0 +1,158 @@
+"""From a request body to records ready to store: parse, check, redact.
+
+A body is JSONL (one trace line a line, any format ``formats`` reads: cassettes, seed JSONL,
+span records, OTLP/JSON documents) or a JSON array of such lines. Every line is read; a batch
+with any bad line is refused whole, and the refusal names each bad line by number (the first
+1,000) with its field and what is wrong. Records are redacted with the core's rules
+(``[tool.tracetape.redact]`` and the built-in detectors) before they are returned, so a secret
+in a pushed line never reaches the database; run ids must match ``RUN_ID``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import orjson
+
+from ..errors import CassetteError, TraceError
+from ..formats import TraceFormat, read_records
+from ..formats._source import TraceSource
+from ..record import Record
+from ..redact import Redactor
+from ..stores.database import RUN_ID, batch_digest
+
+__all__ = ["Batch", "BadBatch", "parse_batch"]
+
+SOURCE = re.compile(r"[A-Za-z0-9._:@/+=\- ]{1,200}")
+
+
+class BadBatch(Exception):
+    """A batch that cannot be stored: ``status`` (400, 413, 415) and what to say."""
+
+    def __init__(self, status: int, message: str, lines: list[dict[str, Any]] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.lines = status, message, lines or []
+
+    def body(self) -> dict[str, Any]:
+        """The JSON error body."""
+        data: dict[str, Any] = {"error": self.message}
+        if self.lines:
+            data["lines"] = self.lines
+        return data
+
+
+@dataclass
+class Batch:
+    """A parsed batch: its records (redacted), its digest, its line count, and how many
+    records had a secret redacted."""
+
+    records: list[Record]
+    digest: str
+    lines: int
+    redacted: int = 0
+    runs: list[str] = field(default_factory=list)
+
+
+def _lines(body: bytes, max_lines: int) -> list[bytes]:
+    text = body.lstrip()
+    if text.startswith(b"["):
+        try:
+            items = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise BadBatch(400, f"the body is not a JSON array of trace lines ({exc})") from None
+        if not isinstance(items, list):
+            raise BadBatch(400, "a JSON body must be an array of trace lines")
+        if len(items) > max_lines:
+            raise BadBatch(413, f"{len(items)} lines in one batch; at most {max_lines}")
+        return [orjson.dumps(item) for item in items]
+    lines = body.splitlines()
+    if len(lines) > max_lines:
+        raise BadBatch(413, f"{len(lines)} lines in one batch; at most {max_lines}")
+    return lines
+
+
+def parse_batch(
+    body: bytes,
+    *,
+    source: str,
+    offset: int,
+    fmt: str,
+    redactor: Redactor,
+    max_lines: int,
+) -> Batch:
+    """Read ``body`` (see the module docstring); raise ``BadBatch`` for what cannot be stored.
+
+    ``source`` names the lines (a run without its own id takes it, as a file's name would);
+    ``offset`` is the number of lines of the same source sent before (line numbers in
+    records and errors count from there).
+    """
+    if not SOURCE.fullmatch(source):
+        raise BadBatch(400, "source must be 1-200 letters, digits, spaces or ._:@/+=-")
+    try:
+        kind = TraceFormat.parse(fmt)
+    except ValueError as exc:
+        raise BadBatch(400, str(exc)) from None
+    lines = _lines(body, max_lines)
+    if not any(line.strip() for line in lines):
+        raise BadBatch(400, "the body holds no trace lines")
+    sources: list[TraceSource] = []
+    try:
+        records = list(
+            read_records(lines, kind, name=source, skip_bad_lines=True, sources=sources)
+        )
+    except (CassetteError, RecursionError) as exc:
+        raise BadBatch(400, _message(exc, offset)) from None
+    src = sources[0] if sources else None
+    if src is not None and src.skipped:
+        bad = [_line_error(e, offset) for e in src.errors]
+        raise BadBatch(
+            400,
+            f"{src.skipped} bad line(s); nothing of this batch was stored",
+            bad,
+        )
+    out: list[Record] = []
+    redacted = 0
+    bad_runs: list[dict[str, Any]] = []
+    redactor = redactor.fresh()  # a secret of one batch is not remembered for the next
+    for rec in records:
+        data, changed = redactor.redact_value(msgspec.to_builtins(rec))
+        redacted += changed
+        clean = msgspec.convert(data, Record) if changed else rec
+        line = rec.line + offset if rec.line else rec.line
+        clean = msgspec.structs.replace(clean, line=line, source=source)
+        if not RUN_ID.fullmatch(clean.run or ""):
+            bad_runs.append(
+                {"line": line, "field": "run_id", "message": f"{clean.run!r} is not a run id "
+                 "(1-200 letters, digits and ._:@+=-, starting with a letter or digit)"}
+            )  # fmt: skip
+            continue
+        out.append(clean)
+    if bad_runs:
+        raise BadBatch(400, f"{len(bad_runs)} line(s) name a bad run id; nothing stored", bad_runs)
+    digest = batch_digest([source.encode(), str(offset).encode(), *lines])
+    return Batch(out, digest, len(lines), redacted, sorted({r.run or "" for r in out}))
+
+
+def _bare(error: CassetteError) -> str:
+    """The error's message without the ``source:line: `` it starts with."""
+    text = str(error)
+    for prefix in (f"{error.path}:{error.line}: ", f"{error.path}: "):
+        if text.startswith(prefix):
+            return text[len(prefix) :]
+    return text
+
+
+def _line_error(error: CassetteError, offset: int) -> dict[str, Any]:
+    line = error.line + offset if error.line else error.line
+    return {"line": line, "field": getattr(error, "field", None), "message": _bare(error)}
+
+
+def _message(exc: BaseException, offset: int) -> str:
+    if isinstance(exc, RecursionError):
+        return "a value is nested deeper than tracetape reads; flatten it"
+    if isinstance(exc, TraceError) and exc.line is not None:
+        return f"line {exc.line + offset}: {_bare(exc)}"
+    return _bare(exc) if isinstance(exc, CassetteError) else str(exc)

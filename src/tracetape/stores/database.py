@@ -1,0 +1,418 @@
+"""Records in a database: SQLite (embedded, the default) or PostgreSQL, through SQLAlchemy Core.
+
+The collector stores every trace line it receives as an immutable *event* (the redacted
+``Record`` as JSON) in ``events``, keeps one summary row per run in ``runs`` (first and last
+time seen, events, steps, tokens, findings are computed on demand) and one row per received
+batch in ``batches``, whose key is the digest of the batch's lines: a batch sent twice (a client
+retry) is found there and not stored again. A batch is one transaction: all its lines or none.
+
+The schema is versioned with Alembic (``stores/migrations``); ``Database.open`` upgrades it
+to the newest version before anything else runs, under a lock (PostgreSQL's advisory lock;
+SQLite's write lock), so several collector processes may start at once against one database.
+
+SQLite runs in WAL mode with a busy timeout, so readers never wait for the writer and
+concurrent writers queue instead of failing. PostgreSQL (``postgresql+psycopg://...``) lets
+several collector processes (``--workers N`` or several hosts) share one database: the
+collector keeps no state of its own.
+
+``DatabaseStore(db, run)`` is the tape's ``RecordStore`` over one run of a database.
+
+SQLAlchemy and Alembic are the ``[server]`` extra, imported only here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from ..errors import CassetteNotFoundError, ConfigError
+from ..formats.cassette import Cassette
+from ..record import Record
+
+__all__ = [
+    "DEFAULT_URL",
+    "RUN_ID",
+    "Database",
+    "DatabaseStore",
+    "Stored",
+    "batch_digest",
+    "metadata",
+]
+
+DEFAULT_URL = "sqlite:///tracetape.db"
+# A run id the collector accepts: what run ids look like, and nothing that needs escaping.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,199}")
+
+metadata = sa.MetaData()
+_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+batches = sa.Table(
+    "batches",
+    metadata,
+    sa.Column("digest", sa.String(64), primary_key=True),
+    sa.Column("received", sa.Float, nullable=False),
+    sa.Column("lines", sa.Integer, nullable=False),
+)
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("run_id", sa.String(200), primary_key=True),
+    sa.Column("source", sa.Text, nullable=True),
+    sa.Column("first_seen", sa.Float, nullable=False),
+    sa.Column("last_seen", sa.Float, nullable=False),
+    sa.Column("events", sa.BigInteger, nullable=False),
+    sa.Column("steps", sa.Integer, nullable=False),
+    sa.Column("tokens", sa.BigInteger, nullable=False),
+    sa.Index("runs_last_seen", "last_seen"),
+)
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column("id", _ID, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(200), nullable=False),
+    sa.Column("received", sa.Float, nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("name", sa.Text, nullable=True),
+    sa.Column("step", sa.Integer, nullable=True),
+    sa.Column("batch", sa.String(64), sa.ForeignKey("batches.digest"), nullable=True),
+    sa.Column("record", sa.Text, nullable=False),
+    sa.Index("events_run", "run_id", "id"),
+    sa.Index("events_name", "name", "run_id"),
+)
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(Record).decode
+
+
+def batch_digest(lines: Iterable[bytes]) -> str:
+    """The digest that names a batch: SHA-256 over its lines (each newline-terminated)."""
+    h = hashlib.sha256()
+    for line in lines:
+        h.update(line.rstrip(b"\r\n"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What storing a batch did: ``events`` lines stored (0 for a duplicate), the ``runs``
+    they touched, and whether the batch was a ``duplicate`` of one stored before."""
+
+    events: int
+    runs: list[str]
+    duplicate: bool
+    digest: str
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")  # a 2xx means the lines are on disk
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+class Database:
+    """A tracetape database: schema, batch ingest and the collector's queries.
+
+    >>> import tempfile, os
+    >>> db = Database.open("sqlite:///" + os.path.join(tempfile.mkdtemp(), "t.db"))
+    >>> rec = Record(kind="tool", run="r1", name="ls", step=1, out=["a"])
+    >>> db.store([rec], digest="d1").events, db.store([rec], digest="d1").duplicate
+    (1, True)
+    >>> [r.name for r in db.records("r1")]
+    ['ls']
+    """
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.url = engine.url
+
+    @classmethod
+    def open(cls, url: str = DEFAULT_URL, *, migrate: bool = True) -> Database:
+        """Connect to ``url`` and upgrade its schema to the newest version.
+
+        Raises ``ConfigError`` for a URL SQLAlchemy cannot use or a database it cannot reach.
+        """
+        try:
+            parsed = sa.engine.make_url(url)
+        except sa.exc.ArgumentError:
+            raise ConfigError(
+                f"{url!r} is not a database URL; use sqlite:///PATH or "
+                "postgresql+psycopg://USER:PASSWORD@HOST/DB"
+            ) from None
+        backend = parsed.get_backend_name()
+        if backend not in ("sqlite", "postgresql"):
+            raise ConfigError(f"{parsed.render_as_string()}: tracetape stores in SQLite or PostgreSQL")
+        options: dict[str, Any] = {}
+        if backend == "sqlite":
+            path = parsed.database
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            options["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        else:
+            options.update(pool_pre_ping=True, pool_size=8, max_overflow=8)
+        try:
+            engine = sa.create_engine(parsed, **options)
+        except (sa.exc.ArgumentError, ImportError) as exc:
+            raise ConfigError(f"{parsed.render_as_string()}: {exc}") from None
+        if backend == "sqlite":
+            sa.event.listen(engine, "connect", _sqlite_pragmas)
+        db = cls(engine)
+        if migrate:
+            db.migrate()
+        return db
+
+    def migrate(self) -> None:
+        """Upgrade the schema to the newest Alembic revision (creating it on first start)."""
+        from .migrations import upgrade
+
+        try:
+            upgrade(self.engine)
+        except sa.exc.OperationalError as exc:
+            raise ConfigError(
+                f"{self.url.render_as_string()}: cannot reach the database: {exc.orig}"
+            ) from None
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def store(
+        self,
+        records: Sequence[Record],
+        *,
+        digest: str,
+        lines: int | None = None,
+        run: str | None = None,
+    ) -> Stored:
+        """Store one batch atomically: every record, or none. A batch whose ``digest`` is
+        already stored is not stored again (``Stored.duplicate``). ``run`` files every
+        record under that run instead of its own."""
+        now = time.time()
+        rows = [
+            {
+                "run_id": run or rec.run or "",
+                "received": now,
+                "kind": rec.kind,
+                "name": rec.name,
+                "step": rec.step,
+                "batch": digest,
+                "record": _encode(rec).decode(),
+            }
+            for rec in records
+        ]
+        summary = _summaries(records, now, run)
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    batches.insert(),
+                    {"digest": digest, "received": now, "lines": len(records) if lines is None else lines},
+                )
+                if rows:
+                    conn.execute(events.insert(), rows)
+                for row in summary:  # in run order: concurrent batches lock rows alike
+                    conn.execute(self._upsert_run(row))
+        except sa.exc.IntegrityError:
+            with self.engine.connect() as conn:
+                known = conn.execute(
+                    sa.select(batches.c.digest).where(batches.c.digest == digest)
+                ).first()
+            if known is None:
+                raise
+            return Stored(0, sorted({r["run_id"] for r in rows}), True, digest)
+        return Stored(len(rows), [s["run_id"] for s in summary], False, digest)
+
+    def _upsert_run(self, row: Mapping[str, Any]) -> Any:
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        stmt = insert(runs).values(**row)
+        return stmt.on_conflict_do_update(
+            index_elements=[runs.c.run_id],
+            set_={
+                "last_seen": sa.func.max(runs.c.last_seen, stmt.excluded.last_seen)
+                if self.engine.dialect.name == "sqlite"
+                else sa.func.greatest(runs.c.last_seen, stmt.excluded.last_seen),
+                "events": runs.c.events + stmt.excluded.events,
+                "steps": sa.case(
+                    (stmt.excluded.steps > runs.c.steps, stmt.excluded.steps), else_=runs.c.steps
+                ),
+                "tokens": runs.c.tokens + stmt.excluded.tokens,
+            },
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def run_exists(self, run: str) -> bool:
+        """Whether ``run`` has events."""
+        with self.engine.connect() as conn:
+            found = conn.execute(sa.select(runs.c.run_id).where(runs.c.run_id == run)).first()
+        return found is not None
+
+    def records(self, run: str) -> list[Record]:
+        """The records of ``run``, in the order they were received."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(events.c.record).where(events.c.run_id == run).order_by(events.c.id)
+            )
+            return [_decode(r) for (r,) in rows]
+
+    def iter_records(self, run: str) -> Iterator[Record]:
+        """``records`` as a stream, for runs too long to hold twice."""
+        yield from self.records(run)
+
+    def events(self, run: str, *, after: int = 0, limit: int = 1000) -> list[tuple[int, Record]]:
+        """A page of ``run``'s events: (event id, record), ids above ``after``, in order."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(events.c.id, events.c.record)
+                .where(events.c.run_id == run, events.c.id > after)
+                .order_by(events.c.id)
+                .limit(limit)
+            )
+            return [(i, _decode(r)) for i, r in rows]
+
+    def runs_by_id(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The summary rows of the runs ``ids`` (those that exist)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(runs).where(runs.c.run_id.in_(list(ids))))
+            return [dict(row._mapping) for row in rows]
+
+    def runs(
+        self,
+        *,
+        since: float | None = None,
+        until: float | None = None,
+        tool: str | None = None,
+        before: tuple[float, str] | None = None,
+        limit: int = 50,
+    ) -> list[dict[str, Any]]:
+        """Runs, newest first (by last event): seen in ``[since, until]``, that called
+        ``tool``; ``before`` is the (last_seen, run_id) of the previous page's last run."""
+        query = sa.select(runs).order_by(runs.c.last_seen.desc(), runs.c.run_id.desc())
+        if since is not None:
+            query = query.where(runs.c.last_seen >= since)
+        if until is not None:
+            query = query.where(runs.c.first_seen <= until)
+        if tool is not None:
+            query = query.where(
+                sa.exists().where(events.c.name == tool, events.c.run_id == runs.c.run_id)
+            )
+        if before is not None:
+            seen, run = before
+            query = query.where(
+                sa.or_(
+                    runs.c.last_seen < seen, sa.and_(runs.c.last_seen == seen, runs.c.run_id < run)
+                )
+            )
+        with self.engine.connect() as conn:
+            return [dict(row._mapping) for row in conn.execute(query.limit(limit))]
+
+
+def _summaries(records: Sequence[Record], now: float, run: str | None) -> list[dict[str, Any]]:
+    """One ``runs`` row per run of a batch, in run order."""
+    out: dict[str, dict[str, Any]] = {}
+    for rec in records:
+        name = run or rec.run or ""
+        row = out.get(name)
+        if row is None:
+            row = out[name] = {
+                "run_id": name,
+                "source": rec.source or None,
+                "first_seen": now,
+                "last_seen": now,
+                "events": 0,
+                "steps": 0,
+                "tokens": 0,
+            }
+        row["events"] += 1
+        if rec.step is not None and rec.step > row["steps"]:
+            row["steps"] = rec.step
+        if rec.tokens:
+            row["tokens"] += rec.tokens
+    return [out[k] for k in sorted(out)]
+
+
+class DatabaseStore:
+    """The tape's ``RecordStore`` over one run of a database: ``Tape(DatabaseStore(db, "r1"))``
+    records into the collector's tables and replays from them.
+
+    A recording is written to a pending run (``RUN~pending``) and renamed on ``commit``, so the
+    run that replays is never half-written; ``abort`` drops the pending rows.
+    """
+
+    def __init__(self, db: Database, run: str):
+        if not RUN_ID.fullmatch(run):
+            raise ValueError(f"{run!r} is not a run id (letters, digits and ._:@+=-)")
+        self.db, self.run = db, run
+        self._pending = f"{run}~pending"
+        self._header: dict[str, Any] = {}
+        self._seq = 0
+
+    @property
+    def name(self) -> str:
+        """``DATABASE#RUN``."""
+        return f"{self.db.url.render_as_string()}#{self.run}"
+
+    def exists(self) -> bool:
+        """Whether the run has records."""
+        return self.db.run_exists(self.run)
+
+    def load(self) -> Cassette:
+        """The run's records (no header: a database run keeps only records)."""
+        records = self.db.records(self.run)
+        if not records:
+            raise CassetteNotFoundError("no such run in the database", path=self.name)
+        return Cassette(Path(self.name), None, records)
+
+    def begin(self, header: Mapping[str, Any]) -> None:
+        """Start a new recording (its header is not stored)."""
+        self._header = dict(header)
+        self._seq = 0
+        self._drop(self._pending)
+
+    def append(self, record: Record) -> int:
+        """Store one record durably (one transaction); return its sequence number."""
+        self._seq += 1
+        rec = msgspec.structs.replace(record, run=self.run, seq=self._seq)
+        digest = hashlib.sha256(f"{self._pending}:{self._seq}:{time.time_ns()}".encode())
+        self.db.store([rec], digest=digest.hexdigest(), run=self._pending)
+        return self._seq
+
+    def commit(self) -> None:
+        """Make the recording the run's: the old run's rows go, the pending rows take its name."""
+        with self.db.engine.begin() as conn:
+            self._delete(conn, self.run)
+            conn.execute(
+                events.update().where(events.c.run_id == self._pending).values(run_id=self.run)
+            )
+            conn.execute(
+                runs.update().where(runs.c.run_id == self._pending).values(run_id=self.run)
+            )
+
+    def abort(self) -> None:
+        """Drop the pending recording."""
+        self._drop(self._pending)
+
+    def _drop(self, run: str) -> None:
+        with self.db.engine.begin() as conn:
+            self._delete(conn, run)
+
+    @staticmethod
+    def _delete(conn: Connection, run: str) -> None:
+        conn.execute(events.delete().where(events.c.run_id == run))
+        conn.execute(runs.delete().where(runs.c.run_id == run))
