@@ -28,6 +28,8 @@ COMMANDS = {
     "export": "export",
     "span": "span",
     "explain": "span",
+    "serve": "collector",
+    "push": "collector",
 }
 
 
@@ -65,6 +67,18 @@ EXIT_CODES: dict[str, dict[str, str]] = {
         "replayed: it says why and what to run)",
         "2": "bad input: a missing or malformed trace, an unknown run, a `--call` or `--stub` "
         "that cannot be imported",
+    },
+    "serve": {
+        "0": "stopped (Ctrl-C)",
+        "2": "it cannot start: a bad database URL or one it cannot reach, a schema newer than "
+        "this tracetape, a host beyond loopback without a token, the server extra missing",
+    },
+    "push": {
+        "0": "every line is stored (or was already)",
+        "2": "bad input: a missing or malformed trace, a batch the collector refused (its "
+        "lines and the reason named), a missing or wrong token",
+        "3": "the collector could not be reached, or kept failing, after the retries (what "
+        "was sent before is stored; push again to send the rest)",
     },
     "show": {"0": "printed", "2": "the cassette is missing or unreadable"},
     "verify": {

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -73,13 +74,13 @@ RunId = Annotated[str, Query(min_length=1, max_length=200, pattern=RUN_ID.patter
 
 def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     """The collector's ASGI app over ``db`` (see the module docstring)."""
-    settings = settings or Settings()
+    conf = settings or Settings()
     app = FastAPI(
         title="tracetape collector",
         version=__version__,
         description="Stores every trace line and serves run-to-run diffs.",
     )
-    app.state.db, app.state.settings = db, settings
+    app.state.db, app.state.settings = db, conf
 
     class Limit(BaseHTTPMiddleware):
         async def dispatch(
@@ -89,19 +90,21 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             if length is not None:
                 if not length.isdigit():
                     return _error(400, "Content-Length is not a number")
-                if int(length) > settings.max_body:
-                    return _error(413, f"the body is over {settings.max_body} bytes; send smaller batches")
+                if int(length) > conf.max_body:
+                    return _error(
+                        413, f"the body is over {conf.max_body} bytes; send smaller batches"
+                    )
             return await call_next(request)
 
     app.add_middleware(Limit)
 
     def authorized(request: Request) -> None:
-        if settings.token is None:
+        if conf.token is None:
             return
         given = request.headers.get("authorization", "")
         scheme, _, token = given.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(
-            token.strip().encode(), settings.token.encode()
+            token.strip().encode(), conf.token.encode()
         ):
             raise HTTPException(
                 401, "a bearer token is required: Authorization: Bearer $TRACETAPE_TOKEN",
@@ -114,8 +117,8 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
-            if size > settings.max_body:
-                raise BadBatch(413, f"the body is over {settings.max_body} bytes; send smaller batches")
+            if size > conf.max_body:
+                raise BadBatch(413, f"the body is over {conf.max_body} bytes; send smaller batches")
             chunks.append(chunk)
         return b"".join(chunks)
 
@@ -125,9 +128,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        return JSONResponse(
-            {"error": exc.detail}, status_code=exc.status_code, headers=exc.headers
-        )
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
     async def ingest(request: Request, source: str, offset: int, fmt: str) -> dict[str, Any]:
         body = await body_of(request)
@@ -137,10 +138,12 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             source=source,
             offset=offset,
             fmt=fmt,
-            redactor=settings.redactor,
-            max_lines=settings.max_lines,
+            redactor=conf.redactor,
+            max_lines=conf.max_lines,
         )
-        stored = await run_in_threadpool(db.store, batch.records, digest=batch.digest, lines=batch.lines)
+        stored = await run_in_threadpool(
+            db.store, batch.records, digest=batch.digest, lines=batch.lines
+        )
         return {
             "stored": stored.events,
             "duplicate": stored.duplicate,
@@ -161,7 +164,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         request: Request,
         source: Annotated[str, Query(max_length=200)] = "request",
         offset: Annotated[int, Query(ge=0, le=1 << 40)] = 0,
-        format: Annotated[str, Query()] = "auto",  # noqa: A002 - the API's name
+        format: Annotated[str, Query()] = "auto",
     ) -> dict[str, Any]:
         """Store a batch of trace lines (JSONL or a JSON array) atomically."""
         return await ingest(request, source, offset, format)
@@ -180,8 +183,8 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             source="otlp",
             offset=0,
             fmt="otlp",
-            redactor=settings.redactor,
-            max_lines=settings.max_lines,
+            redactor=conf.redactor,
+            max_lines=conf.max_lines,
         )
         await run_in_threadpool(db.store, batch.records, digest=batch.digest, lines=batch.lines)
         return {"partialSuccess": {}}
@@ -230,7 +233,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     def check_run(run_id: str) -> Response:
         """The invariants of the run: ``tracetape check --format json`` for it."""
         _known(run_id)
-        report = check_records(db.records(run_id), name=run_id, config=settings.config)
+        report = check_records(db.records(run_id), name=run_id, config=conf.config)
         return _json(redacted(report.to_dict()))
 
     @app.get("/v1/diff", dependencies=auth, tags=["analysis"])
@@ -241,7 +244,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         ra, rb = db.records(a), db.records(b)
         names = (ra[0].source or a, rb[0].source or b)
         try:
-            report = diff_records(ra, rb, names=names, config=settings.config)
+            report = diff_records(ra, rb, names=names, config=conf.config)
         except TapeError as exc:
             raise HTTPException(400, str(exc)) from None
         return _json(redacted(report.to_dict()))
@@ -266,6 +269,6 @@ def _cursor(text: str) -> tuple[float, str]:
         value = float(seen)
     except ValueError:
         value = float("nan")
-    if not sep or value != value or not RUN_ID.fullmatch(run):
+    if not sep or math.isnan(value) or not RUN_ID.fullmatch(run):
         raise HTTPException(400, "cursor is not one this collector gave")
     return value, run

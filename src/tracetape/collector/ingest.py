@@ -24,7 +24,7 @@ from ..record import Record
 from ..redact import Redactor
 from ..stores.database import RUN_ID, batch_digest
 
-__all__ = ["Batch", "BadBatch", "parse_batch"]
+__all__ = ["BadBatch", "Batch", "parse_batch"]
 
 SOURCE = re.compile(r"[A-Za-z0-9._:@/+=\- ]{1,200}")
 
@@ -100,9 +100,7 @@ def parse_batch(
         raise BadBatch(400, "the body holds no trace lines")
     sources: list[TraceSource] = []
     try:
-        records = list(
-            read_records(lines, kind, name=source, skip_bad_lines=True, sources=sources)
-        )
+        records = list(read_records(lines, kind, name=source, skip_bad_lines=True, sources=sources))
     except (CassetteError, RecursionError) as exc:
         raise BadBatch(400, _message(exc, offset)) from None
     src = sources[0] if sources else None

@@ -153,7 +153,9 @@ class Database:
             ) from None
         backend = parsed.get_backend_name()
         if backend not in ("sqlite", "postgresql"):
-            raise ConfigError(f"{parsed.render_as_string()}: tracetape stores in SQLite or PostgreSQL")
+            raise ConfigError(
+                f"{parsed.render_as_string()}: tracetape stores in SQLite or PostgreSQL"
+            )
         options: dict[str, Any] = {}
         if backend == "sqlite":
             path = parsed.database
@@ -219,7 +221,11 @@ class Database:
             with self.engine.begin() as conn:
                 conn.execute(
                     batches.insert(),
-                    {"digest": digest, "received": now, "lines": len(records) if lines is None else lines},
+                    {
+                        "digest": digest,
+                        "received": now,
+                        "lines": len(records) if lines is None else lines,
+                    },
                 )
                 if rows:
                     conn.execute(events.insert(), rows)
@@ -232,15 +238,14 @@ class Database:
                 ).first()
             if known is None:
                 raise
-            return Stored(0, sorted({r["run_id"] for r in rows}), True, digest)
+            return Stored(0, sorted({str(r["run_id"]) for r in rows}), True, digest)
         return Stored(len(rows), [s["run_id"] for s in summary], False, digest)
 
     def _upsert_run(self, row: Mapping[str, Any]) -> Any:
-        if self.engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        stmt = insert(runs).values(**row)
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        dialect: Any = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        stmt = dialect.insert(runs).values(**row)
         return stmt.on_conflict_do_update(
             index_elements=[runs.c.run_id],
             set_={

@@ -1,0 +1,180 @@
+"""``tracetape serve`` (the collector) and ``tracetape push`` (a trace to it).
+
+Exit codes: ``EXIT_CODES`` in ``cli/__init__.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+from . import exit_codes_help
+from ._common import EXIT_OK, echo_json, handle_errors, output_options
+
+EXIT_UNREACHABLE = 3
+
+
+def _server_extra() -> None:
+    try:
+        import fastapi  # noqa: F401
+        import sqlalchemy  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise click.ClickException(
+            f"the collector needs the server extra ({exc.name} is missing): "
+            "pip install 'tracetape[server]'"
+        ) from None
+
+
+@click.command(
+    short_help="Run the collector: store trace lines, serve diffs.", epilog=exit_codes_help("serve")
+)
+@click.option(
+    "--db",
+    envvar="TRACETAPE_DB",
+    default="sqlite:///tracetape.db",
+    show_default=True,
+    help="Database URL: sqlite:///PATH, or postgresql+psycopg://USER:PASSWORD@HOST/DB "
+    "(env TRACETAPE_DB).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8750, show_default=True)
+@click.option(
+    "--token",
+    envvar="TRACETAPE_TOKEN",
+    help="Bearer token every /v1 request must carry (env TRACETAPE_TOKEN); required beyond "
+    "loopback.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Worker processes (they share the database).",
+)
+@click.option(
+    "--max-body",
+    type=click.IntRange(1024),
+    default=16 << 20,
+    show_default=True,
+    help="Largest request body, bytes (413 beyond).",
+)
+@click.option(
+    "--max-lines",
+    type=click.IntRange(1),
+    default=10_000,
+    show_default=True,
+    help="Most lines in one batch (413 beyond).",
+)
+@handle_errors
+def serve(  # noqa: PLR0917 - click passes every option
+    db: str, host: str, port: int, token: str | None, workers: int, max_body: int, max_lines: int
+) -> None:
+    """Run the collector: POST trace lines to /v1/lines, read runs and diffs from /v1, and
+    the OpenAPI spec at /docs.
+
+    The schema is created (or upgraded) on start. Without a token the collector listens only
+    on loopback.
+    """
+    _server_extra()
+    import uvicorn
+
+    from ..collector.server import check_binding
+    from ..stores.database import Database
+
+    check_binding(host, token)
+    Database.open(db).close()  # create or upgrade the schema once, before any worker
+    os.environ.update(
+        TRACETAPE_DB=db, TRACETAPE_MAX_BODY=str(max_body), TRACETAPE_MAX_LINES=str(max_lines)
+    )
+    if token:
+        os.environ["TRACETAPE_TOKEN"] = token
+    click.echo(
+        f"tracetape collector on http://{host}:{port} ({db.split('://', maxsplit=1)[0]})", err=True
+    )
+    uvicorn.run(
+        "tracetape.collector.server:app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level="warning",
+    )
+
+
+@click.command(
+    short_help="Ship a trace to a collector, in batches.", epilog=exit_codes_help("push")
+)
+@click.argument("traces", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--url",
+    envvar="TRACETAPE_URL",
+    default="http://127.0.0.1:8750",
+    show_default=True,
+    help="The collector (env TRACETAPE_URL).",
+)
+@click.option("--token", envvar="TRACETAPE_TOKEN", help="Bearer token (env TRACETAPE_TOKEN).")
+@click.option(
+    "--batch",
+    type=click.IntRange(1, 100_000),
+    default=1000,
+    show_default=True,
+    help="Lines a batch.",
+)
+@click.option(
+    "--retries", type=click.IntRange(0, 20), default=6, show_default=True, help="Retries a batch."
+)
+@output_options
+@handle_errors
+def push(  # noqa: PLR0917 - click passes every option
+    traces: tuple[Path, ...], url: str, token: str | None, batch: int, retries: int, fmt: str
+) -> None:
+    """Ship each TRACE to the collector in batches, retrying with backoff.
+
+    A batch the collector already has is not stored twice, so a push that stopped can simply
+    be run again.
+    """
+    from ..collector.push import PushError
+    from ..collector.push import push as push_trace
+
+    results = []
+    for trace in traces:
+        with _bar(trace) as advance:
+            try:
+                done = push_trace(
+                    trace, url, token=token, batch=batch, retries=retries, progress=advance
+                )
+                results.append(done)
+            except PushError as exc:
+                click.echo(f"tracetape: error: {trace}: {exc}", err=True)
+                sys.exit(EXIT_UNREACHABLE if exc.unreachable else 2)
+    if fmt == "json":
+        echo_json([dict(r.to_dict(), trace=str(t)) for t, r in zip(traces, results, strict=True)])
+    else:
+        for trace, done in zip(traces, results, strict=True):
+            dup = f", {done.duplicates} batch(es) already there" if done.duplicates else ""
+            click.echo(
+                f"{trace}: {done.stored} record(s) stored from {done.lines} line(s) in "
+                f"{done.batches} batch(es){dup}; runs: {', '.join(sorted(done.runs))} "
+                f"({done.url})"
+            )
+    sys.exit(EXIT_OK)
+
+
+@contextmanager
+def _bar(trace: Path) -> Iterator[Callable[[int], None] | None]:
+    """A rich progress bar of the lines sent, on a terminal only."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(transient=True, console=Console(stderr=True)) as bar:
+        task = bar.add_task(f"pushing {trace}", total=None)
+        yield lambda n: bar.update(task, advance=n)

@@ -1,0 +1,165 @@
+"""Shipping a trace file to a collector: batches, retries with backoff, exactly once.
+
+A seed JSONL, span or OTLP file goes in batches of ``batch`` lines, each with the file's name
+(``source``) and its first line's place (``offset``), so the collector numbers lines as the
+file does and a re-sent batch is recognised and not stored twice. A cassette goes whole: its
+records build on the ones before them. A connection error, a timeout, a 429 or a 5xx is
+retried with exponential backoff (with jitter); a 4xx is the trace's fault, not the
+network's, and stops the push with the collector's words. A push that stopped can be run
+again: the batches already stored are recognised.
+
+``httpx`` (the ``[server]`` or ``[llm]`` extra) is imported only here.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import TapeError
+from ..formats import TraceFormat, detect_format
+
+__all__ = ["DEFAULT_URL", "PushError", "Pushed", "push"]
+
+DEFAULT_URL = "http://127.0.0.1:8750"
+
+
+class PushError(TapeError):
+    """Raised when a push stops: ``unreachable`` when the collector could not be reached or
+    kept failing after the retries, else the collector refused a batch (the message says
+    which lines and why)."""
+
+    def __init__(self, message: str, *, unreachable: bool = False):
+        self.unreachable = unreachable
+        super().__init__(message)
+
+
+@dataclass
+class Pushed:
+    """What a push did: lines and batches sent, lines stored, batches already there."""
+
+    url: str
+    lines: int = 0
+    batches: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    redacted: int = 0
+    runs: set[str] = field(default_factory=set)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as JSON data."""
+        return {
+            "url": self.url,
+            "lines": self.lines,
+            "batches": self.batches,
+            "stored": self.stored,
+            "duplicate_batches": self.duplicates,
+            "redacted": self.redacted,
+            "runs": sorted(self.runs),
+        }
+
+
+def _batches(path: Path, size: int) -> Iterator[tuple[int, list[bytes]]]:
+    """(offset, lines) of ``path``: one batch for a cassette, else ``size`` lines each."""
+    whole = detect_format(path) is TraceFormat.CASSETTE
+    with path.open("rb") as fh:
+        batch: list[bytes] = []
+        offset = 0
+        for line in fh:
+            batch.append(line)
+            if not whole and len(batch) >= size:
+                yield offset, batch
+                offset += len(batch)
+                batch = []
+        if batch:
+            yield offset, batch
+
+
+def push(
+    trace: str | os.PathLike[str],
+    url: str = DEFAULT_URL,
+    *,
+    token: str | None = None,
+    batch: int = 1000,
+    retries: int = 6,
+    timeout: float = 30.0,
+    progress: Callable[[int], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Pushed:
+    """Ship ``trace`` to the collector at ``url``; see the module docstring.
+
+    Raises ``TraceError`` for a missing or unreadable trace and ``PushError`` when the
+    collector refuses a batch or cannot be reached.
+    """
+    import httpx
+
+    path = Path(trace)
+    base = url.rstrip("/")
+    headers = {"Content-Type": "application/x-ndjson"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    done = Pushed(base)
+    with httpx.Client(timeout=timeout) as client:
+        for offset, lines in _batches(path, batch):
+            body = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
+            params = {"source": str(trace), "offset": str(offset)}
+            answer = _send(client, f"{base}/v1/lines", body, params, headers, retries, sleep)
+            done.lines += len(lines)
+            done.batches += 1
+            done.stored += int(answer.get("stored", 0))
+            done.duplicates += bool(answer.get("duplicate"))
+            done.redacted += int(answer.get("redacted", 0))
+            done.runs.update(answer.get("runs", []))
+            if progress is not None:
+                progress(len(lines))
+    return done
+
+
+def _send(  # noqa: PLR0917 - one call site
+    client: Any,
+    url: str,
+    body: bytes,
+    params: dict[str, str],
+    headers: dict[str, str],
+    retries: int,
+    sleep: Callable[[float], None],
+) -> dict[str, Any]:
+    import httpx
+
+    where = f"lines {int(params['offset']) + 1}-"
+    for attempt in range(retries + 1):
+        try:
+            response = client.post(url, content=body, params=params, headers=headers)
+        except httpx.HTTPError as exc:
+            problem = f"cannot reach {url}: {exc}"
+        else:
+            if response.status_code < 300:
+                data: dict[str, Any] = response.json()
+                return data
+            problem = f"{url} answered HTTP {response.status_code}: {_error(response)}"
+            if response.status_code != 429 and response.status_code < 500:
+                raise PushError(f"the collector refused the batch of {where}: {problem}")
+        if attempt < retries:
+            sleep(min(30.0, 0.25 * 2**attempt) * (0.5 + random.random() / 2))
+    raise PushError(
+        f"{problem} (after {retries + 1} attempts); what was sent before is stored, and "
+        "pushing again stores only what is missing",
+        unreachable=True,
+    )
+
+
+def _error(response: Any) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return str(response.text)[:300]
+    if isinstance(data, dict):
+        lines = data.get("lines") or []
+        detail = "; ".join(f"line {e.get('line')}: {e.get('message')}" for e in lines[:5])
+        return f"{data.get('error')}" + (f" ({detail})" if detail else "")
+    return str(data)[:300]
