@@ -31,6 +31,7 @@ from typing import Annotated, Any
 
 import sqlalchemy as sa
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 from starlette.middleware.base import BaseHTTPMiddleware
@@ -126,6 +127,22 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     async def bad_batch(request: Request, exc: BadBatch) -> JSONResponse:
         return JSONResponse(exc.body(), status_code=exc.status)
 
+    @app.exception_handler(RequestValidationError)
+    async def bad_parameter(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [
+            f"{'.'.join(str(p) for p in e.get('loc', ())[1:])}: {e.get('msg')}"
+            for e in exc.errors()
+        ]
+        return JSONResponse({"error": "; ".join(problems) or "bad request"}, status_code=400)
+
+    @app.exception_handler(Exception)
+    async def failed(request: Request, exc: Exception) -> JSONResponse:
+        # Nothing was stored by a request that failed here (a batch is one transaction).
+        return JSONResponse(
+            {"error": f"the collector failed: {type(exc).__name__}; nothing was stored"},
+            status_code=500,
+        )
+
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
@@ -198,6 +215,8 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         cursor: Annotated[str | None, Query(max_length=300)] = None,
     ) -> dict[str, Any]:
         """Runs, newest first, filtered by time and tool; ``next`` is the next page's cursor."""
+        if tool is not None and not tool.isprintable():
+            raise HTTPException(400, "tool: must be printable text")
         before = _cursor(cursor) if cursor else None
         found = db.runs(since=since, until=until, tool=tool, before=before, limit=limit)
         nxt = None

@@ -208,8 +208,8 @@ class Database:
             {
                 "run_id": run or rec.run or "",
                 "received": now,
-                "kind": rec.kind,
-                "name": rec.name,
+                "kind": _text(rec.kind),
+                "name": None if rec.name is None else _text(rec.name),
                 "step": rec.step,
                 "batch": digest,
                 "record": _encode(rec).decode(),
@@ -326,6 +326,11 @@ class Database:
             )
         with self.engine.connect() as conn:
             return [dict(row._mapping) for row in conn.execute(query.limit(limit))]
+
+
+def _text(value: str) -> str:
+    """A column value PostgreSQL accepts: NUL becomes U+FFFD (the record keeps it, escaped)."""
+    return value.replace("\x00", "\ufffd") if "\x00" in value else value
 
 
 def _summaries(records: Sequence[Record], now: float, run: str | None) -> list[dict[str, Any]]:
