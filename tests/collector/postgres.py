@@ -8,7 +8,6 @@ instead. Where neither works, the tests that need it skip and say why.
 
 from __future__ import annotations
 
-import glob
 import os
 import pwd
 import shutil
@@ -33,9 +32,9 @@ def _free_port() -> int:
 
 
 def _bin(name: str) -> str:
-    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    found = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"))
     if found:
-        return found[-1]
+        return str(found[-1])
     path = shutil.which(name)
     if path is None:
         raise Unavailable(f"PostgreSQL's {name} is not installed (apt-get install postgresql)")

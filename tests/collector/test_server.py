@@ -1,0 +1,278 @@
+"""`tracetape serve` and `tracetape push` as real processes on 127.0.0.1: concurrent pushers,
+two collectors over one PostgreSQL database, retries, refusals; the database store under a
+tape; the schema's versions."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from tests.collector.conftest import TOKEN
+from tests.collector.test_api import jsonl, seed_line
+from tests.span.test_model import record_agent
+from tracetape import ConfigError, Record, Tape
+from tracetape.collector.push import PushError, push
+from tracetape.stores.database import Database, DatabaseStore
+
+PY = sys.executable
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serving(db_url: str, *args: str, token: str | None = TOKEN) -> Iterator[str]:
+    """`tracetape serve` in a subprocess; yields its URL once /healthz answers."""
+    port = _port()
+    env = {**os.environ}
+    env.pop("TRACETAPE_TOKEN", None)
+    if token:
+        env["TRACETAPE_TOKEN"] = token
+    proc = subprocess.Popen(
+        [PY, "-m", "tracetape", "serve", "--db", db_url, "--port", str(port), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            if proc.poll() is not None:
+                out = proc.stdout.read().decode() if proc.stdout else ""
+                raise AssertionError(f"serve exited {proc.returncode}: {out}")
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        else:
+            raise AssertionError("serve did not answer within 15 s")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _count(db_url: str) -> tuple[int, int]:
+    db = Database.open(db_url, migrate=False)
+    try:
+        with db.engine.connect() as conn:
+            events = conn.execute(sa.text("SELECT count(*) FROM events")).scalar()
+            runs = conn.execute(sa.text("SELECT count(*) FROM runs")).scalar()
+        return int(events or 0), int(runs or 0)
+    finally:
+        db.close()
+
+
+def _pushers(urls: list[str], n: int, per: int) -> list[int]:
+    """``n`` threads, each posting ``per`` batches of 50 lines to the urls in turn."""
+    codes: list[int] = []
+    lock = threading.Lock()
+
+    def pusher(k: int) -> None:
+        with httpx.Client(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as c:
+            for b in range(per):
+                body = jsonl(*(seed_line(f"p{k}", b * 50 + i, q=str(i)) for i in range(50)))
+                answer = c.post(f"{urls[(k + b) % len(urls)]}/v1/lines", content=body,
+                                params={"source": f"p{k}", "offset": str(b * 50)})  # fmt: skip
+                with lock:
+                    codes.append(answer.status_code)
+
+    threads = [threading.Thread(target=pusher, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return codes
+
+
+def test_eight_concurrent_pushers_lose_nothing(db_url: str) -> None:
+    """8 clients at once, 5 batches each: every line stored once, every answer a 2xx."""
+    with serving(db_url) as url:
+        codes = _pushers([url], 8, 5)
+    assert codes == [200] * 40
+    assert _count(db_url) == (8 * 5 * 50, 8)
+
+
+def test_two_collectors_share_one_postgresql_database(pg_server: str) -> None:
+    """Two server processes, 8 pushers spread over both, and a batch re-sent to the other
+    collector: nothing lost, nothing doubled."""
+    from tests.collector.postgres import new_database
+
+    db_url = new_database(pg_server)
+    with serving(db_url) as one, serving(db_url) as two:
+        codes = _pushers([one, two], 8, 4)
+        body = jsonl(seed_line("p0", 0, q="0"))
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        first = httpx.post(f"{one}/v1/lines", content=body, headers=headers, params={"source": "x"})
+        again = httpx.post(f"{two}/v1/lines", content=body, headers=headers, params={"source": "x"})
+    assert codes == [200] * 32
+    assert first.json()["duplicate"] is False and again.json()["duplicate"] is True
+    assert _count(db_url) == (8 * 4 * 50 + 1, 8)
+
+
+def test_push_ships_a_file_in_batches_and_again_stores_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    """The CLI: batches, a summary, --format json; pushing again finds every batch stored."""
+    db_url = f"sqlite:///{tmp_path / 'c.db'}"
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("\n".join(seed_line("r1", i, q=str(i % 5)) for i in range(1, 251)) + "\n")
+    cassette = record_agent(tmp_path / "agent.jsonl")
+    with serving(db_url) as url:
+        env = {**os.environ, "TRACETAPE_TOKEN": TOKEN, "TRACETAPE_URL": url}
+        cmd = [PY, "-m", "tracetape", "push", str(trace), str(cassette), "--batch", "100"]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        assert f"{trace}: 250 record(s) stored from 250 line(s) in 3 batch(es)" in done.stdout
+        assert f"{cassette}: 7 record(s) stored from 9 line(s) in 1 batch(es)" in done.stdout
+        again = subprocess.run(
+            [*cmd, "--format", "json"], env=env, capture_output=True, text=True, check=False
+        )
+        data = json.loads(again.stdout)
+        assert [(d["stored"], d["duplicate_batches"]) for d in data] == [(0, 3), (0, 1)]
+        wrong = subprocess.run(cmd, env={**env, "TRACETAPE_TOKEN": "nope"}, capture_output=True,
+                               text=True, check=False)  # fmt: skip
+        assert wrong.returncode == 2 and "HTTP 401" in wrong.stderr
+    assert _count(db_url) == (257, 2)
+
+
+def test_push_retries_then_reports_an_unreachable_collector(tmp_path: Path) -> None:
+    """Connection refused: retried with backoff, then PushError (exit 3 on the CLI)."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(seed_line("r1", 1) + "\n")
+    waits: list[float] = []
+    with pytest.raises(PushError, match="after 4 attempts") as caught:
+        push(trace, f"http://127.0.0.1:{_port()}", retries=3, sleep=waits.append)
+    assert caught.value.unreachable
+    assert len(waits) == 3 and waits[0] < waits[1] < waits[2]
+    done = subprocess.run(
+        [PY, "-m", "tracetape", "push", str(trace), "--url", f"http://127.0.0.1:{_port()}",
+         "--retries", "0"], capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 3 and "cannot reach" in done.stderr
+
+
+def test_push_retries_through_a_collector_that_comes_back(tmp_path: Path) -> None:
+    """A collector that starts while the push is retrying gets every line, once."""
+    db_url = f"sqlite:///{tmp_path / 'c.db'}"
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(seed_line("r1", i) for i in range(1, 6)) + "\n")
+    port = _port()
+    started: list[bool] = []
+
+    def later(seconds: float) -> None:
+        if not started:
+            started.append(True)
+            threading.Thread(target=run_server, daemon=True).start()
+        time.sleep(0.5)
+
+    stop = threading.Event()
+
+    def run_server() -> None:
+        with serving_on(db_url, port):
+            stop.wait(30)
+
+    try:
+        done = push(trace, f"http://127.0.0.1:{port}", token=TOKEN, retries=40, sleep=later)
+    finally:
+        stop.set()
+    assert done.stored == 5
+
+
+@contextmanager
+def serving_on(db_url: str, port: int) -> Iterator[None]:
+    env = {**os.environ, "TRACETAPE_TOKEN": TOKEN}
+    proc = subprocess.Popen(
+        [PY, "-m", "tracetape", "serve", "--db", db_url, "--port", str(port)], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_serve_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TRACETAPE_TOKEN"}
+    done = subprocess.run(
+        [PY, "-m", "tracetape", "serve", "--db", f"sqlite:///{tmp_path / 'c.db'}",
+         "--host", "0.0.0.0", "--port", str(_port())],
+        env=env, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "refusing to listen on 0.0.0.0 without a token" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        pytest.param("not a url", "is not a database URL", id="garbage"),
+        pytest.param("mysql://x/y", "tracetape stores in SQLite or PostgreSQL", id="mysql"),
+        pytest.param(
+            "postgresql+psycopg://nobody@127.0.0.1:9/x", "cannot reach the database", id="down"
+        ),
+    ],
+)
+def test_serve_names_a_bad_database(url: str, message: str) -> None:
+    done = subprocess.run(
+        [PY, "-m", "tracetape", "serve", "--db", url, "--port", str(_port())],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
+def test_the_schema_is_versioned(db_url: str) -> None:
+    """Opening twice is idempotent; a database from a newer tracetape is refused."""
+    Database.open(db_url).close()
+    db = Database.open(db_url)
+    with db.engine.begin() as conn:
+        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+        conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
+    db.close()
+    with pytest.raises(ConfigError, match="revision '9999', newer than this tracetape"):
+        Database.open(db_url)
+
+
+def test_a_tape_records_into_and_replays_from_the_database(db: Database) -> None:
+    """DatabaseStore is a RecordStore: record, replay, re-record (a crashed run's recording is
+    kept, as a file store keeps it); an aborted recording leaves the old run."""
+    store = DatabaseStore(db, "agent-1")
+    with Tape(store, mode="record") as tape:
+        assert tape.call("tool", {"name": "ls", "args": {}, "step": 1}, lambda: ["a"]) == ["a"]
+    with Tape(DatabaseStore(db, "agent-1"), mode="replay") as tape:
+        assert tape.call("tool", {"name": "ls", "args": {}, "step": 1}, lambda: ["b"]) == ["a"]
+    with pytest.raises(RuntimeError), Tape(DatabaseStore(db, "agent-1"), mode="rewrite") as tape:
+        tape.call("tool", {"name": "ls", "args": {}, "step": 1}, lambda: ["c"])
+        raise RuntimeError("the agent crashed")
+    assert [r.out for r in db.records("agent-1")] == [["c"]]
+    assert not db.run_exists("agent-1~pending")
+    store = DatabaseStore(db, "agent-1")
+    store.begin({})
+    store.append(Record(kind="tool", name="ls", step=1, out=["d"]))
+    store.abort()
+    assert [r.out for r in db.records("agent-1")] == [["c"]]
+    assert not db.run_exists("agent-1~pending")
+    with pytest.raises(ValueError, match="is not a run id"):
+        DatabaseStore(db, "a b")
