@@ -26,14 +26,14 @@ import hmac
 import json
 import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
 
 import sqlalchemy as sa
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.middleware.base import BaseHTTPMiddleware
 
 from .._version import __version__
@@ -44,6 +44,7 @@ from ..errors import TapeError
 from ..redact import Redactor, RedactRules
 from ..stores.database import RUN_ID, Database
 from ..stores.migrations import HEAD
+from . import pages
 from .ingest import BadBatch, parse_batch
 
 __all__ = ["Settings", "create_app"]
@@ -268,7 +269,82 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             raise HTTPException(400, str(exc)) from None
         return _json(redacted(report.to_dict()))
 
+    def page_auth(request: Request) -> bool:
+        """Raise 401 unless the page may be shown (the bearer header, the cookie, or
+        ``?token=``); return whether a right ``?token=`` should set the cookie."""
+        if conf.token is None:
+            return False
+        scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
+        header = bearer.strip() if scheme.lower() == "bearer" else None
+        for given in (request.query_params.get("token"), request.cookies.get(_COOKIE), header):
+            if given and hmac.compare_digest(given.encode(), conf.token.encode()):
+                return given == request.query_params.get("token")
+        raise HTTPException(
+            401, "this collector needs its token: open this page once with ?token=$TRACETAPE_TOKEN"
+        )
+
+    def _html(text: str, set_cookie: bool, status: int = 200) -> HTMLResponse:
+        response = HTMLResponse(text, status_code=status)
+        if set_cookie and conf.token:
+            response.set_cookie(_COOKIE, conf.token, httponly=True, samesite="strict")
+        return response
+
+    @app.get("/", response_class=HTMLResponse, tags=["pages"])
+    def runs_html(
+        request: Request, cursor: Annotated[str | None, Query(max_length=300)] = None
+    ) -> HTMLResponse:
+        """The runs, newest first, with their findings by severity."""
+        fresh = page_auth(request)
+        before = _cursor(cursor) if cursor else None
+        found = db.runs(before=before, limit=50)
+        nxt = f"{found[-1]['last_seen']!r}~{found[-1]['run_id']}" if len(found) == 50 else None
+        return _html(pages.runs_page(found, _findings(found), nxt), fresh)
+
+    def _findings(found: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+        """Findings by run and severity, from one check of the listed runs (skipped when
+        they hold too many calls to check on a page view)."""
+        names = [r["run_id"] for r in found if RUN_ID.fullmatch(r["run_id"])]
+        if not names or sum(r["events"] for r in found) > _PAGE_CHECK_LIMIT:
+            return {}
+        records = [rec for name in names for rec in db.records(name)]
+        report = check_records(records, name="runs", config=_many(conf.config))
+        out: dict[str, dict[str, int]] = {}
+        for f in report.findings:
+            per = out.setdefault(f.run or "", {})
+            per[f.severity.value] = per.get(f.severity.value, 0) + 1
+        return out
+
+    @app.get("/runs/{run_id}", response_class=HTMLResponse, tags=["pages"])
+    def run_html(request: Request, run_id: str) -> HTMLResponse:
+        """One run's timeline."""
+        fresh = page_auth(request)
+        _known(run_id)
+        summary = db.runs_by_id([run_id])[0]
+        return _html(pages.run_page(run_id, summary, db.records(run_id)), fresh)
+
+    @app.get("/diff", response_class=HTMLResponse, tags=["pages"])
+    def diff_html(request: Request, a: RunId, b: RunId) -> HTMLResponse:
+        """Two runs side by side, aligned, with the divergence and findings highlighted."""
+        fresh = page_auth(request)
+        _known(a)
+        _known(b)
+        ra, rb = db.records(a), db.records(b)
+        try:
+            report = diff_records(ra, rb, names=(a, b), config=_many(conf.config))
+        except TapeError as exc:
+            raise HTTPException(400, str(exc)) from None
+        return _html(pages.diff_page(a, b, ra, rb, report), fresh)
+
     return app
+
+
+_COOKIE = "tracetape_token"
+_PAGE_CHECK_LIMIT = 200_000
+
+
+def _many(config: AnalysisConfig) -> AnalysisConfig:
+    """The configuration with room for every finding a page shows."""
+    return replace(config, max_examples=10_000)
 
 
 def _plain(rec: Any) -> dict[str, Any]:

@@ -1,0 +1,126 @@
+"""The collector's web pages: served HTML, and a real headless Chromium driven by Playwright
+(Debian's chromium package), with screenshots taken in the test run."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.collector.conftest import TOKEN
+from tests.collector.test_api import jsonl, seed_line
+from tests.collector.test_server import serving
+from tests.span.test_model import record_agent
+from tracetape.collector.push import push
+
+EDITED = "Find why the parser loses the last row of CSV exports"
+HOSTILE = "<script>alert(1)</script>"
+
+
+def _push_runs(client: TestClient, tmp_path: Path) -> None:
+    for path in (
+        record_agent(tmp_path / "good.jsonl"),
+        record_agent(tmp_path / "bad.jsonl", EDITED),
+    ):
+        assert (
+            client.post(
+                "/v1/lines", content=path.read_bytes(), params={"source": str(path)}
+            ).status_code
+            == 200
+        )
+
+
+def test_pages_render_runs_a_timeline_and_a_diff(client: TestClient, tmp_path: Path) -> None:
+    _push_runs(client, tmp_path)
+    index = client.get("/")
+    assert index.status_code == 200 and index.headers["content-type"].startswith("text/html")
+    assert "href='/runs/good'" in index.text and "href='/runs/bad'" in index.text
+    run = client.get("/runs/good")
+    assert run.status_code == 200 and run.text.count("class=step") == 4
+    diff = client.get("/diff", params={"a": "good", "b": "bad"})
+    assert diff.status_code == 200
+    assert "<b id=first-divergence>call #1</b>" in diff.text
+    assert "<tr class=divergence>" in diff.text
+
+
+def test_pages_escape_what_a_trace_holds(client: TestClient) -> None:
+    client.post("/v1/lines", content=jsonl(seed_line("r1", 1, tool=HOSTILE, q=HOSTILE)))
+    client.post("/v1/lines", content=jsonl(seed_line("r2", 1, tool=HOSTILE, q="x")))
+    assert HOSTILE not in client.get("/").text
+    for page in (client.get("/runs/r1"), client.get("/diff?a=r1&b=r2")):
+        assert page.status_code == 200
+        assert HOSTILE not in page.text and "&lt;script&gt;alert(1)" in page.text
+
+
+def test_pages_need_the_token_then_remember_it(client: TestClient) -> None:
+    """Without the token: a 401 page that says how; ?token= sets an HTTP-only cookie."""
+    client.post("/v1/lines", content=jsonl(seed_line("r1", 1)))
+    bare = TestClient(client.app)
+    denied = bare.get("/")
+    assert denied.status_code == 401 and "?token=" in denied.text
+    assert bare.get("/", params={"token": "wrong"}).status_code == 401
+    first = bare.get("/", params={"token": TOKEN})
+    assert first.status_code == 200 and "httponly" in first.headers["set-cookie"].lower()
+    assert bare.get("/runs/r1").status_code == 200  # the cookie
+    assert bare.get("/runs/nope").status_code == 404
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("Chromium is not installed here (Debian: apt-get install chromium)")
+    return path
+
+
+# What the machine's closed network needs (no background connections) and root needs.
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+def test_a_user_compares_two_runs_in_a_real_browser(tmp_path: Path) -> None:
+    """Chromium: open the runs page with the token, filter, tick two runs, compare, and read
+    the divergence and the highlighted findings; a run's timeline; screenshots of each."""
+    executable = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    db_url = f"sqlite:///{tmp_path / 'c.db'}"
+    good = record_agent(tmp_path / "good.jsonl")
+    bad = record_agent(tmp_path / "bad.jsonl", EDITED)
+    (tmp_path / "shots").mkdir()
+    with serving(db_url) as url:
+        for path in (good, bad):
+            push(path, url, token=TOKEN)
+        dialogs: list[str] = []
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.goto(f"{url}/?token={TOKEN}")
+            assert page.locator("#runs tbody tr").count() == 2
+            page.fill("#filter", "goo")
+            assert page.locator("#runs tbody tr:visible").count() == 1
+            page.fill("#filter", "")
+            page.screenshot(path=str(tmp_path / "shots" / "runs.png"), full_page=True)
+            assert page.is_disabled("#compare")
+            page.check("input.pick[value='good']")
+            page.check("input.pick[value='bad']")
+            page.click("#compare")
+            page.wait_for_url("**/diff?**")
+            assert page.text_content("#first-divergence") == "call #1"
+            assert page.locator("tr.divergence").count() == 1
+            assert page.locator("#findings li.suspicious").count() >= 1
+            assert page.locator("#diff td.suspicious").count() >= 1
+            page.screenshot(path=str(tmp_path / "shots" / "diff.png"), full_page=True)
+            page.click("h1 a >> text=good")
+            page.wait_for_url("**/runs/good")
+            assert page.locator("#timeline tr.step").count() == 4
+            page.screenshot(path=str(tmp_path / "shots" / "run.png"), full_page=True)
+            browser.close()
+        assert dialogs == []
+    for name in ("runs", "diff", "run"):
+        shot = tmp_path / "shots" / f"{name}.png"
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
