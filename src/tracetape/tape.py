@@ -153,7 +153,9 @@ class Tape:
     hashes; ``harness_paths`` names the agent-loop files whose content is the harness (else
     the git HEAD is); ``strict`` turns unplayed decisions and environment drift into errors;
     ``rerecord`` is how the caller records the tape again (``tracetape run`` and the pytest
-    plugin give their own command line), named at the end of every miss.
+    plugin give their own command line), named at the end of every miss. ``push`` is a
+    collector's URL: a recording also goes there, live, in the background (``PushingStore``:
+    never blocking the agent; what could not be sent stays in the cassette and is reported).
 
         >>> Tape("x.jsonl", mode="rec")
         Traceback (most recent call last):
@@ -176,6 +178,7 @@ class Tape:
         store_inputs: bool = True,
         max_record_bytes: int = MAX_RECORD_BYTES,
         rerecord: str | None = None,
+        push: str | None = None,
     ):
         if isinstance(path, str | os.PathLike):
             self.store: RecordStore = FileStore(path, max_record_bytes)
@@ -228,6 +231,10 @@ class Tape:
         self._recognising = False
         self.records: list[Record] = []
         self.header: dict[str, Any] | None = None
+        if self.mode is Mode.RECORD and push:
+            from .stores.push import PushingStore
+
+            self.store = PushingStore(self.store, push)
         if self.mode is Mode.RECORD:
             self.store.begin(
                 new_header(

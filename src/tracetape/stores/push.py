@@ -1,0 +1,227 @@
+"""A store that also pushes every record to a collector, live, without ever holding the agent up.
+
+``Tape(path, push="http://127.0.0.1:8750")`` wraps its store in ``PushingStore``: each record
+is written to the local store first (the cassette stays complete whatever happens to the
+network), then handed to a bounded queue that a background thread drains in batches to the
+collector's ``/v1/lines`` (a small cassette a batch: a header naming the run, then the
+records). Handing over never blocks: when the queue is full (the collector is slow or down),
+the record is counted as not pushed and dropped from the queue only. A batch that fails is
+retried a few times with backoff, then counted as not pushed. On ``commit`` the thread gets
+a short, bounded time to flush; what could not be sent is reported (``TapeWarning`` naming
+the count and the command that sends the cassette), never raised.
+
+``httpx`` is imported in the background thread only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import threading
+import time
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..errors import TapeWarning
+from ..formats.cassette import Cassette, CassetteEncoder, dumps_record, new_header
+from ..record import Record
+
+__all__ = ["PushingStore"]
+
+_STOP = object()
+
+
+class PushingStore:
+    """A ``RecordStore`` that writes to ``inner`` and pushes each record to ``url``.
+
+    ``queue_size`` bounds the records waiting to be sent, ``batch`` the records a request
+    carries, ``flush_s`` how long ``commit`` waits for the last ones. ``pushed`` and
+    ``unsent`` count records; ``problem`` is the last reason a batch was not sent.
+    """
+
+    def __init__(
+        self,
+        inner: Any,
+        url: str,
+        *,
+        run: str | None = None,
+        token: str | None = None,
+        queue_size: int = 10_000,
+        batch: int = 200,
+        flush_s: float = 2.0,
+        retries: int = 2,
+    ):
+        self.inner = inner
+        self.url = url.rstrip("/")
+        self.run = run or Path(inner.name).stem
+        self.token = token if token is not None else os.environ.get("TRACETAPE_TOKEN")
+        self.batch, self.flush_s, self.retries = batch, flush_s, retries
+        self.pushed = 0
+        self.unsent = 0
+        self.problem: str | None = None
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        self._thread: threading.Thread | None = None
+        self._healthy = True  # the last batch reached the collector
+        # Records the thread holds; once commit has counted them, late results are ignored.
+        self._lock = threading.Lock()
+        self._inflight = 0
+        self._done = False
+
+    # -- the RecordStore protocol: the local store first ------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The local store's name."""
+        return str(self.inner.name)
+
+    @property
+    def path(self) -> Path | None:
+        """The local cassette, for a file store."""
+        return getattr(self.inner, "path", None)
+
+    def exists(self) -> bool:
+        """Whether the local store holds a recording."""
+        return bool(self.inner.exists())
+
+    def load(self) -> Cassette:
+        """The local recording."""
+        cassette: Cassette = self.inner.load()
+        return cassette
+
+    def begin(self, header: Mapping[str, Any]) -> None:
+        """Start the local recording and the pushing thread."""
+        self.inner.begin(header)
+        self._thread = threading.Thread(target=self._drain, name="tracetape-push", daemon=True)
+        self._thread.start()
+
+    def append(self, record: Record) -> int:
+        """Write ``record`` locally, then hand it to the pusher (never blocking)."""
+        seq: int = self.inner.append(record)
+        try:
+            self._queue.put_nowait((seq, record))
+        except queue.Full:
+            self.unsent += 1
+            self.problem = self.problem or "the push queue was full (the collector is slow or down)"
+        return seq
+
+    def commit(self) -> None:
+        """Commit locally, give the pusher ``flush_s`` to finish, and report what is unsent."""
+        self.inner.commit()
+        self._finish()
+
+    def abort(self) -> None:
+        """Drop the local recording; stop pushing."""
+        self.inner.abort()
+        self._finish()
+
+    # -- the pusher --------------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        thread = self._thread
+        if thread is None:
+            return
+        self._thread = None
+        # A collector that answered gets flush_s to take the rest; one that did not, none.
+        wait = self.flush_s if self._healthy else 0.0
+        deadline = time.monotonic() + wait
+        with contextlib.suppress(queue.Full):
+            if wait:
+                self._queue.put(_STOP, timeout=wait)
+            else:
+                self._queue.put_nowait(_STOP)
+        thread.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            self._done = True
+            self.unsent += self._inflight
+        left = self._queue.qsize()
+        while True:  # what the thread did not take is not sent
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _STOP:
+                self.unsent += 1
+        if thread.is_alive() and left:
+            self.problem = (
+                self.problem or f"the collector did not take them within {self.flush_s:g} s"
+            )
+        if self.unsent:
+            where = (
+                f"the cassette holds them: tracetape push {self.name} --url {self.url}"
+                if not self.pushed
+                else f"the cassette holds them ({self.pushed} were pushed: pushing the whole "
+                "cassette again would store those twice)"
+            )
+            warnings.warn(
+                f"{self.name}: {self.unsent} record(s) were not pushed to {self.url} "
+                f"({self.problem}); {where}",
+                TapeWarning,
+                stacklevel=3,
+            )
+
+    def _drain(self) -> None:
+        import httpx
+
+        headers = {"Content-Type": "application/x-ndjson"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        with httpx.Client(timeout=5.0, headers=headers) as client:
+            stop = False
+            while not stop:
+                item = self._queue.get()
+                if item is _STOP:
+                    break
+                items = [item]
+                while len(items) < self.batch:
+                    try:
+                        more = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is _STOP:
+                        stop = True
+                        break
+                    items.append(more)
+                with self._lock:
+                    self._inflight = len(items)
+                self._send(client, items)
+
+    def _send(self, client: Any, items: list[tuple[int, Record]]) -> None:
+        lines = [orjson.dumps(new_header(run_id=self.run, pushed_from=self.name))]
+        encoder = CassetteEncoder()
+        for seq, rec in items:
+            line = encoder.encode(rec)
+            encoder.written(rec)
+            lines.append(dumps_record({"seq": seq, **line}))
+        body = b"\n".join(lines) + b"\n"
+        params = {"source": f"{self.run}", "offset": str(items[0][0] - 1)}
+        for attempt in range(self.retries + 1):
+            try:
+                answer = client.post(f"{self.url}/v1/lines", content=body, params=params)
+            except Exception as exc:  # the agent must never see the collector's failure
+                self.problem = f"cannot reach {self.url}: {exc}"
+            else:
+                if answer.status_code < 300:
+                    self._settle(len(items), sent=True)
+                    return
+                self.problem = f"{self.url} answered HTTP {answer.status_code}"
+                if answer.status_code != 429 and answer.status_code < 500:
+                    break
+            if attempt < self.retries:
+                time.sleep(0.2 * 2**attempt)
+        self._settle(len(items), sent=False)
+
+    def _settle(self, n: int, *, sent: bool) -> None:
+        with self._lock:
+            self._inflight = 0
+            self._healthy = sent
+            if self._done:
+                return
+            if sent:
+                self.pushed += n
+            else:
+                self.unsent += n
