@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +95,59 @@ def main() -> None:
         "examples.agent:search_issues",
     )
 
+    serve_and_push(edited)
     print(f"\nDemo finished in {time.perf_counter() - start:.1f} s.")
+
+
+def _free_port(first: int = 8750) -> int:
+    for port in range(first, first + 50):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) != 0:
+                return port
+    raise SystemExit("demo: no free port from 8750 to 8799 for the collector")
+
+
+def serve_and_push(edited: Path) -> None:
+    """Start the collector on SQLite, push both runs, and print their diff page's address."""
+    print(
+        "\n5. Start the collector (SQLite, embedded), push both runs, and open their diff in a"
+        "\n   browser."
+    )
+    db = TAPE.parent / "collector.db"  # as given: relative to the repository root
+    for leftover in (ROOT / db.parent).glob(db.name + "*"):
+        leftover.unlink()
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = ["-m", "tracetape", "serve", "--db", f"sqlite:///{db}", "--port", str(port)]
+    print(f"\n$ {shlex.join([typed('tracetape'), *command[2:]])} &", flush=True)
+    server = subprocess.Popen(
+        [sys.executable, *command],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # it outlives the demo, so the page can be opened
+    )
+    for _ in range(200):
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=1):
+                break
+        except OSError:
+            time.sleep(0.05)
+    else:
+        server.kill()
+        sys.exit("demo: the collector did not start")
+    sh("-m", "tracetape", "push", str(TAPE), str(edited), "--url", url)
+    a, b = TAPE.stem, edited.stem
+    page = f"{url}/diff?a={a}&b={b}"
+    with urllib.request.urlopen(page, timeout=30) as answer:
+        found = "first-divergence" in answer.read().decode()
+    print(f"\nThe diff page ({'served' if found else 'NOT served (bug!)'}): {page}")
+    if os.environ.get("TRACETAPE_DEMO_STOP_COLLECTOR"):
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(10)
+        print("The collector was stopped.")
+    else:
+        print(f"The collector runs on in the background (pid {server.pid}): kill {server.pid}")
 
 
 if __name__ == "__main__":

@@ -46,9 +46,15 @@ def test_the_demo_runs_end_to_end(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, "TRACETAPE_DEMO_TAPE": str(tmp_path / "412.jsonl")},
+        env={
+            **os.environ,
+            "TRACETAPE_DEMO_TAPE": str(tmp_path / "412.jsonl"),
+            "TRACETAPE_DEMO_STOP_COLLECTOR": "1",
+        },
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 model calls" in done.stdout and "ReplayMiss" in done.stdout
     assert "redacted" in done.stdout
     assert "Verdict: decision layer" in done.stdout
+    assert "The diff page (served): http://127.0.0.1:" in done.stdout
+    assert "The collector was stopped." in done.stdout

@@ -161,7 +161,7 @@ class PushingStore:
                 f"{self.name}: {self.unsent} record(s) were not pushed to {self.url} "
                 f"({self.problem}); {where}",
                 TapeWarning,
-                stacklevel=3,
+                stacklevel=5,  # _finish, commit, Tape.close, Tape.__exit__, the caller
             )
 
     def _drain(self) -> None:
