@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "testing": 6,
     "span": 6,
     "cli": 7,
+    "collector": 7,
     "pytest_plugin": 7,
     "__init__": 8,
     "__main__": 8,

@@ -468,6 +468,12 @@ class Redactor:
                 self._clean[stream] = (text, len(self.known))
         return _canonical(value) if changed else text
 
+    def is_clean(self, text: str) -> bool:
+        """Whether a JSON text holds nothing to redact: no secret shape, no secret-named
+        field, no secret met before. One scan of the text, no walk: a batch of records is
+        checked as one text, and only a batch with a hit is redacted record by record."""
+        return self._clean_from(text, 0)
+
     def _clean_from(self, text: str, start: int) -> bool:
         """Whether canonical ``text`` holds nothing to redact from ``start`` on."""
         if self._scan(text, start, len(text)):

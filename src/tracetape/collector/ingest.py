@@ -10,6 +10,7 @@ in a pushed line never reaches the database; run ids must match ``RUN_ID``.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import msgspec
 import orjson
 
+from ..canonical import canonical_json
 from ..errors import CassetteError, TraceError
 from ..formats import TraceFormat, read_records
 from ..formats._source import TraceSource
@@ -115,10 +117,13 @@ def parse_batch(
     redacted = 0
     bad_runs: list[dict[str, Any]] = []
     redactor = redactor.fresh()  # a secret of one batch is not remembered for the next
+    # One scan of the whole batch's content as JSON text (strings as the walk sees them:
+    # UTF-8, quotes and controls escaped); only a batch with a hit is walked record by record.
+    whole = orjson.dumps([[getattr(rec, name) for name in _CONTENT] for rec in records])
+    secretless = redactor.is_clean(whole.decode())
     for rec in records:
-        data, changed = redactor.redact_value(msgspec.to_builtins(rec))
-        redacted += changed
-        clean = msgspec.convert(data, Record) if changed else rec
+        clean = rec if secretless else _redacted(rec, redactor)
+        redacted += clean is not rec
         line = rec.line + offset if rec.line else rec.line
         clean = msgspec.structs.replace(clean, line=line, source=source)
         if not RUN_ID.fullmatch(clean.run or ""):
@@ -132,6 +137,24 @@ def parse_batch(
         raise BadBatch(400, f"{len(bad_runs)} line(s) name a bad run id; nothing stored", bad_runs)
     digest = batch_digest([source.encode(), str(offset).encode(), *lines])
     return Batch(out, digest, len(lines), redacted, sorted({r.run or "" for r in out}))
+
+
+# The fields of a record that hold what a trace says (the rest are numbers, digests, names
+# of our own); a run id or a tool name can be a secret too.
+_CONTENT = ("run", "name", "input", "out", "ts", "span_id", "parent_id", "extra")
+
+
+def _redacted(rec: Record, redactor: Redactor) -> Record:
+    """``rec`` with its secrets replaced, or ``rec`` itself when it holds none.
+
+    The record's content is scanned as canonical JSON text (the scan the tape runs on each
+    decision); only a record with a hit is walked and rebuilt."""
+    content = {name: getattr(rec, name) for name in _CONTENT}
+    text = canonical_json(content)
+    clean = redactor.redact_payload(content, text, stream="ingest")
+    if clean is text:
+        return rec
+    return msgspec.structs.replace(rec, **json.loads(clean))
 
 
 def _bare(error: CassetteError) -> str:

@@ -1,0 +1,70 @@
+"""Batch ingest: the one-scan check of a whole batch redacts exactly what record-by-record
+redaction does, whatever the batch holds and however its lines are escaped."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.test_redact import PEM, SECRETS
+from tracetape.collector.ingest import _redacted, parse_batch
+from tracetape.redact import Redactor
+
+PIECES = [*SECRETS.values(), PEM, "hunter2hunter2", "plain words", "sk-learn_estimator", "é\u00a0"]
+texts = st.lists(st.sampled_from(PIECES) | st.text(max_size=12), max_size=4).map(" ".join)
+keys = st.sampled_from(["q", "path", "api_key", "password", "max_tokens", "note", "X-API-KEY"])
+values = st.recursive(
+    texts | st.integers() | st.booleans() | st.none(),
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(keys, c, max_size=3),
+    max_leaves=8,
+)
+
+
+def _escaped(value: Any) -> str:
+    """JSON with every ``s`` of every string written as ``\\u0073``: a producer may escape
+    any character, and the secret it sends is the same."""
+    if isinstance(value, str):
+        return '"' + "".join("\\u0073" if c == "s" else json.dumps(c)[1:-1] for c in value) + '"'
+    if isinstance(value, list):
+        return "[" + ",".join(_escaped(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_escaped(k)}:{_escaped(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
+
+
+def _line(run: int, step: int, args: Any, escape: bool) -> str:
+    line = {"run_id": f"r{run}", "step": step, "tool": "t", "args": args, "output_sha": "ab"}
+    return _escaped(line) if escape else json.dumps(line, ensure_ascii=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(values, st.booleans()), min_size=1, max_size=6))
+def test_a_batch_scan_redacts_as_record_by_record_redaction(batch: list[Any]) -> None:
+    lines = [_line(i % 2, i + 1, {"a": args}, escape) for i, (args, escape) in enumerate(batch)]
+    body = "\n".join(lines).encode()
+    parsed = parse_batch(
+        body, source="s", offset=0, fmt="jsonl", redactor=Redactor(), max_lines=100
+    )
+    one_by_one = Redactor()
+    expected = [
+        _redacted(rec, one_by_one)
+        for rec in parse_batch(body, source="s", offset=0, fmt="jsonl",
+                               redactor=_Nothing(), max_lines=100).records
+    ]  # fmt: skip
+    assert [r.input for r in parsed.records] == [r.input for r in expected]
+    stored = json.dumps([r.input for r in parsed.records])
+    for secret in SECRETS.values():
+        assert secret not in stored
+
+
+class _Nothing(Redactor):
+    """A redactor that finds nothing: the batch as read, for the reference redaction."""
+
+    def fresh(self) -> Redactor:
+        return self
+
+    def is_clean(self, text: str) -> bool:
+        return True
