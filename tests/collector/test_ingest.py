@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.test_redact import PEM, SECRETS
+from tracetape.collector import ingest
 from tracetape.collector.ingest import _redacted, parse_batch
 from tracetape.redact import Redactor
 
@@ -41,8 +43,14 @@ def _line(run: int, step: int, args: Any, escape: bool) -> str:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(values, st.booleans()), min_size=1, max_size=6))
-def test_a_batch_scan_redacts_as_record_by_record_redaction(batch: list[Any]) -> None:
+@given(st.lists(st.tuples(values, st.booleans()), min_size=1, max_size=8), st.integers(1, 3))
+def test_a_batch_scan_redacts_as_record_by_record_redaction(batch: list[Any], chunk: int) -> None:
+    """Whatever the batch and the chunk size (small here, to cross chunk boundaries)."""
+    with patch.object(ingest, "_CHUNK", chunk):
+        _check(batch)
+
+
+def _check(batch: list[Any]) -> None:
     lines = [_line(i % 2, i + 1, {"a": args}, escape) for i, (args, escape) in enumerate(batch)]
     body = "\n".join(lines).encode()
     parsed = parse_batch(

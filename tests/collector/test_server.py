@@ -276,3 +276,12 @@ def test_a_tape_records_into_and_replays_from_the_database(db: Database) -> None
     assert not db.run_exists("agent-1~pending")
     with pytest.raises(ValueError, match="is not a run id"):
         DatabaseStore(db, "a b")
+
+
+def test_several_workers_serve_one_database(tmp_path: Path) -> None:
+    """--workers 2: uvicorn forks two processes over one SQLite file; 8 pushers lose nothing."""
+    db_url = f"sqlite:///{tmp_path / 'c.db'}"
+    with serving(db_url, "--workers", "2") as url:
+        codes = _pushers([url], 8, 3)
+    assert codes == [200] * 24
+    assert _count(db_url) == (8 * 3 * 50, 8)

@@ -117,15 +117,21 @@ def parse_batch(
     redacted = 0
     bad_runs: list[dict[str, Any]] = []
     redactor = redactor.fresh()  # a secret of one batch is not remembered for the next
-    # One scan of the whole batch's content as JSON text (strings as the walk sees them:
-    # UTF-8, quotes and controls escaped); only a batch with a hit is walked record by record.
-    whole = orjson.dumps([[getattr(rec, name) for name in _CONTENT] for rec in records])
-    secretless = redactor.is_clean(whole.decode())
-    for rec in records:
-        clean = rec if secretless else _redacted(rec, redactor)
-        redacted += clean is not rec
+    # One scan per chunk of records, of their content as JSON text (strings as the walk
+    # sees them: UTF-8, quotes and controls escaped); only the records of a chunk with a hit
+    # are scanned (and, on a hit, walked) one by one.
+    cleaned: list[Record] = []
+    for k in range(0, len(records), _CHUNK):
+        chunk = records[k : k + _CHUNK]
+        text = orjson.dumps([[getattr(rec, name) for name in _CONTENT] for rec in chunk])
+        if redactor.is_clean(text.decode()):
+            cleaned += chunk
+        else:
+            cleaned += [_redacted(rec, redactor) for rec in chunk]
+    for rec, scrubbed in zip(records, cleaned, strict=True):
+        redacted += scrubbed is not rec
         line = rec.line + offset if rec.line else rec.line
-        clean = msgspec.structs.replace(clean, line=line, source=source)
+        clean = msgspec.structs.replace(scrubbed, line=line, source=source)
         if not RUN_ID.fullmatch(clean.run or ""):
             bad_runs.append(
                 {"line": line, "field": "run_id", "message": f"{clean.run!r} is not a run id "
@@ -142,6 +148,7 @@ def parse_batch(
 # The fields of a record that hold what a trace says (the rest are numbers, digests, names
 # of our own); a run id or a tool name can be a secret too.
 _CONTENT = ("run", "name", "input", "out", "ts", "span_id", "parent_id", "extra")
+_CHUNK = 64
 
 
 def _redacted(rec: Record, redactor: Redactor) -> Record:
