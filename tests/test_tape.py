@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -175,7 +176,7 @@ def test_replay_miss_names_the_changed_field_with_before_and_after(tmp_path: Pat
     """A one-word prompt edit raises ReplayMiss naming messages[0].content and both words."""
     path = tmp_path / "run.jsonl"
     record(path, task="please fix the bug in parser.py today")
-    with Tape(path, mode="replay") as tape, pytest.raises(ReplayMiss) as info:
+    with pytest.raises(ReplayMiss) as info, Tape(path, mode="replay") as tape:
         run_agent(tape, "please fix the issue in parser.py today", ScriptedModel(4), failing)
     miss = info.value
     first_line = str(miss).splitlines()[0]
@@ -197,7 +198,7 @@ def test_replay_miss_later_in_the_run_counts_the_matched_decisions(tmp_path: Pat
     def drifted(n: int) -> dict[str, Any]:
         return {**lookup(n), "rows": ["changed"]} if n == 1 else lookup(n)
 
-    with Tape(path, mode="replay") as tape, pytest.raises(ReplayMiss) as info:
+    with pytest.raises(ReplayMiss) as info, Tape(path, mode="replay") as tape:
         msgs_tape = _LiveTools(tape, drifted)
         run_agent(msgs_tape, "find the bug", ScriptedModel(4), drifted)
     assert info.value.matched == 4 and info.value.step == 3
@@ -222,10 +223,12 @@ def test_replay_miss_after_the_end_of_the_recording(tmp_path: Path) -> None:
     path = tmp_path / "short.jsonl"
     with Tape(path, mode="record") as tape:
         tape.call("tool", {"name": "a"}, lambda: 1)
-    with Tape(path, mode="replay") as tape:
+    with pytest.raises(ReplayMiss) as again, Tape(path, mode="replay") as tape:
         tape.call("tool", {"name": "a"}, failing)
         with pytest.raises(ReplayMiss, match="this exact input was recorded 1 time") as info:
             tape.call("tool", {"name": "a"}, failing)
+    # caught inside the block, the miss is raised again when the tape closes
+    assert again.value is info.value
     assert info.value.expected is None
     assert "no unplayed 'tool' decision is left" in str(info.value)
 
@@ -247,7 +250,7 @@ def test_seed_cassettes_replay_unchanged(tmp_path: Path) -> None:
     answer = run_agent(_seed.Tape(str(path), "record"), "find the bug", ScriptedModel(3), lookup)
     with Tape(path, mode="replay") as tape:
         assert run_agent(tape, "find the bug", ScriptedModel(3), failing) == answer
-    with Tape(path, mode="replay") as tape, pytest.raises(ReplayMiss, match="seed's format"):
+    with pytest.raises(ReplayMiss, match="seed's format"), Tape(path, mode="replay") as tape:
         run_agent(tape, "find the bugs", ScriptedModel(3), failing)
 
 
@@ -381,7 +384,7 @@ def test_replay_miss_messages_show_redacted_text_only(tmp_path: Path) -> None:
     """A miss whose changed field held a secret shows placeholders, never the secret."""
     path = tmp_path / "run.jsonl"
     record(path, task=f"use {OPENAI_KEY} for the bug")
-    with Tape(path, mode="replay") as tape, pytest.raises(ReplayMiss) as info:
+    with pytest.raises(ReplayMiss) as info, Tape(path, mode="replay") as tape:
         run_agent(tape, f"use {OPENAI_KEY} for the issue", ScriptedModel(4), failing)
     assert OPENAI_KEY not in str(info.value) and "[REDACTED:openai_key:" in str(info.value)
 
@@ -532,7 +535,7 @@ def test_the_readme_miss_example_is_the_seeds_first_line(tmp_path: Path) -> None
     """The first line of a miss keeps the seed's wording so existing log greps still match."""
     with Tape(tmp_path / "x.jsonl", mode="record"):
         pass
-    with Tape(tmp_path / "x.jsonl", mode="replay") as tape, pytest.raises(ReplayMiss) as info:
+    with pytest.raises(ReplayMiss) as info, Tape(tmp_path / "x.jsonl", mode="replay") as tape:
         tape.call("llm", {"step": 1}, failing)
     assert (
         str(info.value).splitlines()[0]
@@ -545,7 +548,7 @@ def test_store_inputs_false_still_explains_misses_by_digest(tmp_path: Path) -> N
     path = tmp_path / "d.jsonl"
     record(path, store_inputs=False)
     assert read_cassette(path).records[0].input is None
-    with Tape(path, mode="replay") as tape, pytest.raises(ReplayMiss) as info:
+    with pytest.raises(ReplayMiss) as info, Tape(path, mode="replay") as tape:
         run_agent(tape, "find the bugs", ScriptedModel(4), failing)
     assert info.value.changes == ["messages[0]"]
 
@@ -794,7 +797,7 @@ def test_a_live_secret_recorded_by_its_field_name_is_recognised_in_replay(tmp_pa
         tape.call("tool", {"name": "get_config", "args": {}, "step": 1}, failing)
         prompt = f"connect to db1 with password {SECRET_PW}"  # the live value, not the output
         assert tape.call("llm", {"messages": [prompt], "step": 2}, failing) == "connected"
-    with Tape(path, mode="replay") as tape, pytest.raises(ReplayMiss) as info:
+    with pytest.raises(ReplayMiss) as info, Tape(path, mode="replay") as tape:
         tape.call("tool", {"name": "get_config", "args": {}, "step": 1}, failing)
         tape.call("llm", {"messages": [f"reconnect to db1 with {SECRET_PW}"], "step": 2}, failing)
     assert SECRET_PW not in str(info.value) and "[REDACTED:field:" in str(info.value)
@@ -818,3 +821,50 @@ def test_a_secret_read_from_the_environment_is_redacted_where_it_is_quoted(
         password = env("SHOP_DB_PASSWORD")
         assert password is not None and password.startswith("[REDACTED:field:")
         assert tape.call("llm", {"messages": [f"log in with {password}"], "step": 1}, failing)
+
+
+def test_a_swallowed_miss_is_raised_again_when_the_tape_closes(tmp_path: Path) -> None:
+    """A program that catches the ReplayMiss and goes on still ends with the diagnosis."""
+    path = tmp_path / "run.jsonl"
+    with Tape(path, mode="record") as tape:
+        tape.call("tool", {"name": "a", "step": 1}, lambda: 1)
+    with (
+        pytest.raises(ReplayMiss) as info,
+        Tape(path, mode="replay") as tape,
+        contextlib.suppress(Exception),  # an agent's "except Exception: carry on"
+    ):
+        tape.call("tool", {"name": "b", "step": 1}, failing)
+    assert info.value is tape.misses[0]
+    assert "the program caught this ReplayMiss and went on" in "".join(info.value.__notes__)
+
+
+class FrameworkError(Exception):
+    """What a framework raises after retrying a request that failed."""
+
+
+def test_a_miss_a_framework_wrapped_surfaces_as_the_miss(tmp_path: Path) -> None:
+    """A miss turned into another error (a connection error after retries) leaves the tape as
+    the ReplayMiss, the wrapper named in a note."""
+    path = tmp_path / "run.jsonl"
+    Tape(path, mode="record").close()
+    with pytest.raises(ReplayMiss) as info, Tape(path, mode="replay") as tape:
+        try:
+            tape.call("llm", {"messages": [], "step": 1}, failing)
+        except ReplayMiss as miss:
+            raise FrameworkError("Connection error.") from miss
+    assert info.value.kind == "llm"
+    assert "turned it into FrameworkError: Connection error." in "".join(info.value.__notes__)
+
+
+def test_the_expected_record_is_picked_by_step_not_write_order(tmp_path: Path) -> None:
+    """Records of one kind written out of order (a framework writes a failed attempt's stream
+    after the final one): the miss at step 1 expects the step-1 record."""
+    path = tmp_path / "run.jsonl"
+    with Tape(path, mode="record") as tape:
+        tape.call("llm", {"messages": ["second"], "step": 2}, lambda: "b")
+        tape.call("llm", {"messages": ["first"], "step": 1}, lambda: "a")
+    with pytest.raises(ReplayMiss) as info, Tape(path, mode="replay") as tape:
+        tape.call("llm", {"messages": ["first, edited"], "step": 1}, failing)
+    expected = info.value.expected
+    assert expected is not None and expected.step == 1 and expected.seq == 2
+    assert info.value.changes == ["messages[0]"]

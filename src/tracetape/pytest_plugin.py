@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from .errors import ReplayMiss, TapeError
-from .integrations.watch import WatchedTape
+from .tape import Tape
 from .testing import TapeCase, TapeUsage, TestMode, default_cassette_path, is_replay_miss
 
 __all__ = ["tape"]
@@ -111,8 +111,6 @@ def _marker_options(item: pytest.Item) -> dict[str, Any]:
 def _marker_names() -> set[str]:
     import inspect
 
-    from .tape import Tape
-
     tape_options = set(inspect.signature(Tape.__init__).parameters) - {"self", "path", "mode"}
     return tape_options | {"path", "mode", "allow_loopback", "allow_hosts", "sdk"}
 
@@ -182,7 +180,7 @@ def _miss_longrepr(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseExceptio
 
 
 @pytest.fixture
-def tape(request: pytest.FixtureRequest) -> Iterator[WatchedTape]:
+def tape(request: pytest.FixtureRequest) -> Iterator[Tape]:
     """A tape for this test: replays ``cassettes/<module>/<test>.jsonl`` by default.
 
     ``@pytest.mark.tape(path=..., mode=..., allow_loopback=True, strict=True)`` configures it.

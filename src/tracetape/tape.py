@@ -140,6 +140,11 @@ def current_tape() -> Tape | None:
     return _current.get()
 
 
+def _is_miss(exc: BaseException) -> bool:
+    """Whether ``exc`` is a ``ReplayMiss`` (an SDK-typed one included)."""
+    return isinstance(exc, ReplayMiss)
+
+
 class Tape:
     """Record or replay the decisions of one agent run in a cassette file or another store.
 
@@ -220,6 +225,9 @@ class Tape:
         self._token: contextvars.Token[Tape | None] | None = None
         self._closed = False
         self._missed = False
+        # Every ReplayMiss this tape raised, in order: a program (or a framework's retry
+        # loop) may catch one; the first is raised again when the tape closes.
+        self.misses: list[ReplayMiss] = []
         # Records this tape wrote (the highest sequence number the store gave back), and the
         # first error that stopped the recording (a full disk), if any.
         self.written = 0
@@ -503,14 +511,30 @@ class Tape:
         repeated = 0
         if decision.key in self._queues:
             repeated = sum(1 for r in self.records if r.key == decision.key)
-        return explain_miss(
+        miss = explain_miss(
             decision,
-            self._next_unplayed(decision.kind),
+            self._expected(decision),
             matched=self.matched,
             recorded=len(self.records),
             repeated=repeated,
             rerecord=self.rerecord,
         )
+        self.misses.append(miss)
+        return miss
+
+    def _expected(self, decision: Decision) -> Record | None:
+        """The recorded decision the run was expected to make: the first unplayed one of its
+        kind at its step (a framework may write a step's records out of order, or after a
+        later step's), else the first unplayed one of its kind."""
+        first = self._next_unplayed(decision.kind)
+        if first is None or decision.step is None or first.step == decision.step:
+            return first
+        played = self._played
+        for index in self._by_kind.get(decision.kind, []):
+            rec = self.records[index]
+            if not played[index] and rec.step == decision.step:
+                return rec
+        return first
 
     # -- integrations: SDK and HTTP hooks ---------------------------------------------------
 
@@ -551,6 +575,12 @@ class Tape:
         if self.mode is Mode.RECORD:
             self.store.commit()
             return
+        if self.misses and not failed:
+            # The program went on after a miss (it caught it, or a framework wrapped and
+            # retried it): the run diverged all the same, so the diagnosis is raised here.
+            first = self.misses[0]
+            first.add_note("tracetape: the program caught this ReplayMiss and went on")
+            raise first
         unplayed = self.unplayed
         # After a miss the rest of the recording is unplayed by definition: no second report.
         if not unplayed or failed or self._missed:
@@ -579,6 +609,12 @@ class Tape:
             _current.reset(self._token)
             self._token = None
         self.close(failed=exc is not None)
+        if exc is not None and self.misses and not _is_miss(exc):
+            # A framework turned the miss into its own error (a connection error after
+            # retries): the diagnosis is what the user needs to see.
+            first = self.misses[0]
+            first.add_note(f"tracetape: the program turned it into {type(exc).__name__}: {exc}")
+            raise first from None
 
     async def __aenter__(self) -> Tape:
         return self.__enter__()

@@ -32,9 +32,8 @@ from typing import Any
 
 from .errors import CassetteNotFoundError, ReplayMiss
 from .integrations.network import NetworkGuard, block_network
-from .integrations.watch import WatchedTape
 from .record import Record
-from .tape import Mode
+from .tape import Mode, Tape
 
 __all__ = [
     "NetworkGuard",
@@ -68,7 +67,7 @@ def default_cassette_path(
     return test_file.parent / "cassettes" / test_file.stem / f"{_UNSAFE.sub('_', name)}.jsonl"
 
 
-def _patch_sdks(tape: WatchedTape) -> contextlib.AbstractContextManager[Any] | None:
+def _patch_sdks(tape: Tape) -> contextlib.AbstractContextManager[Any] | None:
     try:
         from .integrations.sdk import patch_sdks  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
@@ -110,7 +109,7 @@ class TapeCase:
         self.network_hint = network_hint
         self.on_close = on_close
         self.tape_options = tape_options
-        self.tape: WatchedTape | None = None
+        self.tape: Tape | None = None
         self.guard: NetworkGuard | None = None
         self._stack = contextlib.ExitStack()
 
@@ -122,9 +121,9 @@ class TapeCase:
             )
         return self.mode
 
-    def open(self) -> WatchedTape:
+    def open(self) -> Tape:
         """Open the tape, patch the SDKs, guard the network in replay; return the tape."""
-        tape = WatchedTape(
+        tape = Tape(
             self.path,
             mode=self._tape_mode(),
             rerecord=self.rewrite_hint or None,
@@ -176,7 +175,7 @@ class TapeCase:
         if swallowed is not None:
             raise swallowed
 
-    def __enter__(self) -> WatchedTape:
+    def __enter__(self) -> Tape:
         return self.open()
 
     def __exit__(

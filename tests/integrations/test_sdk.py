@@ -182,7 +182,7 @@ def test_miss_surfaces_unwrapped_without_retries(
     Tape(path, mode="record").close()
     server.stop()
     messages = [{"role": "user", "content": "hi"}]
-    with Tape(path, mode="replay") as tape:
+    with pytest.raises(ReplayMiss) as again, Tape(path, mode="replay") as tape:
         http_client = httpx2.Client(transport=tape.http_transport())
         if sdk == "openai":
             client = _openai(server.base_url, http_client=http_client).with_options(max_retries=5)
@@ -196,6 +196,7 @@ def test_miss_surfaces_unwrapped_without_retries(
             )
         with pytest.raises(ReplayMiss) as info:
             call()
+    assert again.value.key == info.value.key  # caught in the block: raised again at close
     assert tape.model_calls == 1  # one attempt: the SDK did not retry it
     assert not isinstance(info.value, openai.APIConnectionError | anthropic.APIConnectionError)
     assert not isinstance(info.value, openai.OpenAIError)
@@ -211,7 +212,7 @@ def test_sdk_replay_miss_opens_no_socket(tmp_path: Path, monkeypatch: pytest.Mon
         raise AssertionError("the network was touched")
 
     monkeypatch.setattr(httpx2.HTTPTransport, "handle_request", refuse)
-    with Tape(path, mode="replay") as tape, tape.patch_sdks(), pytest.raises(ReplayMiss):
+    with pytest.raises(ReplayMiss), Tape(path, mode="replay") as tape, tape.patch_sdks():
         _openai("http://127.0.0.1:9").chat.completions.create(
             model="m", messages=[{"role": "user", "content": "hi"}]
         )

@@ -3,7 +3,7 @@
 Like ``opentelemetry-instrument``, the program is not changed. ``run_program`` starts the
 command with the ``bootstrap/`` folder first on ``PYTHONPATH``; the ``sitecustomize`` there runs
 in the first Python process before its main module, calls ``start_from_environment`` (opens a
-``WatchedTape``, enters it, patches the SDKs, makes threads inherit it) and chains to any other
+``Tape``, enters it, patches the SDKs, makes threads inherit it) and chains to any other
 ``sitecustomize`` on the path. When the program ends, an ``atexit`` hook closes the tape and
 writes a small JSON report to a file named by the parent, which turns it into an exit code:
 
@@ -45,7 +45,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from ..errors import ReplayMiss, TapeError
-from ..tape import Mode
+from ..tape import Mode, Tape
 
 __all__ = [
     "BOOTSTRAP_DIR",
@@ -180,12 +180,11 @@ def start_from_environment() -> None:
             file=sys.stderr,
         )
         return
-    from .watch import WatchedTape
 
     report: dict[str, Any] = {"state": "started", "pid": os.getpid()}
     hooks = contextlib.ExitStack()
     try:
-        tape = WatchedTape(path, mode=mode, strict=strict, rerecord=rerecord)
+        tape = Tape(path, mode=mode, strict=strict, rerecord=rerecord)
         report["mode"] = tape.mode.value
         tape.__enter__()
         _enter_hooks(tape, hook, hooks)
