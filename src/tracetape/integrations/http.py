@@ -33,7 +33,7 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from ..errors import ReplayMiss
+from ..errors import ReplayMiss, TapeError
 from ..record import Decision, Record
 from ..tape import Tape, _current
 from ._common import (
@@ -47,6 +47,7 @@ from ._common import (
     sse_encode,
     truncated_stream_miss,
 )
+from .tools import RAISED, raised_record, reraise
 
 __all__ = [
     "async_http_transport",
@@ -121,6 +122,18 @@ def http_decision(tape: Tape, request: Any) -> Decision:
     return tape.prepare("http", payload)
 
 
+def _rebuilt(out: Mapping[str, Any], request: Any) -> BaseException:
+    """The recorded exception, with the request it failed on (httpx's errors carry one)."""
+    try:
+        reraise(out)
+    except Exception as exc:
+        if "httpx" in type(exc).__module__:
+            with contextlib.suppress(AttributeError, TypeError):
+                exc.request = request  # type: ignore[attr-defined]
+        return exc
+    return RuntimeError(f"a recorded failure could not be rebuilt: {out!r}")
+
+
 @cache
 def _miss_class(bases: tuple[type[Exception], ...]) -> type[ReplayMiss]:
     cls = type("ReplayMiss", bases, {"__module__": ReplayMiss.__module__})
@@ -146,12 +159,25 @@ def sdk_compatible_miss(miss: ReplayMiss, request: Any = None) -> ReplayMiss:
     return new
 
 
+def _record_failure(tape: Tape, decision: Decision, exc: Exception) -> None:
+    """A request that got no response (a connection error, a timeout) is a decision too:
+    its exception is recorded, and replay raises the same type, so a program that handles
+    it (a retry, a fallback) replays. Our own errors (a blocked network) are not recorded."""
+    if isinstance(exc, TapeError):
+        return
+    tape.record(decision, raised_record(exc))
+
+
 def _replayed(module: Any, tape: Tape, decision: Decision, request: Any, *, aio: bool) -> Any:
-    """The recorded response to ``request``; a miss is raised the way the SDKs let it through."""
+    """The recorded response to ``request``; a miss is raised the way the SDKs let it through,
+    a recorded failure (no response) as the exception it was."""
     try:
         rec = tape.play(decision)
     except ReplayMiss as miss:
         raise sdk_compatible_miss(miss, request) from None
+    if isinstance(rec.out, dict) and RAISED in rec.out:
+        failure = _rebuilt(rec.out, request)
+        raise failure
     beyond = beyond_recording(tape, decision, rec)
     return _replay_response(module, request, rec.out, aio=aio, beyond=beyond)
 
@@ -281,7 +307,11 @@ def _transport_classes(module: ModuleType) -> tuple[type, type]:
             if self.tape.replaying:
                 return _replayed(module, self.tape, decision, request, aio=False)
             _identity(request)
-            response = self.inner.handle_request(request)
+            try:
+                response = self.inner.handle_request(request)
+            except Exception as exc:
+                _record_failure(self.tape, decision, exc)
+                raise
             tap_response(module, response, Capture(self.tape, decision, final=True), aio=False)
             return response
 
@@ -304,7 +334,11 @@ def _transport_classes(module: ModuleType) -> tuple[type, type]:
             if self.tape.replaying:
                 return _replayed(module, self.tape, decision, request, aio=True)
             _identity(request)
-            response = await self.inner.handle_async_request(request)
+            try:
+                response = await self.inner.handle_async_request(request)
+            except Exception as exc:
+                _record_failure(self.tape, decision, exc)
+                raise
             tap_response(module, response, Capture(self.tape, decision, final=True), aio=True)
             return response
 

@@ -48,7 +48,7 @@ from ..tape import Effect, current_tape
 if TYPE_CHECKING:
     from ..tape import Tape
 
-__all__ = ["RAISED", "env", "raised_record", "tool"]
+__all__ = ["RAISED", "env", "raised_record", "reraise", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -70,8 +70,9 @@ def raised_record(exc: Exception) -> dict[str, Any]:
     }
 
 
-def _reraise(out: Any) -> Any:
-    """Return a replayed output, or raise the exception recorded in its place."""
+def reraise(out: Any) -> Any:
+    """Return a replayed output, or raise the exception recorded in its place (by
+    ``raised_record``: a tool's, or an HTTP request's connection error or timeout)."""
     if not (isinstance(out, dict) and len(out) == 1 and RAISED in out):
         return out
     info = out[RAISED]
@@ -154,7 +155,7 @@ def _wrap(spec: _ToolSpec) -> Callable[..., Any]:
             )
             if raised:
                 raise raised[0]
-            return _reraise(out) if tape.replaying else out
+            return reraise(out) if tape.replaying else out
 
         return functools.wraps(func)(run_async)
 
@@ -181,7 +182,7 @@ def _wrap(spec: _ToolSpec) -> Callable[..., Any]:
         out = tape.call("tool", payload, do, effect=spec.effect, stub=do_stub if stub else None)
         if raised:
             raise raised[0]
-        return _reraise(out) if tape.replaying else out
+        return reraise(out) if tape.replaying else out
 
     return functools.wraps(func)(run)
 

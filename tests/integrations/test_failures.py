@@ -1,0 +1,71 @@
+"""Failures are decisions too: a request that got no response is recorded, and replay raises
+the same exception, so a program that handles it replays (offline, no socket)."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import openai
+import pytest
+
+from tracetape import Tape, read_cassette
+from tracetape.integrations.tools import RAISED
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _fetch(tape: Tape, url: str) -> str:
+    """What a program does with a fetch that may fail: fall back (litellm's price list)."""
+    with httpx2.Client(transport=tape.http_transport()) as client:
+        try:
+            return client.get(url).text
+        except httpx2.ConnectError as exc:
+            return f"fallback after {type(exc).__name__}"
+
+
+def test_a_connection_error_is_recorded_and_replayed(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    url = f"http://127.0.0.1:{_closed_port()}/prices.json"
+    with Tape(path, mode="record") as tape:
+        assert _fetch(tape, url) == "fallback after ConnectError"
+    (rec,) = read_cassette(path).records
+    assert rec.kind == "http" and rec.out[RAISED]["type"].endswith("ConnectError")
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("replay touched the network")
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(httpx2.HTTPTransport, "handle_request", refuse)
+        with Tape(path, mode="replay") as tape:
+            assert _fetch(tape, url) == "fallback after ConnectError"
+
+
+def test_an_sdk_connection_error_replays_as_the_same_sdk_error(tmp_path: Path) -> None:
+    """Through the openai SDK (no retries): APIConnectionError in both runs."""
+    path = tmp_path / "run.jsonl"
+    base = f"http://127.0.0.1:{_closed_port()}/v1"
+
+    def ask(tape: Tape) -> type[BaseException]:
+        http_client = httpx2.Client(transport=tape.http_transport())
+        client = openai.OpenAI(base_url=base, api_key="sk-test", http_client=http_client,
+                               max_retries=0)  # fmt: skip
+        with pytest.raises(openai.APIConnectionError) as info:
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        return type(info.value)
+
+    with Tape(path, mode="record") as tape:
+        recorded = ask(tape)
+    assert read_cassette(path).records[0].kind == "llm"
+    with Tape(path, mode="replay") as tape:
+        assert ask(tape) is recorded
