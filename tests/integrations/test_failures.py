@@ -69,3 +69,27 @@ def test_an_sdk_connection_error_replays_as_the_same_sdk_error(tmp_path: Path) -
     assert read_cassette(path).records[0].kind == "llm"
     with Tape(path, mode="replay") as tape:
         assert ask(tape) is recorded
+
+
+def test_an_anthropic_miss_is_not_retried_whatever_the_user_agent(tmp_path: Path) -> None:
+    """A framework that builds the anthropic client with its own User-Agent (pydantic-ai):
+    the miss is still raised once as a ReplayMiss, not retried into APIConnectionError."""
+    import anthropic
+
+    from tracetape import ReplayMiss
+
+    path = tmp_path / "run.jsonl"
+    Tape(path, mode="record").close()
+    with pytest.raises(ReplayMiss) as outer, Tape(path, mode="replay") as tape:
+        client = anthropic.Anthropic(
+            base_url=f"http://127.0.0.1:{_closed_port()}", api_key="sk-ant-test",
+            http_client=httpx2.Client(transport=tape.http_transport()), max_retries=5,
+            default_headers={"User-Agent": "pydantic-ai/1.0"},
+        )  # fmt: skip
+        with pytest.raises(ReplayMiss) as info:
+            client.messages.create(
+                model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+            )
+    assert not isinstance(info.value, anthropic.APIConnectionError)
+    assert tape.model_calls == 1  # one attempt: no retry numbered as a new step
+    assert outer.value.key == info.value.key

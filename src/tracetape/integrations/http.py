@@ -140,6 +140,12 @@ def _miss_class(bases: tuple[type[Exception], ...]) -> type[ReplayMiss]:
     return cls
 
 
+def _anthropic_request(request: Any) -> bool:
+    """Whether a request is the anthropic SDK's, whoever built the client (pydantic-ai sends
+    its own User-Agent): the API's version header, which the SDK always sends."""
+    return request is None or "anthropic-version" in request.headers
+
+
 def sdk_compatible_miss(miss: ReplayMiss, request: Any = None) -> ReplayMiss:
     """The same miss, also typed as the calling SDK's base error when that SDK would otherwise
     wrap it.
@@ -148,9 +154,8 @@ def sdk_compatible_miss(miss: ReplayMiss, request: Any = None) -> ReplayMiss:
     ``APIConnectionError`` and retries it; ``openai`` lets other exceptions through, so its
     misses stay plain (an agent's ``except openai.OpenAIError`` never swallows one).
     """
-    agent = request.headers.get("user-agent", "") if request is not None else "Anthropic/"
     cls = getattr(sys.modules.get("anthropic"), "AnthropicError", None)
-    if not agent.startswith("Anthropic/") or not isinstance(cls, type) or isinstance(miss, cls):
+    if not isinstance(cls, type) or isinstance(miss, cls) or not _anthropic_request(request):
         return miss
     typed = _miss_class((type(miss), cls))
     new = typed.__new__(typed)
