@@ -517,3 +517,40 @@ def test_a_recording_stopped_by_a_full_disk_exits_2_and_says_so(
     assert "done" in done.stdout
     assert "the recording stopped:" in done.stderr and "the disk is full" in done.stderr
     assert "holds the 1 decision(s) written before it" in done.stderr
+
+
+UNPATCHED_AGENT = """
+import sys
+import httpx2, openai
+
+client = openai.OpenAI(base_url=sys.argv[1], api_key="sk-test", max_retries=0)
+# litellm's way: the SDK's low-level post, which the SDK-level hook never sees
+raw = client.post("/chat/completions", cast_to=object,
+                  body={"model": "m", "messages": [{"role": "user", "content": sys.argv[2]}]})
+# a framework's own httpx client
+with httpx2.Client() as http:
+    own = http.post(sys.argv[1] + "/chat/completions",
+                    json={"model": "m", "messages": [{"role": "user", "content": "again"}]}).json()
+print(raw["choices"][0]["message"]["content"], "|", own["choices"][0]["message"]["content"])
+"""
+
+
+def test_requests_the_sdk_hook_misses_are_taped_at_the_http_level(tmp_path: Path) -> None:
+    """The default hook (auto): `client.post` and a plain httpx client's model requests are
+    recorded as llm decisions, and replay with the server stopped."""
+    script = tmp_path / "agent.py"
+    script.write_text(UNPATCHED_AGENT)
+    with fake_openai() as url:
+        recorded = run(tmp_path, "--tape", "t.jsonl", "--mode", "record", "--",
+                       PYTHON, str(script), url, "hi")  # fmt: skip
+        # the gap auto closes: the SDK level alone records none of these requests
+        sdk_only = run(tmp_path, "--tape", "t2.jsonl", "--mode", "record", "--hook", "sdk", "--",
+                       PYTHON, str(script), url, "hi")  # fmt: skip
+    assert sdk_only.returncode == 0, sdk_only.stderr
+    assert read_cassette(tmp_path / "t2.jsonl").records == []
+    assert recorded.returncode == 0, recorded.stderr
+    assert recorded.stdout == "echo: hi | echo: again\n"
+    assert [r.kind for r in read_cassette(tmp_path / "t.jsonl").records] == ["llm", "llm"]
+    replayed = run(tmp_path, "--tape", "t.jsonl", "--", PYTHON, str(script), url, "hi")
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == recorded.stdout

@@ -47,10 +47,11 @@ EXIT_NOT_FOUND = 127
 @click.option(
     "--hook",
     type=click.Choice(HOOKS),
-    default="sdk",
+    default="auto",
     show_default=True,
-    help="What to patch: the openai/anthropic SDKs, httpx clients, or nothing "
-    "(only @tracetape.tool and tracetape.env are taped).",
+    help="What to patch: auto (the openai/anthropic SDKs, and httpx clients for every other "
+    "request), the SDKs only, httpx clients only, or nothing (only @tracetape.tool and "
+    "tracetape.env are taped).",
 )
 @click.option(
     "--strict",

@@ -64,7 +64,7 @@ EXIT_SETUP = 2
 EXIT_REPLAY_MISS = 3
 EXIT_UNPLAYED = 4
 EXIT_NETWORK = 5
-HOOKS = ("sdk", "http", "none")
+HOOKS = ("auto", "sdk", "http", "none")
 NETWORK = ("block", "loopback", "allow")
 
 ENV_TAPE = "TRACETAPE_RUN_TAPE"
@@ -134,7 +134,13 @@ def _scrub_environment() -> None:
 
 
 def _enter_hooks(tape: Any, hook: str, stack: contextlib.ExitStack) -> None:
-    if hook == "sdk":
+    """``sdk``: the SDK level; ``http``: httpx clients; ``auto``: both, the SDK level first (a
+    call it tapes passes the HTTP level untouched) and the HTTP level as the safety net for
+    every other request (beta resources, ``client.post``, a framework's own httpx client)."""
+    if hook == "auto":
+        _enter_hooks(tape, "sdk", stack)
+        _enter_hooks(tape, "http", stack)
+    elif hook == "sdk":
         try:
             from .sdk import patch_sdks  # type: ignore[import-not-found,unused-ignore]
         except ImportError:
@@ -164,7 +170,7 @@ def start_from_environment() -> None:
     if not path or not report_path:
         return
     mode = os.environ.get(ENV_MODE, "replay")
-    hook = os.environ.get(ENV_HOOK, "sdk")
+    hook = os.environ.get(ENV_HOOK, "auto")
     strict = os.environ.get(ENV_STRICT) == "1"
     network = os.environ.get(ENV_NETWORK, "block")
     show_traceback = os.environ.get(ENV_TRACEBACK) == "1"
@@ -309,7 +315,7 @@ def _shown(command: Sequence[str]) -> str:
 def _rerun_hint(tape: Path, command: Sequence[str], hook: str, mode: str = "rewrite") -> str:
     import shlex
 
-    hook_option = f" --hook {hook}" if hook != "sdk" else ""
+    hook_option = f" --hook {hook}" if hook != "auto" else ""
     return (
         f"tracetape run --tape {shlex.quote(str(tape))} --mode {mode}{hook_option} -- "
         f"{_shown(command)}"
@@ -345,7 +351,7 @@ def run_program(
     tape: str | os.PathLike[str],
     *,
     mode: str | Mode = Mode.REPLAY,
-    hook: str = "sdk",
+    hook: str = "auto",
     strict: bool = False,
     network: str = "block",
     env: dict[str, str] | None = None,
