@@ -554,3 +554,29 @@ def test_requests_the_sdk_hook_misses_are_taped_at_the_http_level(tmp_path: Path
     replayed = run(tmp_path, "--tape", "t.jsonl", "--", PYTHON, str(script), url, "hi")
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout == recorded.stdout
+
+
+URLLIB_AGENT = """
+import sys, urllib.error, urllib.request
+try:
+    print(urllib.request.urlopen(sys.argv[1] + "/models").status)
+except urllib.error.HTTPError as exc:
+    print(exc.code)
+"""
+
+
+def test_a_recording_that_taped_nothing_while_using_the_network_says_so(tmp_path: Path) -> None:
+    """A program whose requests no hook sees (urllib) records 0 decisions: a warning names
+    what it reached, never silence."""
+    script = tmp_path / "agent.py"
+    script.write_text(URLLIB_AGENT)
+    with fake_openai() as url:
+        done = run(
+            tmp_path, "--tape", "t.jsonl", "--mode", "record", "--", PYTHON, str(script), url
+        )
+    assert done.returncode == 0, done.stderr
+    assert "recorded 0 decisions, but the program reached the network (connect to 127.0.0.1:" in (
+        done.stderr
+    )
+    quiet = run(tmp_path, "--tape", "t2.jsonl", "--mode", "record", "--", PYTHON, "-c", "pass")
+    assert "reached the network" not in quiet.stderr

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import NetworkBlockedError
 
-__all__ = ["NetworkGuard", "block_network"]
+__all__ = ["NetworkGuard", "block_network", "watch_network"]
 
 
 @dataclass
@@ -33,6 +33,9 @@ class NetworkGuard:
     allow_hosts: frozenset[str] = frozenset()
     hint: str = ""
     attempts: list[NetworkBlockedError] = field(default_factory=list)
+    # A watching guard (``watch_network``) blocks nothing: it notes what was reached.
+    watch: bool = False
+    seen: list[str] = field(default_factory=list)
 
     def allows(self, host: str) -> bool:
         """True when a connection to ``host`` may go through this guard."""
@@ -41,8 +44,12 @@ class NetworkGuard:
         return self.allow_loopback and _is_loopback(host)
 
     def block(self, what: str, address: object) -> None:
-        """Note the attempt and raise ``NetworkBlockedError``."""
+        """Note the attempt and raise ``NetworkBlockedError`` (a watching guard only notes)."""
         __tracebackhide__ = True
+        if self.watch:
+            if what not in self.seen and len(self.seen) < 100:
+                self.seen.append(what)
+            return
         message = (
             f"tracetape: network access blocked in replay: {what}; a replayed test must not "
             "reach the network"
@@ -100,10 +107,9 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
             guard.block(f"resolve host {host!r}", host)
 
 
-@contextlib.contextmanager
 def block_network(
     *, allow_loopback: bool = False, allow_hosts: Iterable[str] = (), hint: str = ""
-) -> Iterator[NetworkGuard]:
+) -> contextlib.AbstractContextManager[NetworkGuard]:
     """Make every network connection in this process raise ``NetworkBlockedError``.
 
     Loopback (``127.0.0.0/8``, ``::1``, ``localhost``) is blocked too unless
@@ -119,8 +125,25 @@ def block_network(
         tracetape.errors.NetworkBlockedError: tracetape: network access blocked in replay: \
 connect to 192.0.2.1:80; a replayed test must not reach the network
     """
+    return _guarding(NetworkGuard(allow_loopback, frozenset(allow_hosts), hint))
+
+
+def watch_network() -> contextlib.AbstractContextManager[NetworkGuard]:
+    """Note every network connection and host lookup in this process without blocking any
+    (``guard.seen``): a recording that taped nothing can say what the program reached.
+
+        >>> import socket
+        >>> with watch_network() as guard:
+        ...     _ = socket.getaddrinfo("localhost", 80)
+        >>> guard.seen
+        []
+    """
+    return _guarding(NetworkGuard(watch=True))
+
+
+@contextlib.contextmanager
+def _guarding(guard: NetworkGuard) -> Iterator[NetworkGuard]:
     global _hook_installed  # noqa: PLW0603 - one process-wide audit hook, installed lazily
-    guard = NetworkGuard(allow_loopback, frozenset(allow_hosts), hint)
     with _guards_lock:
         if not _hook_installed:
             sys.addaudithook(_audit)

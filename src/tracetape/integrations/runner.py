@@ -194,8 +194,12 @@ def start_from_environment() -> None:
         report["mode"] = tape.mode.value
         tape.__enter__()
         _enter_hooks(tape, hook, hooks)
-        guard = None
-        if tape.replaying and network != "allow":
+        guard = watcher = None
+        if not tape.replaying:
+            from .network import watch_network
+
+            watcher = hooks.enter_context(watch_network())
+        elif network != "allow":
             from .network import block_network
 
             guard = hooks.enter_context(
@@ -249,6 +253,8 @@ def start_from_environment() -> None:
                 final["error"] = str(exc)
                 final["error_type"] = type(exc).__name__
         final["warnings"] = [str(w.message) for w in caught] + final.pop("warnings_extra", [])
+        if watcher is not None and watcher.seen and not tape.written:
+            final["warnings"].append(_untaped_traffic(watcher.seen))
         if not tape.replaying:
             final["written"] = tape.written
             if tape.write_failure is not None:
@@ -266,6 +272,16 @@ def start_from_environment() -> None:
         _write_report(report_path, final)
 
     atexit.register(finish)
+
+
+def _untaped_traffic(seen: Sequence[str]) -> str:
+    """The warning of a recording that taped nothing while the program used the network."""
+    shown = ", ".join(seen[:5]) + (f" and {len(seen) - 5} more" if len(seen) > 5 else "")
+    return (
+        f"recorded 0 decisions, but the program reached the network ({shown}): no hook taped "
+        "those requests, so a replay would miss them; tape them with --hook http (any httpx "
+        "client) or with @tracetape.tool around the call"
+    )
 
 
 # -- the parent: ``tracetape run`` ---------------------------------------------------------------
