@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -256,10 +256,6 @@ class Database:
                 sa.select(events.c.record).where(events.c.run_id == run).order_by(events.c.id)
             )
             return [_decode(r) for (r,) in rows]
-
-    def iter_records(self, run: str) -> Iterator[Record]:
-        """``records`` as a stream, for runs too long to hold twice."""
-        yield from self.records(run)
 
     def events(self, run: str, *, after: int = 0, limit: int = 1000) -> list[tuple[int, Record]]:
         """A page of ``run``'s events: (event id, record), ids above ``after``, in order."""
