@@ -330,10 +330,13 @@ class Redactor:
         (a collector's batch), sharing the compiled detectors instead of compiling them again.
 
         >>> base = Redactor()
-        >>> base.redact_string("key sk-proj-AbcdefghijklmnopQRSTUVWX123456") != ""
-        True
-        >>> base.fresh().known
-        {}
+        >>> base.redact_value({"password": "hunter2hunter2"})[1], len(base.known)
+        (True, 1)
+        >>> other = base.fresh()
+        >>> other.known, other.redact_string("said hunter2hunter2")
+        ({}, 'said hunter2hunter2')
+        >>> other.redact_string("key sk-proj-AbcdefghijklmnopQRSTUVWX123456")
+        'key [REDACTED:openai_key:...]'
         """
         if not self._ready:
             self._compile()

@@ -140,11 +140,6 @@ def current_tape() -> Tape | None:
     return _current.get()
 
 
-def _is_miss(exc: BaseException) -> bool:
-    """Whether ``exc`` is a ``ReplayMiss`` (an SDK-typed one included)."""
-    return isinstance(exc, ReplayMiss)
-
-
 class Tape:
     """Record or replay the decisions of one agent run in a cassette file or another store.
 
@@ -224,7 +219,6 @@ class Tape:
         self.hooks = HookState()
         self._token: contextvars.Token[Tape | None] | None = None
         self._closed = False
-        self._missed = False
         # Every ReplayMiss this tape raised, in order: a program (or a framework's retry
         # loop) may catch one; the first is raised again when the tape closes.
         self.misses: list[ReplayMiss] = []
@@ -389,7 +383,6 @@ class Tape:
         """Return the next recorded record for ``decision`` or raise ``ReplayMiss``."""
         queue = self._queues.get(decision.key)
         if not queue:
-            self._missed = True
             raise self._miss(decision)
         index = queue.popleft()
         self._played[index] = 1
@@ -583,7 +576,7 @@ class Tape:
             raise first
         unplayed = self.unplayed
         # After a miss the rest of the recording is unplayed by definition: no second report.
-        if not unplayed or failed or self._missed:
+        if not unplayed or failed or self.misses:
             return
         shown = ", ".join(f"#{'?' if r.seq is None else r.seq} {r.key}" for r in unplayed[:5])
         more = f" and {len(unplayed) - 5} more" if len(unplayed) > 5 else ""
@@ -609,7 +602,7 @@ class Tape:
             _current.reset(self._token)
             self._token = None
         self.close(failed=exc is not None)
-        if exc is not None and self.misses and not _is_miss(exc):
+        if exc is not None and self.misses and not isinstance(exc, ReplayMiss):
             # A framework turned the miss into its own error (a connection error after
             # retries): the diagnosis is what the user needs to see.
             first = self.misses[0]

@@ -154,20 +154,18 @@ class TapeCase:
         tape = self.tape
         if tape is None:
             return
+        # A miss the code under test swallowed is raised by the tape's own close; a blocked
+        # connection it swallowed is raised here, once everything is closed.
         swallowed: BaseException | None = None
-        if not failed and tape.misses:
-            swallowed = tape.misses[0]
-            swallowed.add_note("tracetape: the code under test caught this ReplayMiss and went on")
-        elif not failed and self.guard is not None and self.guard.attempts:
+        if not failed and not tape.misses and self.guard is not None and self.guard.attempts:
             swallowed = self.guard.attempts[0]
             swallowed.add_note(
                 "tracetape: the code under test caught this blocked connection and went on"
             )
-        failed = failed or swallowed is not None
         try:
             # Unwinding the stack exits the tape without an exception, so it would not know the
             # test failed: close it first with the right flag, then unwind patches and guard.
-            tape.close(failed=failed)
+            tape.close(failed=failed or swallowed is not None)
         finally:
             self._stack.close()
             if self.on_close is not None:

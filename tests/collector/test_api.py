@@ -285,3 +285,12 @@ def test_the_openapi_spec_documents_every_route(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     assert {"/v1/lines", "/v1/otlp/v1/traces", "/v1/runs", "/v1/runs/{run_id}",
             "/v1/runs/{run_id}/check", "/v1/diff", "/healthz"} <= set(paths)  # fmt: skip
+
+
+def test_a_run_id_that_is_a_secret_is_refused_not_stored(client: TestClient, db: Database) -> None:
+    """Redaction runs before the run id is checked: a key used as a run id never lands."""
+    answer = client.post("/v1/lines", content=jsonl(seed_line(SECRET, 1)))
+    assert answer.status_code == 400
+    assert answer.json()["lines"][0]["field"] == "run_id"
+    assert SECRET not in json.dumps(answer.json())
+    assert SECRET not in _raw(db)

@@ -105,7 +105,8 @@ def _live_options(func: F) -> F:
     return func
 
 
-def _live(
+def _live(  # noqa: PLR0917 - the live options, as click passes them
+    config: dict[str, Any],
     pins: tuple[str, ...],
     pure_env: bool,
     env_allow: tuple[str, ...],
@@ -120,7 +121,7 @@ def _live(
         if not sep or not name:
             raise click.BadParameter(f"{pin!r} is not NAME=VALUE", param_hint="--env")
         env[name] = value
-    allow = tuple(_span_config().get("env_allow", [])) + env_allow
+    allow = tuple(config.get("env_allow", [])) + env_allow
     return Live(env=env, pure_env=pure_env, cwd=cwd, timeout_s=timeout_s, env_allow=allow)
 
 
@@ -253,7 +254,7 @@ def replay_span(  # noqa: PLR0917 - click passes every option
 
     found = span_of_trace(source, span_id)
     config = _span_config()
-    live = _live(pins, pure_env, env_allow, cwd, timeout_s)
+    live = _live(config, pins, pure_env, env_allow, cwd, timeout_s)
     calls = _named((f"{found.tool}={call_spec}",) if call_spec else (), config.get("calls", {}))
     stubs = _named((f"{found.tool}={stub_spec}",) if stub_spec else (), config.get("stubs", {}))
     if found.tool in calls:
@@ -384,7 +385,7 @@ def explain(  # noqa: PLR0917 - click passes every option
     options = Explain(
         calls=_named(call_specs, config.get("calls", {})),
         stubs=_named(stub_specs, config.get("stubs", {})),
-        live=_live(pins, pure_env, env_allow, cwd, timeout_s),
+        live=_live(config, pins, pure_env, env_allow, cwd, timeout_s),
         model=model,
         base_url=base_url,
         repeat=repeat,

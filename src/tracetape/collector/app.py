@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
 
+import msgspec
 import sqlalchemy as sa
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
@@ -71,7 +72,8 @@ def _error(status: int, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": message, **extra}, status_code=status)
 
 
-RunId = Annotated[str, Query(min_length=1, max_length=200, pattern=RUN_ID.pattern)]
+# Checked whole by ``RUN_ID.fullmatch`` in the route (a ``Query`` pattern only searches).
+RunId = Annotated[str, Query(min_length=1, max_length=200)]
 
 
 def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
@@ -83,6 +85,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         description="Stores every trace line and serves run-to-run diffs.",
     )
     app.state.db, app.state.settings = db, conf
+    too_big = f"the body is over {conf.max_body} bytes; send smaller batches"
 
     class Limit(BaseHTTPMiddleware):
         async def dispatch(
@@ -93,9 +96,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
                 if not length.isdigit():
                     return _error(400, "Content-Length is not a number")
                 if int(length) > conf.max_body:
-                    return _error(
-                        413, f"the body is over {conf.max_body} bytes; send smaller batches"
-                    )
+                    return _error(413, too_big)
             return await call_next(request)
 
     app.add_middleware(Limit)
@@ -120,7 +121,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         async for chunk in request.stream():
             size += len(chunk)
             if size > conf.max_body:
-                raise BadBatch(413, f"the body is over {conf.max_body} bytes; send smaller batches")
+                raise BadBatch(413, too_big)
             chunks.append(chunk)
         return b"".join(chunks)
 
@@ -348,8 +349,6 @@ def _many(config: AnalysisConfig) -> AnalysisConfig:
 
 
 def _plain(rec: Any) -> dict[str, Any]:
-    import msgspec
-
     return {k: v for k, v in msgspec.to_builtins(rec).items() if v is not None}
 
 

@@ -181,8 +181,7 @@ def _replayed(module: Any, tape: Tape, decision: Decision, request: Any, *, aio:
     except ReplayMiss as miss:
         raise sdk_compatible_miss(miss, request) from None
     if isinstance(rec.out, dict) and RAISED in rec.out:
-        failure = _rebuilt(rec.out, request)
-        raise failure
+        raise _rebuilt(rec.out, request)
     beyond = beyond_recording(tape, decision, rec)
     return _replay_response(module, request, rec.out, aio=aio, beyond=beyond)
 
