@@ -29,14 +29,32 @@ def _text_of(content: Any) -> str:
     return ""
 
 
+def _task_of(messages: list[dict[str, Any]]) -> str:
+    """The task: the first user message's text (frameworks put their instructions first)."""
+    for message in messages:
+        if message.get("role", "user") == "user":
+            return _text_of(message.get("content"))
+    return ""
+
+
+def plan_responses(items: list[dict[str, Any]]) -> tuple[str, Any]:
+    """The Responses API twin of ``plan_openai``: tool results are ``function_call_output``."""
+    n = _task_n(_task_of([i for i in items if i.get("type", "message") == "message"]))
+    results = [int(i["output"]) for i in items if i.get("type") == "function_call_output"]
+    total = results[-1] if results else 0
+    if len(results) < n:
+        return "tool", {"a": total, "b": len(results) + 1}
+    return "text", f"The total is {total}."
+
+
 def plan_openai(messages: list[dict[str, Any]]) -> tuple[str, Any]:
     """("tool", {"a", "b"}) for the next add call, or ("text", answer); a task "echo X" is
     answered X (streamed in 7-character pieces)."""
-    task = _text_of(messages[0]["content"]) if messages else ""
+    task = _task_of(messages)
     if task.startswith("echo "):
         return "echo", task[5:]
     n = _task_n(task)
-    results = [int(m["content"]) for m in messages if m.get("role") == "tool"]
+    results = [int(_text_of(m["content"])) for m in messages if m.get("role") == "tool"]
     total = results[-1] if results else 0
     if len(results) < n:
         return "tool", {"a": total, "b": len(results) + 1}
@@ -44,9 +62,9 @@ def plan_openai(messages: list[dict[str, Any]]) -> tuple[str, Any]:
 
 
 def plan_anthropic(messages: list[dict[str, Any]]) -> tuple[str, Any]:
-    n = _task_n(_text_of(messages[0]["content"]) if messages else "")
+    n = _task_n(_task_of(messages))
     results = [
-        int(block["content"])
+        int(_text_of(block["content"]))
         for m in messages
         if isinstance(m.get("content"), list)
         for block in m["content"]
@@ -326,6 +344,9 @@ class FakeServer:
                 self._sse(events)
 
             def _responses(self, body: dict[str, Any]) -> None:
+                if body.get("tools"):
+                    self._responses_agent(body)
+                    return
                 text = f"echo: {_text_of(body.get('input'))}"
                 response = {
                     "id": "resp_1",
@@ -409,6 +430,85 @@ class FakeServer:
                                 }
                             ),
                         ),
+                    ]
+                )
+
+            def _responses_agent(self, body: dict[str, Any]) -> None:
+                """A Responses API agent turn: call ``add`` or answer, as ``plan_responses``."""
+                items = body["input"]
+                if isinstance(items, str):
+                    items = [{"role": "user", "content": items}]
+                kind, value = plan_responses(items)
+                step = len(items)
+                if kind == "tool":
+                    item: dict[str, Any] = {
+                        "type": "function_call",
+                        "id": f"fc_{step}",
+                        "call_id": f"call_{step}",
+                        "name": "add",
+                        "arguments": json.dumps(value),
+                        "status": "completed",
+                    }
+                else:
+                    item = {
+                        "type": "message",
+                        "id": f"msg_{step}",
+                        "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": value, "annotations": []}],
+                    }
+                response = {
+                    "id": f"resp_{step}",
+                    "object": "response",
+                    "created_at": 1,
+                    "model": body["model"],
+                    "status": "completed",
+                    "output": [item],
+                    "parallel_tool_calls": True,
+                    "tool_choice": "auto",
+                    "tools": body["tools"],
+                    "usage": {
+                        "input_tokens": step,
+                        "output_tokens": 1,
+                        "total_tokens": step + 1,
+                        "input_tokens_details": {"cached_tokens": 0},
+                        "output_tokens_details": {"reasoning_tokens": 0},
+                    },
+                }
+                if not body.get("stream"):
+                    self._json(response)
+                    return
+                started = {**item, "arguments": ""} if kind == "tool" else {**item, "content": []}
+                if kind == "tool":
+                    delta = {
+                        "type": "response.function_call_arguments.delta",
+                        "item_id": item["id"],
+                        "output_index": 0,
+                        "delta": item["arguments"],
+                    }
+                else:
+                    delta = {
+                        "type": "response.output_text.delta",
+                        "item_id": item["id"],
+                        "output_index": 0,
+                        "content_index": 0,
+                        "delta": value,
+                        "logprobs": [],
+                    }
+                events = [
+                    {
+                        "type": "response.created",
+                        "response": {**response, "output": [], "status": "in_progress"},
+                    },
+                    {"type": "response.output_item.added", "output_index": 0, "item": started},
+                    delta,
+                    {"type": "response.output_item.done", "output_index": 0, "item": item},
+                    {"type": "response.completed", "response": response},
+                ]
+                self._sse(
+                    [
+                        (e["type"], json.dumps({**e, "sequence_number": i}))
+                        for i, e in enumerate(events)
                     ]
                 )
 

@@ -1,0 +1,64 @@
+"""Shared helpers for the agent-framework tests: real frameworks, unmodified, against the fake
+model server of ``tests/integrations/fakeserver.py`` on 127.0.0.1, recorded, then replayed with
+the server stopped.
+
+``taped(path, mode)`` is the in-process way a user tapes an agent (the SDK hooks, with the HTTP
+level as their safety net); ``tracetape_run(...)`` runs a program under ``tracetape run`` in a
+real subprocess, the way a user runs an unmodified agent script.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from tracetape import Tape
+
+TRACETAPE = str(Path(sys.executable).with_name("tracetape"))
+
+# Keys no framework may need: the fake server takes any key, and none reaches a cassette.
+FAKE_KEYS = {
+    "OPENAI_API_KEY": "sk-test-frameworks",
+    "ANTHROPIC_API_KEY": "sk-ant-test-frameworks",
+    # offline: openai-agents exports its traces to OpenAI, litellm fetches a price list
+    "OPENAI_AGENTS_DISABLE_TRACING": "1",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+}
+
+
+@contextlib.contextmanager
+def taped(path: Path, mode: str) -> Iterator[Tape]:
+    """Record or replay the block's model calls into ``path`` through the SDK hooks."""
+    with Tape(path, mode=mode) as tape, tape.patch_sdks():
+        yield tape
+
+
+def tracetape_run(
+    cwd: Path,
+    tape: str,
+    mode: str,
+    argv: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    hook: str | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """``tracetape run --tape TAPE --mode MODE [--hook HOOK] -- python ARGV...`` in ``cwd``."""
+    full_env = {**os.environ, **FAKE_KEYS, **(env or {})}
+    full_env.pop("PYTHONPATH", None)
+    command = [TRACETAPE, "run", "--tape", tape, "--mode", mode]
+    if hook is not None:
+        command += ["--hook", hook]
+    return subprocess.run(
+        [*command, "--", sys.executable, *argv],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
