@@ -536,18 +536,18 @@ print(raw["choices"][0]["message"]["content"], "|", own["choices"][0]["message"]
 
 
 def test_requests_the_sdk_hook_misses_are_taped_at_the_http_level(tmp_path: Path) -> None:
-    """The default hook (auto): `client.post` and a plain httpx client's model requests are
-    recorded as llm decisions, and replay with the server stopped."""
+    """`client.post` and a plain httpx client's model requests are recorded as llm decisions
+    under the default hook (auto) and under the SDK hook alone (its HTTP safety net), and
+    replay with the server stopped."""
     script = tmp_path / "agent.py"
     script.write_text(UNPATCHED_AGENT)
     with fake_openai() as url:
         recorded = run(tmp_path, "--tape", "t.jsonl", "--mode", "record", "--",
                        PYTHON, str(script), url, "hi")  # fmt: skip
-        # the gap auto closes: the SDK level alone records none of these requests
         sdk_only = run(tmp_path, "--tape", "t2.jsonl", "--mode", "record", "--hook", "sdk", "--",
                        PYTHON, str(script), url, "hi")  # fmt: skip
     assert sdk_only.returncode == 0, sdk_only.stderr
-    assert read_cassette(tmp_path / "t2.jsonl").records == []
+    assert [r.kind for r in read_cassette(tmp_path / "t2.jsonl").records] == ["llm", "llm"]
     assert recorded.returncode == 0, recorded.stderr
     assert recorded.stdout == "echo: hi | echo: again\n"
     assert [r.kind for r in read_cassette(tmp_path / "t.jsonl").records] == ["llm", "llm"]

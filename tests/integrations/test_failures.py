@@ -93,3 +93,70 @@ def test_an_anthropic_miss_is_not_retried_whatever_the_user_agent(tmp_path: Path
     assert not isinstance(info.value, anthropic.APIConnectionError)
     assert tape.model_calls == 1  # one attempt: no retry numbered as a new step
     assert outer.value.key == info.value.key
+
+
+@pytest.mark.parametrize("retries", [0, 2])
+@pytest.mark.parametrize("aio", [False, True], ids=["sync", "async"])
+def test_an_sdk_level_connection_error_is_one_decision(
+    tmp_path: Path, retries: int, aio: bool
+) -> None:
+    """At the SDK level, the call that ended in APIConnectionError (after its retries) is one
+    decision; replay raises the same SDK error, caused by the recorded one, with no socket."""
+    import asyncio
+
+    path = tmp_path / "run.jsonl"
+    base = f"http://127.0.0.1:{_closed_port()}/v1"
+    messages = [{"role": "user", "content": "hi"}]
+
+    def ask(tape: Tape) -> BaseException:
+        with tape.patch_sdks():
+            if aio:
+                client: Any = openai.AsyncOpenAI(base_url=base, api_key="k", max_retries=retries)
+                call = client.chat.completions.create(model="m", messages=messages)
+                with pytest.raises(openai.APIConnectionError) as info:
+                    asyncio.run(call)
+            else:
+                client = openai.OpenAI(base_url=base, api_key="k", max_retries=retries)
+                with pytest.raises(openai.APIConnectionError) as info:
+                    client.chat.completions.create(model="m", messages=messages)
+        return info.value
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(openai.OpenAI, "_calculate_retry_timeout", lambda *a, **k: 0.0)
+        m.setattr(openai.AsyncOpenAI, "_calculate_retry_timeout", lambda *a, **k: 0.0)
+        with Tape(path, mode="record") as tape:
+            recorded = ask(tape)
+    (rec,) = read_cassette(path).records
+    assert rec.kind == "llm" and rec.out[RAISED]["type"] == "httpx2.ConnectError"
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("replay touched the network")
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(httpx2.HTTPTransport, "handle_request", refuse)
+        m.setattr(httpx2.AsyncHTTPTransport, "handle_async_request", refuse)
+        with Tape(path, mode="replay") as tape:
+            replayed = ask(tape)
+    assert type(replayed) is type(recorded)
+    assert isinstance(replayed.__cause__, httpx2.ConnectError)
+
+
+def test_sdk_retries_of_a_missed_request_keep_its_step(tmp_path: Path) -> None:
+    """The HTTP level numbers an SDK's retry (its retry-count header) with the step of the
+    attempt it repeats: a retried miss is diagnosed at step 1, not 'step: 1 -> 3'."""
+    from tracetape import ReplayMiss
+
+    path = tmp_path / "run.jsonl"
+    base = f"http://127.0.0.1:{_closed_port()}/v1"
+    with Tape(path, mode="record") as tape, tape.patch_http():
+        client = openai.OpenAI(base_url=base, api_key="k", max_retries=0)
+        with pytest.raises(openai.APIConnectionError):
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "a"}])
+    with pytest.raises(ReplayMiss) as info, Tape(path, mode="replay") as tape, tape.patch_http():
+        client = openai.OpenAI(base_url=base, api_key="k", max_retries=2)
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(openai.OpenAI, "_calculate_retry_timeout", lambda *a, **k: 0.0)
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "b"}])
+    assert info.value.step == 1
+    assert tape.model_calls == 1
+    assert info.value.changes == ["messages[0].content"]

@@ -67,9 +67,9 @@ def _run(path: Path, mode: str, sdk: str, level: str, *, stream: bool, base: str
         if level == "sdk":
             with tape.patch_sdks():
                 return str(agent(make(base), TASK, stream=stream, **kw))
+        client = make(base)  # built before the hook: its requests are taped all the same
         with tape.patch_http():
-            client = make(base)
-        return str(agent(client, TASK, stream=stream, **kw))
+            return str(agent(client, TASK, stream=stream, **kw))
 
 
 async def _arun(path: Path, mode: str, sdk: str, level: str, *, stream: bool, base: str) -> str:
@@ -83,13 +83,17 @@ async def _arun(path: Path, mode: str, sdk: str, level: str, *, stream: bool, ba
                 finally:
                     await sdk_client.close()
         if stream:  # streamed cases use patch_http, the others an explicit transport
-            with tape.patch_http():
-                client = make(base, aio=True)
-        else:
-            transport = tape.async_http_transport()
-            client = make(base, aio=True, http_client=httpx2.AsyncClient(transport=transport))
+            client = make(base, aio=True)
+            try:
+                with tape.patch_http():
+                    return str(await agent(client, TASK, stream=stream))
+            finally:
+                await client.close()
+        transport = tape.async_http_transport()
+        client = make(base, aio=True, http_client=httpx2.AsyncClient(transport=transport))
         try:
-            return str(await agent(client, TASK, stream=stream))
+            with tape.patch_http():  # a client with a tape transport is not taped twice
+                return str(await agent(client, TASK, stream=stream))
         finally:
             await client.close()
 
@@ -199,7 +203,8 @@ def test_miss_surfaces_unwrapped_without_retries(
     assert again.value.key == info.value.key  # caught in the block: raised again at close
     assert tape.model_calls == 1  # one attempt: the SDK did not retry it
     assert not isinstance(info.value, openai.APIConnectionError | anthropic.APIConnectionError)
-    assert not isinstance(info.value, openai.OpenAIError)
+    # typed as both SDKs' base errors, which every SDK version re-raises as they are
+    assert isinstance(info.value, openai.OpenAIError | anthropic.AnthropicError)
     assert info.value.__cause__ is None
 
 
@@ -246,8 +251,7 @@ def test_secrets_never_reach_the_cassette(
                 agent(make(), "sum 1 to 3")
         else:
             with tape.patch_http():
-                client = make()
-            agent(client, "sum 1 to 3")
+                agent(make(), "sum 1 to 3")
     headers = {k.lower(): v for k, v in server.requests[0]["headers"].items()}
     key = OPENAI_KEY if sdk == "openai" else ANTHROPIC_KEY
     assert key in (headers.get("x-api-key"), headers["authorization"].removeprefix("Bearer "))
@@ -525,10 +529,13 @@ def test_patch_is_removed_on_exit(tmp_path: Path) -> None:
             assert chat.create is not before[0]
         assert chat.create is not before[0]
         with tape.patch_http():
-            assert isinstance(httpx2.Client()._transport, type(tape.http_transport()))
+            assert httpx2.Client.send is not before[2]
+        assert httpx2.Client.send is not before[2]  # the SDK level's safety net
+    with Tape(tmp_path / "b.jsonl") as tape, tape.patch_http():
+        assert httpx2.Client.send is not before[2]
+        assert chat.create is before[0]  # the HTTP level alone leaves the SDKs alone
     after = (chat.create, anthropic.resources.messages.Messages.stream, httpx2.Client.send)
     assert after == before
-    assert not isinstance(httpx2.Client()._transport, type(tape.http_transport()))
 
 
 def test_structured_output_parse_replays(tmp_path: Path, server: FakeServer) -> None:
@@ -827,3 +834,90 @@ def test_a_secret_split_across_streamed_events_is_never_stored(
     assert replay_count == count
     assert replayed.startswith("your key is [REDACTED:openai_key:")
     assert replayed.endswith("] keep it safe")
+
+
+# -- the HTTP level as the SDK level's safety net ------------------------------------------------
+
+
+def _bound_before_patch(base: str) -> Any:
+    """What instructor's ``from_openai`` keeps: the bound ``create`` of a client built before
+    any tape, so the patched class method is never reached."""
+    create = _openai(base).chat.completions.create
+
+    class Kept:
+        class chat:
+            class completions:
+                pass
+
+    Kept.chat.completions.create = staticmethod(create)  # type: ignore[attr-defined]
+    return Kept
+
+
+def _raw_post(base: str) -> Any:
+    """What litellm does for ``openai/`` models: ``client.post`` with its own cast type."""
+    client = _openai(base)
+
+    class Raw:
+        class chat:
+            class completions:
+                @staticmethod
+                def create(**body: Any) -> Any:
+                    return client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+
+    return Raw
+
+
+@pytest.mark.parametrize("make", [_bound_before_patch, _raw_post], ids=["bound-before", "post"])
+def test_model_requests_the_sdk_level_misses_are_taped_at_send(
+    tmp_path: Path, server: FakeServer, make: Any
+) -> None:
+    """Under the SDK hooks alone, a model request that no SDK-level capture handled is the
+    same llm decision at the HTTP level: recorded, replayed offline, and a replay of an empty
+    cassette misses instead of silently going live."""
+    path = tmp_path / "run.jsonl"
+    client = make(server.base_url)
+    with Tape(path, mode="record") as tape, tape.patch_sdks():
+        assert openai_agent(client, "sum 1 to 3") == "The total is 6."
+    records = read_cassette(path).records
+    assert [(r.kind, r.step) for r in records] == [("llm", n) for n in (1, 2, 3, 4)]
+    assert records[0].input["messages"] == [{"role": "user", "content": "sum 1 to 3"}]
+    live = len(server.requests)
+    with Tape(path, mode="replay") as tape, tape.patch_sdks():
+        assert openai_agent(client, "sum 1 to 3") == "The total is 6."
+    empty = tmp_path / "empty.jsonl"
+    Tape(empty, mode="record").close()
+    with pytest.raises(ReplayMiss), Tape(empty, mode="replay") as tape, tape.patch_sdks():
+        openai_agent(client, "sum 1 to 3")
+    assert len(server.requests) == live
+
+
+def test_anthropic_beta_messages_are_taped_under_the_sdk_hooks(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """pydantic-ai's Anthropic model calls ``client.beta.messages``: taped all the same."""
+    path = tmp_path / "run.jsonl"
+
+    def ask() -> str:
+        client = _anthropic(server.base_url)
+        reply = client.beta.messages.create(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "sum 1 to 0"}]
+        )
+        return str(reply.content[0].text)
+
+    with Tape(path, mode="record") as tape, tape.patch_sdks():
+        assert ask() == "The total is 0."
+    (rec,) = read_cassette(path).records
+    assert rec.kind == "llm" and rec.step == 1
+    server.stop()
+    with Tape(path, mode="replay") as tape, tape.patch_sdks():
+        assert ask() == "The total is 0."
+
+
+def test_the_safety_net_leaves_other_requests_alone(tmp_path: Path, server: FakeServer) -> None:
+    """Under the SDK hooks alone only model requests are taped: a program's other HTTP
+    traffic (here a POST to /echo) goes out untouched, in record and in replay."""
+    path = tmp_path / "run.jsonl"
+    with Tape(path, mode="record") as tape, tape.patch_sdks():
+        reply = httpx2.post(server.base_url + "/echo", json={"a": 1})
+    assert reply.json() == {"echo": {"a": 1}}
+    assert read_cassette(path).records == []

@@ -31,9 +31,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from ..diagnose import truncated_stream_miss as _truncated
-from ..errors import CassetteError, ReplayMiss, TapeWarning
+from ..errors import CassetteError, ReplayMiss, TapeError, TapeWarning
 from ..record import Decision, Record
 from ..tape import Effect, Tape, current_tape
+from .tools import raised_record
 
 __all__ = [
     "ENDPOINTS",
@@ -361,6 +362,7 @@ class Capture:
         self.tap: Tap | None = None
         self.final = final
         self.written = False
+        self.error: Exception | None = None
         self._lock = threading.Lock()
 
     def new_tap(self, status: int, content_type: str) -> Tap:
@@ -376,13 +378,23 @@ class Capture:
         if self.final and tap is self.tap:
             self._write()
 
+    def failed(self, exc: Exception) -> None:
+        """An attempt got no response at all (a connection error, a timeout): a decision too,
+        recorded as the exception (the last attempt's, once the call ends) so that replay
+        raises the same type and a program that handles it replays. Our own errors (a blocked
+        network, a miss) are not decisions."""
+        if isinstance(exc, TapeError):
+            return
+        with self._lock:
+            self.error, self.tap = exc, None
+        if self.final:
+            self._write()
+
     def finish(self) -> None:
-        """The call returned or raised: its last response is the one to record."""
+        """The call returned or raised: its last response (or failure) is the one to record."""
         self.final = True
         tap = self.tap
-        if tap is None:
-            return  # no response at all (a connection error): nothing to record
-        if tap.done:
+        if tap is None or tap.done:
             self._write()
         else:
             self.tape.hooks.pending.add(self)
@@ -394,13 +406,18 @@ class Capture:
 
     def _write(self) -> None:
         with self._lock:
-            if self.written or self.tap is None:
+            if self.written or (self.tap is None and self.error is None):
                 return
             self.written = True
         self.tape.hooks.pending.discard(self)
         ms = (time.perf_counter() - self.started) * 1000
+        if self.tap is not None:
+            out = self.tap.out()
+        else:
+            assert self.error is not None
+            out = raised_record(self.error)
         try:
-            self.tape.record(self.decision, self.tap.out(), ms=ms, effect=Effect.READ)
+            self.tape.record(self.decision, out, ms=ms, effect=Effect.READ)
         except CassetteError as exc:
             # The tape closed before the stream did: say so rather than fail the consumer.
             warnings.warn(f"a response finished after its tape closed: {exc}", TapeWarning, 2)

@@ -21,19 +21,20 @@ from __future__ import annotations
 import base64
 import contextlib
 import contextvars
+import datetime
+import functools
 import importlib
 import importlib.util
 import json
 import re
 import sys
-import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from functools import cache
 from types import ModuleType
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from ..errors import ReplayMiss, TapeError
+from ..errors import ReplayMiss
 from ..record import Decision, Record
 from ..tape import Tape, _current
 from ._common import (
@@ -44,10 +45,11 @@ from ._common import (
     llm_payload,
     next_model_step,
     out_content,
+    resolve_tape,
     sse_encode,
     truncated_stream_miss,
 )
-from .tools import RAISED, raised_record, reraise
+from .tools import RAISED, reraise
 
 __all__ = [
     "async_http_transport",
@@ -102,6 +104,17 @@ def _body_value(content: bytes, content_type: str) -> Any:
         return {"base64": base64.b64encode(content).decode()}
 
 
+def _model_step(tape: Tape, request: Any) -> int:
+    """The step of a model request: the next one, but an SDK's retry of a request (its
+    ``x-stainless-retry-count`` header, which the openai and anthropic SDKs send on every
+    attempt) keeps the step of the attempt it repeats, so retries of a missed or failed
+    request are never numbered as new steps."""
+    retry = request.headers.get("x-stainless-retry-count", "0")
+    if retry not in ("", "0") and tape.model_calls:
+        return tape.model_calls
+    return next_model_step(tape)
+
+
 def http_decision(tape: Tape, request: Any) -> Decision:
     """Key a request: ``llm`` for a known model endpoint, else ``http``. Counts model calls."""
     content: bytes = request.content
@@ -113,7 +126,8 @@ def http_decision(tape: Tape, request: Any) -> Decision:
         except ValueError:
             body = None
         if isinstance(body, Mapping):
-            return tape.prepare("llm", llm_payload(ep, body, next_model_step(tape)), finite=True)
+            payload = llm_payload(ep, body, _model_step(tape, request))
+            return tape.prepare("llm", payload, finite=True)
     payload = {
         "method": request.method,
         "url": _clean_url(request.url),
@@ -140,37 +154,29 @@ def _miss_class(bases: tuple[type[Exception], ...]) -> type[ReplayMiss]:
     return cls
 
 
-def _anthropic_request(request: Any) -> bool:
-    """Whether a request is the anthropic SDK's, whoever built the client (pydantic-ai sends
-    its own User-Agent): the API's version header, which the SDK always sends."""
-    return request is None or "anthropic-version" in request.headers
+# The SDKs' base errors, which they re-raise as they are: anthropic turns any other exception
+# from its HTTP client into ``APIConnectionError`` and retries it, and so does openai before 3.x.
+_SDK_ERRORS = (("openai", "OpenAIError"), ("anthropic", "AnthropicError"))
 
 
-def sdk_compatible_miss(miss: ReplayMiss, request: Any = None) -> ReplayMiss:
-    """The same miss, also typed as the calling SDK's base error when that SDK would otherwise
-    wrap it.
-
-    ``anthropic`` turns any exception from its HTTP client that is not its own into
-    ``APIConnectionError`` and retries it; ``openai`` lets other exceptions through, so its
-    misses stay plain (an agent's ``except openai.OpenAIError`` never swallows one).
-    """
-    cls = getattr(sys.modules.get("anthropic"), "AnthropicError", None)
-    if not isinstance(cls, type) or isinstance(miss, cls) or not _anthropic_request(request):
+def sdk_compatible_miss(miss: ReplayMiss) -> ReplayMiss:
+    """The same miss, also typed as the base error of each SDK this process imported, so that
+    no SDK version wraps it into a connection error or retries it, whoever built the client
+    (no User-Agent is looked at). An agent's ``except openai.OpenAIError`` may then catch a
+    miss: the tape raises it again when it closes, with its diagnosis."""
+    bases = tuple(
+        cls
+        for module, name in _SDK_ERRORS
+        if isinstance(cls := getattr(sys.modules.get(module), name, None), type)
+        and not isinstance(miss, cls)
+    )
+    if not bases:
         return miss
-    typed = _miss_class((type(miss), cls))
+    typed = _miss_class((type(miss), *bases))
     new = typed.__new__(typed)
     new.__dict__.update(miss.__dict__)
     new.args = miss.args
     return new
-
-
-def _record_failure(tape: Tape, decision: Decision, exc: Exception) -> None:
-    """A request that got no response (a connection error, a timeout) is a decision too:
-    its exception is recorded, and replay raises the same type, so a program that handles
-    it (a retry, a fallback) replays. Our own errors (a blocked network) are not recorded."""
-    if isinstance(exc, TapeError):
-        return
-    tape.record(decision, raised_record(exc))
 
 
 def _replayed(module: Any, tape: Tape, decision: Decision, request: Any, *, aio: bool) -> Any:
@@ -179,7 +185,7 @@ def _replayed(module: Any, tape: Tape, decision: Decision, request: Any, *, aio:
     try:
         rec = tape.play(decision)
     except ReplayMiss as miss:
-        raise sdk_compatible_miss(miss, request) from None
+        raise sdk_compatible_miss(miss) from None
     if isinstance(rec.out, dict) and RAISED in rec.out:
         raise _rebuilt(rec.out, request)
     beyond = beyond_recording(tape, decision, rec)
@@ -311,12 +317,13 @@ def _transport_classes(module: ModuleType) -> tuple[type, type]:
             if self.tape.replaying:
                 return _replayed(module, self.tape, decision, request, aio=False)
             _identity(request)
+            capture = Capture(self.tape, decision, final=True)
             try:
                 response = self.inner.handle_request(request)
             except Exception as exc:
-                _record_failure(self.tape, decision, exc)
+                capture.failed(exc)
                 raise
-            tap_response(module, response, Capture(self.tape, decision, final=True), aio=False)
+            tap_response(module, response, capture, aio=False)
             return response
 
         def close(self) -> None:
@@ -338,12 +345,13 @@ def _transport_classes(module: ModuleType) -> tuple[type, type]:
             if self.tape.replaying:
                 return _replayed(module, self.tape, decision, request, aio=True)
             _identity(request)
+            capture = Capture(self.tape, decision, final=True)
             try:
                 response = await self.inner.handle_async_request(request)
             except Exception as exc:
-                _record_failure(self.tape, decision, exc)
+                capture.failed(exc)
                 raise
-            tap_response(module, response, Capture(self.tape, decision, final=True), aio=True)
+            tap_response(module, response, capture, aio=True)
             return response
 
         async def aclose(self) -> None:
@@ -369,80 +377,140 @@ def async_http_transport(
     return _transport_classes(_module(flavor, inner))[1](tape, inner)
 
 
-# -- patch_http: wrap the transports of clients created inside the block -----------------------
+# -- the httpx clients' ``send``: SDK capture, safety net and ``patch_http`` -----------------------
+#
+# Every ``httpx``/``httpx2`` client's ``send`` is patched at the class while a hook level is
+# installed, so a client built before the tape became active (an SDK client, a bound method an
+# instructor kept, a framework's own client) is taped all the same:
+#
+# * while an SDK-level call records (``capture_var``), its response is tapped as it is read;
+# * inside ``tape.patch_http()``, every request of this thread or task is a decision;
+# * under the SDK hooks alone, a POST to a model endpoint that no SDK-level capture handled
+#   (``client.post``, beta resources, a framework's own client) is the same ``llm`` decision:
+#   the safety net that keeps a recording from silently missing model calls.
 
 _http_tape: contextvars.ContextVar[Tape | None] = contextvars.ContextVar(
     "tracetape_http", default=None
 )
-_lock = threading.Lock()
-_installs = 0
-_saved: list[tuple[type, Any]] = []
 
 
-def _wrap_client(module: ModuleType, client: Any, aio: bool) -> None:
+def _net_tape(module: ModuleType, client: Any, request: Any) -> Tape | None:
+    """The tape that takes ``request`` at ``send``, if any."""
     tape = _http_tape.get()
     if tape is None:
-        return
-    sync_cls, async_cls = _transport_classes(module)
-    cls = async_cls if aio else sync_cls
-    client._transport = cls(tape, client._transport)
-    mounts = getattr(client, "_mounts", None)
-    if mounts:
-        client._mounts = {k: (cls(tape, v) if v is not None else v) for k, v in mounts.items()}
+        if request.method != "POST" or endpoint_for_path(request.url.path) is None:
+            return None
+        tape = resolve_tape()
+        if tape is None:
+            return None
+    if isinstance(getattr(client, "_transport", None), _transport_classes(module)):
+        return None  # the client was given a tape transport: it tapes the request there
+    return tape
 
 
-def _install_http() -> None:
-    global _installs  # noqa: PLW0603 - the patch is process-wide and reference counted
-    with _lock:
-        _installs += 1
-        if _installs > 1:
-            return
-        for name in ("httpx2", "httpx"):
+def _replayed_send(module: ModuleType, client: Any, tape: Tape, request: Any) -> Any:
+    response = _replayed(module, tape, http_decision(tape, request), request, aio=False)
+    response.elapsed = datetime.timedelta(0)
+    for hook in client._event_hooks.get("response", ()):
+        hook(response)
+    return response
+
+
+def wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Callable[..., Any]:
+    """``Client.send`` (``AsyncClient.send`` when ``aio``) of ``module``, through the tape."""
+    if aio:
+
+        @functools.wraps(original)
+        async def asend(self: Any, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
+            capture = capture_var.get()
+            tape = None if capture is not None else _net_tape(module, self, request)
+            if capture is None and tape is None:
+                return await original(self, request, stream=stream, **kwargs)
+            if capture is not None:
+                if endpoint_for_path(request.url.path) is None:
+                    # not the model request itself (say, a credential refresh the SDK makes)
+                    return await original(self, request, stream=stream, **kwargs)
+            else:
+                assert tape is not None
+                await request.aread()
+                decision = http_decision(tape, request)
+                if tape.replaying:
+                    response = _replayed(module, tape, decision, request, aio=True)
+                    response.elapsed = datetime.timedelta(0)
+                    for hook in self._event_hooks.get("response", ()):
+                        await hook(response)
+                    if not stream:
+                        await response.aread()
+                    return response
+                capture = Capture(tape, decision, final=True)
+            _identity(request)
             try:
-                module = importlib.import_module(name)
-            except ImportError:
-                continue
-            for cls, aio in ((module.Client, False), (module.AsyncClient, True)):
-                original = cls.__init__
+                response = await original(self, request, stream=True, **kwargs)
+            except Exception as exc:
+                capture.failed(exc)
+                raise
+            tap_response(module, response, capture, aio=True)
+            if not stream:
+                try:
+                    await response.aread()
+                except BaseException:
+                    await response.aclose()
+                    raise
+            return response
 
-                def __init__(
-                    self: Any,
-                    *args: Any,
-                    __original: Any = original,
-                    __module: ModuleType = module,
-                    __aio: bool = aio,
-                    **kwargs: Any,
-                ) -> None:
-                    __original(self, *args, **kwargs)
-                    _wrap_client(__module, self, __aio)
+        return asend
 
-                _saved.append((cls, original))
-                cls.__init__ = __init__
+    @functools.wraps(original)
+    def send(self: Any, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
+        capture = capture_var.get()
+        tape = None if capture is not None else _net_tape(module, self, request)
+        if capture is None and tape is None:
+            return original(self, request, stream=stream, **kwargs)
+        if capture is not None:
+            if endpoint_for_path(request.url.path) is None:
+                return original(self, request, stream=stream, **kwargs)
+        else:
+            assert tape is not None
+            request.read()
+            if tape.replaying:
+                response = _replayed_send(module, self, tape, request)
+                if not stream:
+                    response.read()
+                return response
+            capture = Capture(tape, http_decision(tape, request), final=True)
+        _identity(request)
+        try:
+            response = original(self, request, stream=True, **kwargs)
+        except Exception as exc:
+            capture.failed(exc)
+            raise
+        tap_response(module, response, capture, aio=False)
+        if not stream:
+            try:
+                response.read()
+            except BaseException:
+                response.close()
+                raise
+        return response
 
-
-def _uninstall_http() -> None:
-    global _installs  # noqa: PLW0603
-    with _lock:
-        _installs -= 1
-        if _installs:
-            return
-        while _saved:
-            cls, original = _saved.pop()
-            cls.__init__ = original  # type: ignore[misc]
+    return send
 
 
 @contextlib.contextmanager
 def patch_http(tape: Tape) -> Iterator[Tape]:
-    """Within the block, ``httpx``/``httpx2`` clients created in this thread or task go
-    through ``tape`` (as with ``http_transport``); the tape is also this context's current tape.
+    """Within the block, every request an ``httpx``/``httpx2`` client sends in this thread or
+    task goes through ``tape`` (as with ``http_transport``), whenever the client was built; the
+    tape is also this context's current tape.
     """
+    from .sdk import install, uninstall
+
     token = _http_tape.set(tape)
     current = _current.set(tape)
-    _install_http()
+    install("http")
     try:
         yield tape
     finally:
         flush_pending(tape)
-        _uninstall_http()
+        uninstall("http")
         _current.reset(current)
         _http_tape.reset(token)

@@ -40,7 +40,6 @@ from ._common import (
     Capture,
     capture_var,
     endpoint,
-    endpoint_for_path,
     flush_pending,
     llm_payload,
     materialize,
@@ -48,7 +47,8 @@ from ._common import (
     resolve_tape,
     set_default_tape,
 )
-from .http import _identity, _replay_response, beyond_recording, tap_response
+from .http import _rebuilt, _replay_response, beyond_recording, wrap_send
+from .tools import RAISED
 
 __all__ = ["Patch", "patch", "patch_sdks", "unpatch_all"]
 
@@ -171,6 +171,8 @@ def _replay_result(
 
     Returns the value, or for async clients an awaitable of it.
     """
+    if RAISED in out:
+        raise _failure(resource, target, out)
     stream = kwargs.get("stream") is True
     status = out.get("status", 200)
     headers = kwargs.get("extra_headers") or None
@@ -206,6 +208,25 @@ def _replay_result(
     return client._process_response(
         cast_to=cast_to, options=options, response=response, stream=stream, stream_cls=stream_cls
     )
+
+
+def _failure(resource: Any, target: _Target, out: Mapping[str, Any]) -> BaseException:
+    """A recorded request that got no response, raised as the SDK raises it once its retries
+    are spent: ``APITimeoutError`` for a timeout, ``APIConnectionError`` for any other failure
+    of its HTTP client, caused by the recorded exception."""
+    sdk = _sdk(target.sdk)
+    request = sdk.httpx.Request(
+        "POST", resource._client._prepare_url(endpoint(target.endpoint).path)
+    )
+    cause = _rebuilt(out, request)
+    if isinstance(cause, sdk.httpx.TimeoutException):
+        error: BaseException = sdk.module.APITimeoutError(request=request)
+    elif isinstance(cause, sdk.httpx.RequestError):
+        error = sdk.module.APIConnectionError(request=request)
+    else:
+        return cause
+    error.__cause__ = cause
+    return error
 
 
 async def _done(value: Any) -> Any:
@@ -412,51 +433,6 @@ def _wrap_anthropic_stream(target: _Target, original: Callable[..., Any]) -> Cal
     return stream
 
 
-# -- record-mode tap on the SDK's HTTP client --------------------------------------------------
-
-
-def _wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Callable[..., Any]:
-    """While an SDK call records, its HTTP response is read through a tap."""
-    if aio:
-
-        @functools.wraps(original)
-        async def asend(self: Any, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
-            capture = capture_var.get()
-            if capture is None or endpoint_for_path(request.url.path) is None:
-                return await original(self, request, stream=stream, **kwargs)
-            _identity(request)
-            response = await original(self, request, stream=True, **kwargs)
-            tap_response(module, response, capture, aio=True)
-            if not stream:
-                try:
-                    await response.aread()
-                except BaseException:
-                    await response.aclose()
-                    raise
-            return response
-
-        return asend
-
-    @functools.wraps(original)
-    def send(self: Any, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
-        capture = capture_var.get()
-        if capture is None or endpoint_for_path(request.url.path) is None:
-            # not the model request itself (say, a credential refresh the SDK makes first)
-            return original(self, request, stream=stream, **kwargs)
-        _identity(request)
-        response = original(self, request, stream=True, **kwargs)
-        tap_response(module, response, capture, aio=False)
-        if not stream:
-            try:
-                response.read()
-            except BaseException:
-                response.close()
-                raise
-        return response
-
-    return send
-
-
 # -- warming up replay -------------------------------------------------------------------------
 #
 # The SDKs defer work to their first call: openai imports a resource module when the client's
@@ -559,43 +535,59 @@ _warmed: set[_Target] = set()
 # is already imported is patched at once, the others when they are imported, by a finder at the
 # front of ``sys.meta_path`` that wraps their loader. A program that never imports an SDK pays
 # nothing; one that imports it later is still taped.
+#
+# Two levels share the installer, each reference counted: ``sdk`` patches the SDK resources and
+# the httpx clients' ``send``; ``http`` patches ``send`` only (``tape.patch_http()``).
 
 _lock = threading.RLock()
-_installs = 0
-_saved: list[tuple[type, str, Any]] = []
+_installs = {"sdk": 0, "http": 0}
+_saved: dict[str, list[tuple[type, str, Any]]] = {"sdk": [], "http": []}
 _waiting: set[str] = set()  # watched modules not imported yet
 
 
 _SDKS = ("openai", "anthropic")
+_HTTPX = ("httpx2", "httpx")
+
+
+def _group(name: str) -> str:
+    """The patch group a watched module belongs to."""
+    return "http" if name in _HTTPX else "sdk"
+
+
+def _active(group: str) -> bool:
+    return _installs["sdk"] > 0 or (group == "http" and _installs["http"] > 0)
 
 
 def _watched() -> set[str]:
-    return {t.module for t in _targets()} | {"httpx2", "httpx", *_SDKS}
+    return {t.module for t in _targets()} | {*_HTTPX, *_SDKS}
 
 
-def _patch_attr(cls: type, name: str, wrapper: Callable[..., Any]) -> None:
+def _patch_attr(group: str, cls: type, name: str, wrapper: Callable[..., Any]) -> None:
     original = cls.__dict__[name]
-    _saved.append((cls, name, original))
+    _saved[group].append((cls, name, original))
     wrapper.__dict__["__tracetape_original__"] = original
     setattr(cls, name, wrapper)
 
 
 def _patch_module(name: str, module: ModuleType) -> None:
     """Patch what ``module`` (one of ``_watched()``) defines; the lock is held."""
-    if name in ("httpx2", "httpx"):
+    if name in _HTTPX:
         for client_cls, aio in ((module.Client, False), (module.AsyncClient, True)):
-            _patch_attr(client_cls, "send", _wrap_send(module, client_cls.__dict__["send"], aio))
+            wrapper = wrap_send(module, client_cls.__dict__["send"], aio)
+            _patch_attr("http", client_cls, "send", wrapper)
         return
     for target in _targets():
         cls = getattr(module, target.cls, None) if target.module == name else None
         if cls is None or "create" not in cls.__dict__:
             continue
-        _patch_attr(cls, "create", _wrap_create(target, cls.__dict__["create"]))
+        _patch_attr("sdk", cls, "create", _wrap_create(target, cls.__dict__["create"]))
         if target.sdk == "anthropic" and "stream" in cls.__dict__:
-            _patch_attr(cls, "stream", _wrap_anthropic_stream(target, cls.__dict__["stream"]))
+            stream = _wrap_anthropic_stream(target, cls.__dict__["stream"])
+            _patch_attr("sdk", cls, "stream", stream)
         if target.endpoint == "chat.completions" and "parse" in cls.__dict__:
             with contextlib.suppress(ImportError, AttributeError):
-                _patch_attr(cls, "parse", _wrap_openai_parse(target, cls.__dict__["parse"]))
+                parse = _wrap_openai_parse(target, cls.__dict__["parse"])
+                _patch_attr("sdk", cls, "parse", parse)
 
 
 def _imported(name: str, module: ModuleType) -> None:
@@ -653,13 +645,15 @@ class _PatchOnImport:
 _finder = _PatchOnImport()
 
 
-def _install() -> None:
-    global _installs  # noqa: PLW0603 - the patch is process-wide and reference counted
+def install(level: str = "sdk") -> None:
+    """Hook ``level`` (``"sdk"`` or ``"http"``) in, once more (reference counted)."""
     with _lock:
-        _installs += 1
-        if _installs > 1:
-            return
+        before = {group: _active(group) for group in _saved}
+        _installs[level] += 1
         for name in sorted(_watched()):
+            group = _group(name)
+            if before[group] or not _active(group):
+                continue
             module = sys.modules.get(name)
             if module is None:
                 _waiting.add(name)
@@ -669,27 +663,27 @@ def _install() -> None:
             sys.meta_path.insert(0, _finder)
 
 
-def _uninstall() -> None:
-    global _installs  # noqa: PLW0603
+def uninstall(level: str = "sdk") -> None:
+    """Undo one ``install(level)``; the last one of a group restores its originals."""
     with _lock:
-        _installs -= 1
-        if _installs > 0:
-            return
-        _installs = 0
-        _waiting.clear()
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(_finder)
-        while _saved:
-            cls, name, original = _saved.pop()
-            setattr(cls, name, original)
+        _installs[level] = max(0, _installs[level] - 1)
+        for group, saved in _saved.items():
+            if _active(group):
+                continue
+            _waiting.difference_update(n for n in _watched() if _group(n) == group)
+            while saved:
+                cls, name, original = saved.pop()
+                setattr(cls, name, original)
+        if not _waiting:
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(_finder)
 
 
 def unpatch_all() -> None:
     """Remove every SDK hook now, whatever still holds a patch (for test teardown)."""
-    global _installs  # noqa: PLW0603
     with _lock:
-        _installs = 1
-    _uninstall()
+        _installs.update(sdk=0, http=0)
+        uninstall()
     set_default_tape(None)
 
 
@@ -706,7 +700,7 @@ def patch_sdks(tape: Tape) -> Iterator[Tape]:
         ...     pass  # openai.OpenAI().chat.completions.create(...) is taped here
     """
     token = _current.set(tape)
-    _install()
+    install()
     try:
         warm_up(tape)
         yield tape
@@ -714,7 +708,7 @@ def patch_sdks(tape: Tape) -> Iterator[Tape]:
         try:
             flush_pending(tape)
         finally:
-            _uninstall()
+            uninstall()
             _current.reset(token)
 
 
@@ -727,7 +721,7 @@ class Patch:
     def __init__(self, tape: Tape):
         self.tape = tape
         self._stopped = False
-        _install()
+        install()
         self._previous = set_default_tape(tape)
         warm_up(tape)
 
@@ -740,7 +734,7 @@ class Patch:
             flush_pending(self.tape)
         finally:
             set_default_tape(self._previous)
-            _uninstall()
+            uninstall()
 
     def __enter__(self) -> Patch:
         return self

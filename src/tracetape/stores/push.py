@@ -16,6 +16,7 @@ the count and the command that sends the cassette), never raised.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import queue
 import threading
@@ -96,7 +97,14 @@ class PushingStore:
     def begin(self, header: Mapping[str, Any]) -> None:
         """Start the local recording and the pushing thread."""
         self.inner.begin(header)
-        self._thread = threading.Thread(target=self._drain, name="tracetape-push", daemon=True)
+        # An empty context: the pusher's own requests are never taped by the hooks of the
+        # program it runs in (``tracetape run`` lets threads inherit the tape).
+        self._thread = threading.Thread(
+            target=contextvars.Context().run,
+            args=(self._drain,),
+            name="tracetape-push",
+            daemon=True,
+        )
         self._thread.start()
 
     def append(self, record: Record) -> int:
