@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+# instructor pins an openai the dev extra excludes: its tests run it in a venv of its own
+INSTRUCTOR := .venv-instructor
 
 .PHONY: demo test lint bench clean
 
@@ -21,7 +23,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	$(BIN)/python -m examples.demo
 
-test: $(STAMP)
+$(INSTRUCTOR)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(INSTRUCTOR)
+	$(INSTRUCTOR)/bin/python -m pip install -q --upgrade pip
+	$(INSTRUCTOR)/bin/python -m pip install -q -e '.[instructor]'
+	touch $@
+
+test: $(STAMP) $(INSTRUCTOR)/.installed
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
@@ -32,4 +40,4 @@ bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(INSTRUCTOR) .pytest_cache .mypy_cache .ruff_cache .hypothesis

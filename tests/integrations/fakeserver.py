@@ -47,6 +47,25 @@ def plan_responses(items: list[dict[str, Any]]) -> tuple[str, Any]:
     return "text", f"The total is {total}."
 
 
+def _forced_tool(body: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The name and parameter schema of the function a request forces, if not ``add``."""
+    choice = body.get("tool_choice")
+    name = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    for tool in body.get("tools") or []:
+        function = tool.get("function", {})
+        if name not in (None, "add") and function.get("name") == name:
+            return name, function.get("parameters") or {}
+    return None
+
+
+def _fill(schema: dict[str, Any]) -> dict[str, Any]:
+    """Arguments fitting a flat JSON schema: 42 for a number, "ok" for anything else."""
+    return {
+        name: 42 if prop.get("type") in ("integer", "number") else "ok"
+        for name, prop in (schema.get("properties") or {}).items()
+    }
+
+
 def plan_openai(messages: list[dict[str, Any]]) -> tuple[str, Any]:
     """("tool", {"a", "b"}) for the next add call, or ("text", answer); a task "echo X" is
     answered X (streamed in 7-character pieces)."""
@@ -177,6 +196,10 @@ class FakeServer:
 
             def _chat(self, body: dict[str, Any]) -> None:
                 kind, value = plan_openai(body["messages"])
+                tool = "add"
+                forced = _forced_tool(body)
+                if forced is not None:  # structured output through a forced tool (instructor)
+                    kind, tool, value = "tool", forced[0], _fill(forced[1])
                 pieces = None
                 if kind == "echo":
                     kind, pieces = "text", [value[i : i + 7] for i in range(0, len(value), 7)]
@@ -188,7 +211,7 @@ class FakeServer:
                     call = {
                         "id": f"call_{step}",
                         "type": "function",
-                        "function": {"name": "add", "arguments": json.dumps(value)},
+                        "function": {"name": tool, "arguments": json.dumps(value)},
                     }
                     message: dict[str, Any] = {
                         "role": "assistant",
@@ -224,7 +247,7 @@ class FakeServer:
                                     "index": 0,
                                     "id": call["id"],
                                     "type": "function",
-                                    "function": {"name": "add", "arguments": args[:5]},
+                                    "function": {"name": tool, "arguments": args[:5]},
                                 }
                             ]
                         }
