@@ -868,3 +868,20 @@ def test_the_expected_record_is_picked_by_step_not_write_order(tmp_path: Path) -
     expected = info.value.expected
     assert expected is not None and expected.step == 1 and expected.seq == 2
     assert info.value.changes == ["messages[0]"]
+
+
+def test_the_expected_record_is_the_one_of_the_same_flow(tmp_path: Path) -> None:
+    """Two flows each left a record at step 2 (two agents at once): a miss at step 2 expects
+    the one whose input is closest, its own flow's, whatever order they were written in."""
+    path = tmp_path / "run.jsonl"
+    a = {"messages": ["sum 1 to 3", "1", "go on, carefully"], "step": 2}
+    b = {"messages": ["sum 1 to 2", "1", "go on, carefully"], "step": 2}
+    with Tape(path, mode="record") as tape:
+        tape.call("llm", b, lambda: "b")
+        tape.call("llm", a, lambda: "a")
+    edited = {**a, "messages": ["sum 1 to 3", "1", "go on, quickly"]}
+    with pytest.raises(ReplayMiss) as info, Tape(path, mode="replay") as tape:
+        tape.call("llm", edited, failing)
+    expected = info.value.expected
+    assert expected is not None and expected.input == a
+    assert info.value.changes == ["messages[2]"]

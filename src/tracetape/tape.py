@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
 from ._enums import LoudEnum
-from .canonical import StreamKey, canonical_json, digest, field_digests, key_of
+from .canonical import StreamKey, canonical_json, changed_paths, digest, field_digests, key_of
 from .config import load_config
 from .diagnose import explain_miss
 from .errors import (
@@ -516,18 +516,29 @@ class Tape:
         return miss
 
     def _expected(self, decision: Decision) -> Record | None:
-        """The recorded decision the run was expected to make: the first unplayed one of its
-        kind at its step (a framework may write a step's records out of order, or after a
-        later step's), else the first unplayed one of its kind."""
+        """The recorded decision the run was expected to make: an unplayed one of its kind at
+        its step (a framework may write a step's records out of order, or after a later
+        step's), else the first unplayed one of its kind. Where several flows (threads, tasks)
+        each left one at that step, the one whose input differs from this one in the fewest
+        paths: the same flow's, as the cassette keeps no flow identity."""
         first = self._next_unplayed(decision.kind)
-        if first is None or decision.step is None or first.step == decision.step:
+        if first is None or decision.step is None:
             return first
         played = self._played
-        for index in self._by_kind.get(decision.kind, []):
-            rec = self.records[index]
-            if not played[index] and rec.step == decision.step:
-                return rec
-        return first
+        same_step = [
+            self.records[index]
+            for index in self._by_kind.get(decision.kind, [])
+            if not played[index] and self.records[index].step == decision.step
+        ]
+        if len(same_step) > 1:
+            live = decision.input()
+            return min(
+                same_step,
+                key=lambda rec: (
+                    len(changed_paths(rec.input, live)) if rec.input is not None else 1 << 30
+                ),
+            )
+        return same_step[0] if same_step else first
 
     # -- integrations: SDK and HTTP hooks ---------------------------------------------------
 
