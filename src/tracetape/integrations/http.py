@@ -408,11 +408,21 @@ def _net_tape(module: ModuleType, client: Any, request: Any) -> Tape | None:
     return tape
 
 
-def _replayed_send(module: ModuleType, client: Any, tape: Tape, request: Any) -> Any:
-    response = _replayed(module, tape, http_decision(tape, request), request, aio=False)
-    response.elapsed = datetime.timedelta(0)
-    for hook in client._event_hooks.get("response", ()):
-        hook(response)
+def _taker(module: ModuleType, client: Any, request: Any) -> Capture | Tape | None:
+    """Who takes ``request`` at ``send``: the SDK-level call recording it (a ``Capture``), the
+    tape of the safety net or of ``patch_http`` (a ``Tape``), or nobody."""
+    capture = capture_var.get()
+    if capture is not None:
+        # not the model request itself (say, a credential refresh the SDK makes first)
+        return capture if endpoint_for_path(request.url.path) is not None else None
+    return _net_tape(module, client, request)
+
+
+def _replayed_at_send(
+    module: ModuleType, tape: Tape, decision: Decision, request: Any, *, aio: bool
+) -> Any:
+    response = _replayed(module, tape, decision, request, aio=aio)
+    response.elapsed = datetime.timedelta(0)  # what httpx sets once a response is closed
     return response
 
 
@@ -422,34 +432,27 @@ def wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Ca
 
         @functools.wraps(original)
         async def asend(self: Any, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
-            capture = capture_var.get()
-            tape = None if capture is not None else _net_tape(module, self, request)
-            if capture is None and tape is None:
+            taker = _taker(module, self, request)
+            if taker is None:
                 return await original(self, request, stream=stream, **kwargs)
-            if capture is not None:
-                if endpoint_for_path(request.url.path) is None:
-                    # not the model request itself (say, a credential refresh the SDK makes)
-                    return await original(self, request, stream=stream, **kwargs)
-            else:
-                assert tape is not None
+            if isinstance(taker, Tape):
                 await request.aread()
-                decision = http_decision(tape, request)
-                if tape.replaying:
-                    response = _replayed(module, tape, decision, request, aio=True)
-                    response.elapsed = datetime.timedelta(0)
+                decision = http_decision(taker, request)
+                if taker.replaying:
+                    response = _replayed_at_send(module, taker, decision, request, aio=True)
                     for hook in self._event_hooks.get("response", ()):
                         await hook(response)
                     if not stream:
                         await response.aread()
                     return response
-                capture = Capture(tape, decision, final=True)
+                taker = Capture(taker, decision, final=True)
             _identity(request)
             try:
                 response = await original(self, request, stream=True, **kwargs)
             except Exception as exc:
-                capture.failed(exc)
+                taker.failed(exc)
                 raise
-            tap_response(module, response, capture, aio=True)
+            tap_response(module, response, taker, aio=True)
             if not stream:
                 try:
                     await response.aread()
@@ -462,29 +465,27 @@ def wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Ca
 
     @functools.wraps(original)
     def send(self: Any, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
-        capture = capture_var.get()
-        tape = None if capture is not None else _net_tape(module, self, request)
-        if capture is None and tape is None:
+        taker = _taker(module, self, request)
+        if taker is None:
             return original(self, request, stream=stream, **kwargs)
-        if capture is not None:
-            if endpoint_for_path(request.url.path) is None:
-                return original(self, request, stream=stream, **kwargs)
-        else:
-            assert tape is not None
+        if isinstance(taker, Tape):
             request.read()
-            if tape.replaying:
-                response = _replayed_send(module, self, tape, request)
+            decision = http_decision(taker, request)
+            if taker.replaying:
+                response = _replayed_at_send(module, taker, decision, request, aio=False)
+                for hook in self._event_hooks.get("response", ()):
+                    hook(response)
                 if not stream:
                     response.read()
                 return response
-            capture = Capture(tape, http_decision(tape, request), final=True)
+            taker = Capture(taker, decision, final=True)
         _identity(request)
         try:
             response = original(self, request, stream=True, **kwargs)
         except Exception as exc:
-            capture.failed(exc)
+            taker.failed(exc)
             raise
-        tap_response(module, response, capture, aio=False)
+        tap_response(module, response, taker, aio=False)
         if not stream:
             try:
                 response.read()
