@@ -885,3 +885,24 @@ def test_the_expected_record_is_the_one_of_the_same_flow(tmp_path: Path) -> None
     expected = info.value.expected
     assert expected is not None and expected.input == a
     assert info.value.changes == ["messages[2]"]
+
+
+def test_contexts_a_flow_copies_and_runs_count_on_its_count(tmp_path: Path) -> None:
+    """A framework that runs each node in a copy of the context, one after the other in the
+    same thread (LangGraph), numbers its model calls 1, 2, 3; a thread it starts counts on
+    from the count it was started with, never changing the starter's."""
+    import contextvars
+    import threading
+
+    with Tape(tmp_path / "run.jsonl", mode="record") as tape:
+        steps = [contextvars.copy_context().run(tape.next_model_step) for _ in range(3)]
+        assert steps == [1, 2, 3] and tape.model_calls == 3
+        seen: list[int] = []
+        worker = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(lambda: seen.extend([tape.next_model_step(), tape.next_model_step()]),),
+        )
+        worker.start()
+        worker.join()
+        assert seen == [4, 5]
+        assert tape.next_model_step() == 4

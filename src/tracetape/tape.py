@@ -114,11 +114,36 @@ class HookState:
 
 _current: contextvars.ContextVar[Tape | None] = contextvars.ContextVar("tracetape", default=None)
 
+class _Count:
+    """One flow's model-call count. The contexts a thread or task copies and runs itself, one
+    after the other (LangGraph runs each node in a copy), share it in place; a new thread or
+    task starts a count of its own from its parent's at the time it was created."""
+
+    __slots__ = ("n", "owner")
+
+    def __init__(self, n: int, owner: object):
+        self.n, self.owner = n, owner
+
+
+def _owner() -> object:
+    """The running asyncio task, else the running thread."""
+    aio = sys.modules.get("asyncio")  # a program that never imported asyncio runs no task
+    if aio is not None:
+        try:
+            task = aio.current_task()
+        except RuntimeError:  # no running loop in this thread
+            task = None
+        if task is not None:
+            return task
+    return threading.current_thread()
+
+
 # Model calls are counted per logical flow: each thread, and each asyncio task (which starts
 # with its parent's count, as a task copies its parent's context when it is created). The
-# value is a tape serial -> count mapping, replaced (never changed in place) on each count.
-_flow_steps: contextvars.ContextVar[dict[int, int] | None] = contextvars.ContextVar(
-    "tracetape_flow_steps", default=None
+# value maps a tape serial to (the count when this context last counted, the flow's count);
+# it is replaced, never changed in place, so a copy keeps the count of its creation.
+_flow_steps: contextvars.ContextVar[dict[int, tuple[int, _Count]] | None] = (
+    contextvars.ContextVar("tracetape_flow_steps", default=None)
 )
 _serials = itertools.count(1)
 
@@ -319,12 +344,15 @@ class Tape:
     def model_calls(self) -> int:
         """How many model calls this flow (thread, or asyncio task) made so far on this tape:
         the ``step`` tools key on."""
-        counts = _flow_steps.get()
-        return counts.get(self._serial, 0) if counts else 0
+        entry = (_flow_steps.get() or {}).get(self._serial)
+        if entry is None:
+            return 0
+        created, count = entry
+        return count.n if count.owner is _owner() else created
 
     @model_calls.setter
     def model_calls(self, count: int) -> None:
-        _flow_steps.set({**(_flow_steps.get() or {}), self._serial: count})
+        self._count(lambda n: count)
 
     def next_model_step(self) -> int:
         """Count one more model call in this flow and return its step number.
@@ -333,10 +361,27 @@ class Tape:
         it was created. So a program whose threads or tasks call the model concurrently keys
         each call the same way on every run, whatever order the calls arrive in.
         """
+        return self._count(lambda n: n + 1)
+
+    def bind(self) -> contextvars.Token[Tape | None]:
+        """Make this the tape of the calling thread or task (``with tape:`` and the hooks do),
+        and start its model-call count here, so the contexts it copies and runs one after the
+        other (LangGraph's nodes) count on it. Returns the token to reset."""
+        entry = (_flow_steps.get() or {}).get(self._serial)
+        if entry is None or entry[1].owner is not _owner():
+            self._count(lambda n: n)
+        return _current.set(self)
+
+    def _count(self, change: Callable[[int], int]) -> int:
         counts = _flow_steps.get() or {}
-        step = counts.get(self._serial, 0) + 1
-        _flow_steps.set({**counts, self._serial: step})
-        return step
+        entry, owner = counts.get(self._serial), _owner()
+        if entry is not None and entry[1].owner is owner:
+            count = entry[1]
+            count.n = change(count.n)
+        else:  # this thread's or task's first count: from the count it was created with
+            count = _Count(change(entry[0] if entry is not None else 0), owner)
+        _flow_steps.set({**counts, self._serial: (count.n, count)})
+        return count.n
 
     # -- the decision API ----------------------------------------------------------------------
 
@@ -600,7 +645,7 @@ class Tape:
         warnings.warn(message, TapeWarning, stacklevel=3)
 
     def __enter__(self) -> Tape:
-        self._token = _current.set(self)
+        self._token = self.bind()
         return self
 
     def __exit__(

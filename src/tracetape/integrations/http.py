@@ -506,7 +506,7 @@ def patch_http(tape: Tape) -> Iterator[Tape]:
     from .sdk import install, uninstall
 
     token = _http_tape.set(tape)
-    current = _current.set(tape)
+    current = tape.bind()
     install("http")
     try:
         yield tape

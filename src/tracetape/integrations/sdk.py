@@ -699,7 +699,7 @@ def patch_sdks(tape: Tape) -> Iterator[Tape]:
         >>> with tape, tape.patch_sdks():
         ...     pass  # openai.OpenAI().chat.completions.create(...) is taped here
     """
-    token = _current.set(tape)
+    token = tape.bind()
     install()
     try:
         warm_up(tape)
