@@ -889,8 +889,8 @@ def test_the_expected_record_is_the_one_of_the_same_flow(tmp_path: Path) -> None
 
 def test_contexts_a_flow_copies_and_runs_count_on_its_count(tmp_path: Path) -> None:
     """A framework that runs each node in a copy of the context, one after the other in the
-    same thread (LangGraph), numbers its model calls 1, 2, 3; a thread it starts counts on
-    from the count it was started with, never changing the starter's."""
+    same thread (LangGraph), numbers its model calls 1, 2, 3; a thread started from a context
+    counts on from that context's count when it started it, never changing the starter's."""
     import contextvars
     import threading
 
@@ -898,11 +898,16 @@ def test_contexts_a_flow_copies_and_runs_count_on_its_count(tmp_path: Path) -> N
         steps = [contextvars.copy_context().run(tape.next_model_step) for _ in range(3)]
         assert steps == [1, 2, 3] and tape.model_calls == 3
         seen: list[int] = []
-        worker = threading.Thread(
-            target=contextvars.copy_context().run,
-            args=(lambda: seen.extend([tape.next_model_step(), tape.next_model_step()]),),
-        )
-        worker.start()
-        worker.join()
-        assert seen == [4, 5]
-        assert tape.next_model_step() == 4
+
+        def node() -> None:
+            tape.next_model_step()  # this node's model call: 4
+            worker = threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(lambda: seen.extend([tape.next_model_step(), tape.next_model_step()]),),
+            )
+            worker.start()
+            worker.join()
+
+        contextvars.copy_context().run(node)
+        assert seen == [5, 6]
+        assert tape.next_model_step() == 5
