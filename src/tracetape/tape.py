@@ -114,6 +114,16 @@ class HookState:
 
 _current: contextvars.ContextVar[Tape | None] = contextvars.ContextVar("tracetape", default=None)
 
+# The key of the output recorded in place of a result when the call raised (a tool's error, a
+# request that got no response); a result holding exactly this key would replay as an error,
+# which is why the name is namespaced.
+RAISED = "tracetape:raised"
+
+
+def _failure(rec: Record) -> bool:
+    return isinstance(rec.out, dict) and RAISED in rec.out
+
+
 class _Count:
     """One flow's model-call count. The contexts a thread or task copies and runs itself, one
     after the other (LangGraph runs each node in a copy), share it in place; a new thread or
@@ -142,8 +152,8 @@ def _owner() -> object:
 # with its parent's count, as a task copies its parent's context when it is created). The
 # value maps a tape serial to (the count when this context last counted, the flow's count);
 # it is replaced, never changed in place, so a copy keeps the count of its creation.
-_flow_steps: contextvars.ContextVar[dict[int, tuple[int, _Count]] | None] = (
-    contextvars.ContextVar("tracetape_flow_steps", default=None)
+_flow_steps: contextvars.ContextVar[dict[int, tuple[int, _Count]] | None] = contextvars.ContextVar(
+    "tracetape_flow_steps", default=None
 )
 _serials = itertools.count(1)
 
@@ -328,7 +338,24 @@ class Tape:
         """Recorded decisions that replay has not played (empty when recording)."""
         if self.mode is not Mode.REPLAY:
             return []
-        return [rec for i, rec in enumerate(self.records) if not self._played[i]]
+        played = {rec.key for i, rec in enumerate(self.records) if self._played[i]}
+        return [
+            rec
+            for i, rec in enumerate(self.records)
+            if not self._played[i]
+            and not (rec.kind == "http" and _failure(rec) and rec.key in played)
+        ]
+
+    def failed_again(self, decision: Decision) -> Record | None:
+        """A request (kind ``http``) whose recorded attempts all failed, asked for once more
+        than recorded: its last failure, to raise again rather than miss. A failed request
+        retried in the background (a price list fetched again on a timer) is repeated as
+        often as the run's timing allows, and the world it failed in has not changed; its
+        extra recorded failures are likewise not reported unplayed."""
+        if decision.kind != "http" or self._queues.get(decision.key):
+            return None
+        same = [rec for rec in self.records if rec.key == decision.key]
+        return same[-1] if same and all(_failure(rec) for rec in same) else None
 
     @property
     def replaying(self) -> bool:

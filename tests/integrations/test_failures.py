@@ -160,3 +160,33 @@ def test_sdk_retries_of_a_missed_request_keep_its_step(tmp_path: Path) -> None:
     assert info.value.step == 1
     assert tape.model_calls == 1
     assert info.value.changes == ["messages[0].content"]
+
+
+@pytest.mark.parametrize(("recorded", "replayed"), [(1, 3), (3, 1)])
+def test_a_failed_request_retried_in_the_background_replays_whatever_the_count(
+    tmp_path: Path, recorded: int, replayed: int
+) -> None:
+    """litellm fetches its price list again on a timer while the program runs: a failed
+    request is repeated as often as the run's timing allows. Replay raises the last failure
+    again for extra attempts, and a strict replay does not count missing ones as unplayed."""
+    path = tmp_path / "run.jsonl"
+    url = f"http://127.0.0.1:{_closed_port()}/prices.json"
+    with Tape(path, mode="record") as tape:
+        assert {_fetch(tape, url) for _ in range(recorded)} == {"fallback after ConnectError"}
+    assert len(read_cassette(path).records) == recorded
+    with Tape(path, mode="replay", strict=True) as tape:
+        assert {_fetch(tape, url) for _ in range(replayed)} == {"fallback after ConnectError"}
+
+
+def test_a_request_that_got_a_response_is_not_repeated(tmp_path: Path) -> None:
+    """Only failures repeat: a request answered once and asked for twice is a miss."""
+    from tests.echo_server import fake_openai
+
+    from tracetape import ReplayMiss
+
+    path = tmp_path / "run.jsonl"
+    with fake_openai() as base, Tape(path, mode="record") as tape:
+        _fetch(tape, base + "/models")
+    with pytest.raises(ReplayMiss), Tape(path, mode="replay") as tape:
+        _fetch(tape, base + "/models")
+        _fetch(tape, base + "/models")

@@ -182,6 +182,9 @@ def sdk_compatible_miss(miss: ReplayMiss) -> ReplayMiss:
 def _replayed(module: Any, tape: Tape, decision: Decision, request: Any, *, aio: bool) -> Any:
     """The recorded response to ``request``; a miss is raised the way the SDKs let it through,
     a recorded failure (no response) as the exception it was."""
+    again = tape.failed_again(decision)
+    if again is not None:
+        raise _rebuilt(again.out, request)
     try:
         rec = tape.play(decision)
     except ReplayMiss as miss:

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
 
 from ..errors import TapeError
-from ..tape import Effect, current_tape
+from ..tape import RAISED, Effect, current_tape
 
 if TYPE_CHECKING:
     from ..tape import Tape
@@ -52,10 +52,6 @@ __all__ = ["RAISED", "env", "raised_record", "reraise", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-# The key of the output recorded for a tool that raised; a tool returning a dict with exactly
-# this key would be replayed as an exception, which is why the name is namespaced.
-RAISED = "tracetape:raised"
 
 
 def raised_record(exc: Exception) -> dict[str, Any]:
