@@ -181,7 +181,6 @@ def test_a_failed_request_retried_in_the_background_replays_whatever_the_count(
 def test_a_request_that_got_a_response_is_not_repeated(tmp_path: Path) -> None:
     """Only failures repeat: a request answered once and asked for twice is a miss."""
     from tests.echo_server import fake_openai
-
     from tracetape import ReplayMiss
 
     path = tmp_path / "run.jsonl"

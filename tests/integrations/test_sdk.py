@@ -15,15 +15,15 @@ import httpx
 import httpx2
 import openai
 import pytest
-from agents import (
+from fakeserver import FakeServer
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from sdk_agents import (
     REMINDER,
     anthropic_agent,
     anthropic_agent_async,
     openai_agent,
     openai_agent_async,
 )
-from fakeserver import FakeServer
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 import tracetape
 from tracetape import ReplayMiss, Tape, read_cassette

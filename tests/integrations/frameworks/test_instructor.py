@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakeserver import FakeServer
@@ -86,7 +87,9 @@ print(reply.answer)
 """
 
 
-def _agent(tmp_path: Path, server: FakeServer, mode: str, task: str, variant: str) -> dict:
+def _agent(
+    tmp_path: Path, server: FakeServer, mode: str, task: str, variant: str
+) -> dict[str, Any]:
     script = tmp_path / "agent.py"
     script.write_text(AGENT)
     done = subprocess.run(
@@ -100,7 +103,7 @@ def _agent(tmp_path: Path, server: FakeServer, mode: str, task: str, variant: st
     assert done.returncode in (0, 3), done.stderr
     if variant == "none":
         return {}
-    result: dict = json.loads(done.stdout.splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     return result
 
 

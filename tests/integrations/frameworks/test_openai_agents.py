@@ -10,74 +10,81 @@ api.openai.com; ``tracetape run`` subprocesses get ``OPENAI_AGENTS_DISABLE_TRACI
 from __future__ import annotations
 
 import asyncio
-import importlib
-import sys
+import subprocess
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pytest
+from agents import (
+    Agent,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+)
 from openai import AsyncOpenAI
 
 from tests.integrations.frameworks.conftest import taped, tracetape_run
 from tracetape import ReplayMiss, read_cassette
-
-if TYPE_CHECKING:
-    from tests.integrations.fakeserver import FakeServer
-
-_INTEGRATIONS = Path(__file__).resolve().parent.parent
+from tracetape.integrations.runner import EXIT_REPLAY_MISS
 
 
-def _import_openai_agents() -> ModuleType:
-    """openai-agents' ``agents`` package. ``tests/integrations/agents.py`` (the SDK tests' agent
-    loop, put first on ``sys.path`` by ``../conftest.py``) holds the same top-level name, so
-    import the package past it and leave ``sys.modules["agents"]`` as it was for those tests."""
-    shadow = sys.modules.pop("agents", None)
-    path = sys.path[:]
-    sys.path[:] = [p for p in path if Path(p or ".").resolve() != _INTEGRATIONS]
-    try:
-        return importlib.import_module("agents")
-    finally:
-        sys.path[:] = path
-        if shadow is not None:
-            sys.modules["agents"] = shadow
-        else:
-            del sys.modules["agents"]
+class FakeServer(Protocol):
+    """What these tests use of ``tests/integrations/fakeserver.py``'s server (the ``server``
+    fixture); a protocol, so that mypy checks this file without that module."""
+
+    requests: list[dict[str, Any]]
+
+    @property
+    def base_url(self) -> str: ...
+
+    def stop(self) -> None: ...
 
 
-oa = _import_openai_agents()
-oa.set_tracing_disabled(True)  # in-process runs export no trace to api.openai.com
+# How the cassette numbers a run's four model calls. A flow counts its calls; openai-agents runs
+# a run's first turn in an asyncio task of its own (beside the input guardrails), which counts
+# from the count it was created with, so the second turn, back in the run's task, is step 1 too.
+STEPS = {
+    "run_sync": [1, 1, 2, 3],
+    "run": [1, 1, 2, 3],
+    "run_streamed": [1, 2, 3, 4],
+}
 
-MODELS = {"responses": oa.OpenAIResponsesModel, "chat": oa.OpenAIChatCompletionsModel}
+
+set_tracing_disabled(True)  # in-process runs export no trace to api.openai.com
+
+TASK = "sum 1 to 3"
+MODELS: dict[str, Any] = {"responses": OpenAIResponsesModel, "chat": OpenAIChatCompletionsModel}
 # where the task sits in the keyed request: the Chat Completions model sends the
 # instructions as a system message first
 TASK_FIELD = {"responses": "messages[0].content", "chat": "messages[1].content"}
+# where the first tool result sits in the second request
+RESULT_FIELD = {"responses": "messages[2].output", "chat": "messages[3].content"}
 
 
-@pytest.fixture(autouse=True)
-def _openai_agents_by_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The real package under its own name while a test runs, for the SDK's lazy imports."""
-    monkeypatch.setitem(sys.modules, "agents", oa)
-
-
-@oa.function_tool
 def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
 
 
-def _agent(client: AsyncOpenAI, api: str) -> Any:
+def _agent(client: AsyncOpenAI, api: str, add: Callable[[int, int], int]) -> Any:
     model = MODELS[api](model="gpt-test", openai_client=client)
-    return oa.Agent(name="adder", instructions="Add with the add tool.", tools=[add], model=model)
+    return Agent(
+        name="adder",
+        instructions="Add with the add tool.",
+        tools=[function_tool(add)],
+        model=model,
+    )
 
 
 async def _run(agent: Any, task: str) -> str:
-    return str((await oa.Runner.run(agent, task)).final_output)
+    return str((await Runner.run(agent, task)).final_output)
 
 
 async def _run_streamed(agent: Any, task: str) -> str:
-    result = oa.Runner.run_streamed(agent, task)
+    result = Runner.run_streamed(agent, task)
     async for _ in result.stream_events():
         pass
     return str(result.final_output)
@@ -96,27 +103,38 @@ RUNS: dict[str, Callable[[Any, str], Coroutine[Any, Any, str]]] = {
 }
 
 
-def _answer(base_url: str, api: str, how: str, task: str) -> str:
-    """Run the agent once with ``Runner.run_sync`` or one of ``RUNS``, on a loop of its own:
-    ``run_sync`` uses the thread's default loop and leaves it open, and the client's
-    connections must be closed on the loop that opened them."""
+def _answer(
+    path: Path,
+    mode: str,
+    base_url: str,
+    *,
+    api: str,
+    how: str,
+    task: str = TASK,
+    add: Callable[[int, int], int] = add,
+) -> str:
+    """Run the agent once under a tape, with ``Runner.run_sync`` or one of ``RUNS``."""
+    with taped(path, mode):
+        return _run_on_a_loop(base_url, api, how, task, add)
+
+
+def _run_on_a_loop(
+    base_url: str, api: str, how: str, task: str, add: Callable[[int, int], int]
+) -> str:
+    """On a loop of its own: ``run_sync`` runs on the thread's default loop and leaves it open,
+    and the client's connections must be closed on the loop that opened them."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     client = AsyncOpenAI(base_url=base_url + "/v1", api_key="sk-test")
     try:
-        agent = _agent(client, api)
+        agent = _agent(client, api, add)
         if how == "run_sync":
-            return str(oa.Runner.run_sync(agent, task).final_output)
+            return str(Runner.run_sync(agent, task).final_output)
         return loop.run_until_complete(RUNS[how](agent, task))
     finally:
         loop.run_until_complete(client.close())
         asyncio.set_event_loop(None)
         loop.close()
-
-
-def _taped_answer(path: Path, mode: str, base_url: str, api: str, how: str, task: str) -> str:
-    with taped(path, mode):
-        return _answer(base_url, api, how, task)
 
 
 API = pytest.mark.parametrize("api", ["responses", "chat"])
@@ -130,23 +148,36 @@ def test_agent_replays_with_server_stopped(
 ) -> None:
     """A recorded four-turn agent run replays to the same answer with the server stopped."""
     path = tmp_path / "run.jsonl"
-    answer = _taped_answer(path, "record", server.base_url, api, how, "sum 1 to 3")
+    answer = _answer(path, "record", server.base_url, api=api, how=how)
     assert answer == "The total is 6."
     assert len(server.requests) == 4
     server.stop()
-    assert _taped_answer(path, "replay", server.base_url, api, how, "sum 1 to 3") == answer
+    assert _answer(path, "replay", server.base_url, api=api, how=how) == answer
     assert len(server.requests) == 4
 
 
 @API
 @HOW
-def test_cassette_numbers_the_model_calls_in_order(
+def test_a_changed_tool_result_is_a_miss_at_step_2(
     tmp_path: Path, server: FakeServer, api: str, how: str
 ) -> None:
-    """The cassette numbers the run's four model calls 1 to 4, as a miss would report them."""
+    """A tool that now returns another result is diagnosed at the second model call, the
+    request that first carries it, at the step the cassette gave that call (see ``STEPS``)."""
     path = tmp_path / "run.jsonl"
-    _taped_answer(path, "record", server.base_url, api, how, "sum 1 to 3")
-    assert [r.step for r in read_cassette(path).records] == [1, 2, 3, 4]
+    _answer(path, "record", server.base_url, api=api, how=how)
+    server.stop()
+
+    def add(a: int, b: int) -> int:  # the same tool, now off by one
+        """Add two integers."""
+        return a + b + 1
+
+    with pytest.raises(ReplayMiss) as info:
+        _answer(path, "replay", server.base_url, api=api, how=how, add=add)
+    miss = info.value
+    steps = [r.step for r in read_cassette(path).records]
+    assert steps == STEPS[how]
+    assert miss.expected is not None and miss.step == miss.expected.step == steps[1]
+    assert (miss.matched, miss.changes) == (1, [RESULT_FIELD[api]])
 
 
 @API
@@ -156,10 +187,10 @@ def test_one_word_edit_of_the_task_is_a_replay_miss_at_step_1(
 ) -> None:
     """Replaying with one word of the task changed raises ReplayMiss naming both words."""
     path = tmp_path / "run.jsonl"
-    _taped_answer(path, "record", server.base_url, api, how, "sum 1 to 3, carefully")
+    _answer(path, "record", server.base_url, api=api, how=how, task="sum 1 to 3, carefully")
     server.stop()
     with pytest.raises(ReplayMiss) as info:
-        _taped_answer(path, "replay", server.base_url, api, how, "sum 1 to 3, quickly")
+        _answer(path, "replay", server.base_url, api=api, how=how, task="sum 1 to 3, quickly")
     miss = info.value
     assert type(miss) is ReplayMiss
     assert miss.step == 1
@@ -173,11 +204,11 @@ def test_one_word_edit_of_the_task_is_a_replay_miss_at_step_1(
 def test_two_agents_at_once_share_one_tape(tmp_path: Path, server: FakeServer, api: str) -> None:
     """Two runs gathered under one tape record, then replay with the server stopped."""
     path = tmp_path / "run.jsonl"
-    answers = _taped_answer(path, "record", server.base_url, api, "gather", "sum 1 to 3")
+    answers = _answer(path, "record", server.base_url, api=api, how="gather")
     assert answers == "The total is 6. / The total is 3."
     assert len(server.requests) == 4 + 3
     server.stop()
-    assert _taped_answer(path, "replay", server.base_url, api, "gather", "sum 1 to 3") == answers
+    assert _answer(path, "replay", server.base_url, api=api, how="gather") == answers
 
 
 # An unmodified script: the SDK's default model (the Responses API) and its default client,
@@ -204,7 +235,7 @@ def test_tracetape_run_records_and_replays_the_script(tmp_path: Path, server: Fa
     (tmp_path / "agent.py").write_text(AGENT_SCRIPT, encoding="utf-8")
     env = {"OPENAI_BASE_URL": server.base_url + "/v1"}
 
-    def run(mode: str, task: str) -> Any:
+    def run(mode: str, task: str) -> subprocess.CompletedProcess[str]:
         return tracetape_run(tmp_path, "run.jsonl", mode, ["agent.py", task], env=env)
 
     recorded = run("record", "sum 1 to 3, carefully")
@@ -215,7 +246,6 @@ def test_tracetape_run_records_and_replays_the_script(tmp_path: Path, server: Fa
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout == recorded.stdout
     edited = run("replay", "sum 1 to 3, quickly")
-    assert edited.returncode == 3, edited.stderr
+    assert edited.returncode == EXIT_REPLAY_MISS, edited.stderr
     assert "carefully" in edited.stderr
     assert "quickly" in edited.stderr
-

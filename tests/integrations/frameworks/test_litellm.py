@@ -1,0 +1,325 @@
+"""litellm, unmodified, taped against the fake model server: ``openai/...`` (litellm calls the
+openai SDK's ``client.post``) and ``anthropic/...`` (litellm's own httpx client), recorded, then
+replayed offline. litellm is not an agent framework, so a small tool loop drives it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import anthropic
+import openai
+import pytest
+
+from tests.integrations.frameworks.conftest import FAKE_KEYS, taped, tracetape_run
+from tracetape import ReplayMiss, read_cassette
+from tracetape.integrations.runner import EXIT_REPLAY_MISS
+from tracetape.integrations.tools import RAISED
+
+TASK = "sum 1 to 3"
+ANSWER = "The total is 6."
+KINDS = ["openai", "anthropic"]
+MAX_STEPS = 10
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two integers.",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a", "b"],
+            },
+        },
+    }
+]
+# where the task is in the request litellm sends (to anthropic, as a list of content blocks)
+TASK_FIELD = {"openai": "messages[0].content", "anthropic": "messages[0].content[0].text"}
+
+# An unmodified litellm program: the same tool loop through both providers, keys from the
+# environment.
+SCRIPT = """\
+import json
+import sys
+
+import litellm
+
+litellm.suppress_debug_info = True
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two integers.",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a", "b"],
+            },
+        },
+    }
+]
+
+base, task = sys.argv[1], sys.argv[2]
+for params in (
+    {"model": "openai/gpt-test", "api_base": base + "/v1"},
+    {"model": "anthropic/claude-test", "api_base": base},
+):
+    messages = [{"role": "user", "content": task}]
+    while True:
+        response = litellm.completion(**params, messages=messages, tools=TOOLS, max_tokens=100)
+        message = response.choices[0].message
+        if not message.tool_calls:
+            print(message.content)
+            break
+        messages.append(message.model_dump())
+        for call in message.tool_calls:
+            args = json.loads(call.function.arguments)
+            messages.append(
+                {"role": "tool", "tool_call_id": call.id, "content": str(args["a"] + args["b"])}
+            )
+"""
+
+
+class FakeServer(Protocol):
+    """What these tests use of ``tests/integrations/fakeserver.py``'s server (the ``server``
+    fixture); a protocol, so that mypy checks this file without that module."""
+
+    requests: list[dict[str, Any]]
+
+    @property
+    def base_url(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+@pytest.fixture(scope="module")
+def litellm() -> Iterator[Any]:
+    """litellm imported offline: its bundled price list (no fetch at import), no debug banner."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+    litellm.suppress_debug_info = True
+    yield litellm
+
+
+def _params(kind: str, base_url: str) -> dict[str, Any]:
+    if kind == "openai":
+        key = FAKE_KEYS["OPENAI_API_KEY"]
+        return {"model": "openai/gpt-test", "api_base": base_url + "/v1", "api_key": key}
+    key = FAKE_KEYS["ANTHROPIC_API_KEY"]
+    return {"model": "anthropic/claude-test", "api_base": base_url, "api_key": key}
+
+
+def _step(messages: list[dict[str, Any]], response: Any) -> str | None:
+    """Append the assistant turn and its tool results; the answer when it called no tool."""
+    message = response.choices[0].message
+    if not message.tool_calls:
+        return str(message.content)
+    messages.append(message.model_dump())
+    for call in message.tool_calls:
+        args = json.loads(call.function.arguments)
+        messages.append(
+            {"role": "tool", "tool_call_id": call.id, "content": str(args["a"] + args["b"])}
+        )
+    return None
+
+
+def _loop(litellm: Any, params: dict[str, Any], task: str, *, stream: bool) -> str:
+    """The tool loop with ``completion``: call, run add, append its result, call again."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
+    for _ in range(MAX_STEPS):
+        response = litellm.completion(
+            **params, messages=messages, tools=TOOLS, max_tokens=100, stream=stream
+        )
+        if stream:
+            response = litellm.stream_chunk_builder(list(response), messages=messages)
+        answer = _step(messages, response)
+        if answer is not None:
+            return answer
+    raise AssertionError(f"no answer after {MAX_STEPS} steps")
+
+
+async def _aloop(litellm: Any, params: dict[str, Any], task: str, *, stream: bool) -> str:
+    """The same loop with ``await acompletion``."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
+    for _ in range(MAX_STEPS):
+        response = await litellm.acompletion(
+            **params, messages=messages, tools=TOOLS, max_tokens=100, stream=stream
+        )
+        if stream:
+            chunks = [chunk async for chunk in response]
+            response = litellm.stream_chunk_builder(chunks, messages=messages)
+        answer = _step(messages, response)
+        if answer is not None:
+            return answer
+    raise AssertionError(f"no answer after {MAX_STEPS} steps")
+
+
+def _taped_loop(
+    litellm: Any, path: Path, mode: str, kind: str, way: str, *, base_url: str, task: str = TASK
+) -> str:
+    """One tool loop in ``way`` inside a tape in ``mode``; the async ways enter the tape in
+    their own task, as an async program would."""
+    params = _params(kind, base_url)
+    stream = way.endswith("-stream")
+    if way.startswith("completion"):
+        with taped(path, mode):
+            return _loop(litellm, params, task, stream=stream)
+
+    async def main() -> str:
+        with taped(path, mode):
+            return await _aloop(litellm, params, task, stream=stream)
+
+    return asyncio.run(main())
+
+
+WAYS = ["completion", "completion-stream", "acompletion", "acompletion-stream"]
+CASES = [pytest.param(kind, way, id=f"{kind}-{way}") for kind in KINDS for way in WAYS]
+
+
+@pytest.mark.parametrize(("kind", "way"), CASES)
+def test_tool_loop_replays_with_server_stopped(
+    litellm: Any, tmp_path: Path, server: FakeServer, kind: str, way: str
+) -> None:
+    """A tool loop recorded against the server replays to the same answer with it stopped."""
+    path = tmp_path / "run.jsonl"
+    assert _taped_loop(litellm, path, "record", kind, way, base_url=server.base_url) == ANSWER
+    assert len(server.requests) == 4  # three add calls, then the answer
+    server.stop()
+    assert _taped_loop(litellm, path, "replay", kind, way, base_url=server.base_url) == ANSWER
+    assert len(server.requests) == 4  # replay sent nothing
+    records = read_cassette(path).records
+    assert [(r.kind, r.step) for r in records] == [("llm", step) for step in (1, 2, 3, 4)]
+    assert all(("events" in r.out) == way.endswith("-stream") for r in records)
+
+
+@pytest.mark.parametrize(("kind", "way"), CASES)
+def test_one_word_edit_of_the_task_is_a_replay_miss(
+    litellm: Any, tmp_path: Path, server: FakeServer, kind: str, way: str
+) -> None:
+    """Replaying with one word of the task changed raises the ReplayMiss itself, at step 1,
+    naming the changed message with both words, not litellm's or an SDK's error.
+
+    litellm turns the miss into its own ``InternalServerError``; the tape raises the miss
+    again when its block exits."""
+    path = tmp_path / "run.jsonl"
+    base_url = server.base_url
+    _taped_loop(litellm, path, "record", kind, way, base_url=base_url, task=f"{TASK}, carefully")
+    server.stop()
+    with pytest.raises(ReplayMiss) as info:
+        _taped_loop(litellm, path, "replay", kind, way, base_url=base_url, task=f"{TASK}, quickly")
+    miss = info.value
+    assert type(miss).__name__ == "ReplayMiss"
+    # a miss is typed as each imported SDK's base error, never as a concrete API error (the
+    # class of each of litellm's errors, its InternalServerError and APIConnectionError too)
+    assert not isinstance(miss, openai.APIError | anthropic.APIError)
+    assert miss.step == 1
+    assert miss.matched == 0
+    assert miss.changes == [TASK_FIELD[kind]]  # not the step: the same request, edited
+    assert "changed: step" not in str(miss)
+    assert f"changed: {TASK_FIELD[kind]}" in str(miss)
+    assert "carefully" in str(miss)
+    assert "quickly" in str(miss)
+
+
+@pytest.mark.parametrize(
+    ("kind", "stream"),
+    [
+        pytest.param(kind, stream, id=f"{kind}-{'stream' if stream else 'json'}")
+        for kind in KINDS
+        for stream in (False, True)
+    ],
+)
+def test_two_loops_at_once_under_one_tape(
+    litellm: Any, tmp_path: Path, server: FakeServer, kind: str, stream: bool
+) -> None:
+    """Two async loops gathered under one tape are recorded together and both replay offline."""
+    path = tmp_path / "run.jsonl"
+    params = _params(kind, server.base_url)
+
+    async def both(mode: str) -> list[str]:
+        with taped(path, mode):
+            return list(
+                await asyncio.gather(
+                    _aloop(litellm, params, "sum 1 to 3", stream=stream),
+                    _aloop(litellm, params, "sum 1 to 2", stream=stream),
+                )
+            )
+
+    expected = ["The total is 6.", "The total is 3."]
+    assert asyncio.run(both("record")) == expected
+    assert len(server.requests) == 7
+    server.stop()
+    assert asyncio.run(both("replay")) == expected
+    assert len(read_cassette(path).records) == 7
+
+
+def _record_and_replay(
+    tmp_path: Path, server: FakeServer, env: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """Record the script under ``tracetape run``, then replay it with the server stopped: the
+    same output, exit 0. Returns both runs."""
+    (tmp_path / "loop.py").write_text(SCRIPT)
+    argv = ["loop.py", server.base_url, "sum 1 to 3, carefully"]
+    recorded = tracetape_run(tmp_path, "run.jsonl", "record", argv, env=env)
+    assert recorded.returncode == 0, recorded.stderr
+    assert recorded.stdout == f"{ANSWER}\n{ANSWER}\n"
+    llm = [r for r in read_cassette(tmp_path / "run.jsonl").records if r.kind == "llm"]
+    assert [r.step for r in llm] == [1, 2, 3, 4, 5, 6, 7, 8]  # each loop's four calls, in order
+    server.stop()
+    replayed = tracetape_run(tmp_path, "run.jsonl", "replay", argv, env=env)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == recorded.stdout
+    return recorded, replayed
+
+
+def test_tracetape_run_records_and_replays_an_unmodified_script(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """``tracetape run`` records both providers' loops of a plain script, replays them with the
+    server stopped to the same output, and exits 3 with the diagnosis when the task changes."""
+    base = server.base_url
+    _record_and_replay(tmp_path, server, {})
+    records = read_cassette(tmp_path / "run.jsonl").records
+    assert [r.kind for r in records] == ["llm"] * 8
+
+    argv = ["loop.py", base, "sum 1 to 3, quickly"]
+    missed = tracetape_run(tmp_path, "run.jsonl", "replay", argv)
+    assert missed.returncode == EXIT_REPLAY_MISS, missed.stderr
+    assert "was never recorded" in missed.stderr
+    assert "carefully" in missed.stderr
+    assert "quickly" in missed.stderr
+    assert missed.stdout == ""
+
+
+def _fetch_failures(stderr: str) -> list[str]:
+    """litellm's own account of its failed price-list fetch at import: the exception's name."""
+    return re.findall(r"Failed to fetch remote model cost map from \S+: (\w+) fetching", stderr)
+
+
+def test_tracetape_run_replays_litellm_fetching_its_price_list(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """Without ``LITELLM_LOCAL_MODEL_COST_MAP``, ``import litellm`` fetches its price list from
+    the internet: that fetch is a decision too, recorded and replayed, so the run replays."""
+    # an empty value is litellm's "unset" (FAKE_KEYS sets it for every other run)
+    recorded, replayed = _record_and_replay(tmp_path, server, {"LITELLM_LOCAL_MODEL_COST_MAP": ""})
+    fetches = [
+        r
+        for r in read_cassette(tmp_path / "run.jsonl").records
+        if r.kind == "http" and "model_prices" in str(r.input["url"])
+    ]
+    # the fetch at import; litellm retries it in a background thread 2-3 s later (and 4-5 s after
+    # that) if the program still runs then, so a longer program records more of them
+    assert fetches
+    failures = _fetch_failures(recorded.stderr)
+    assert _fetch_failures(replayed.stderr) == failures  # replayed as the same exception type
+    if RAISED in fetches[0].out:  # offline, as here: the fetch failed, recorded as its exception
+        assert failures == [fetches[0].out[RAISED]["type"].rpartition(".")[2]]
