@@ -176,8 +176,8 @@ def test_a_span_recorded_through_the_openai_sdk_is_decided_by_a_second_model(
     recorded request's messages and tools go to the second model, which makes the same call."""
     import openai
 
-    from tests.integrations.agents import OPENAI_TOOLS, add
     from tests.integrations.fakeserver import FakeServer
+    from tests.integrations.sdk_agents import OPENAI_TOOLS, add
     from tracetape import Tape, tool
 
     taped_add = tool(add)

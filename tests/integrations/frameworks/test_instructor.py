@@ -61,11 +61,26 @@ async def run_async():
             return await client.chat.completions.create(
                 model="m", response_model=Answer, messages=messages)
 
+async def run_two():
+    # two extractions at once under one tape, each with its own task text
+    client = instructor.from_openai(openai.AsyncOpenAI(**kw))
+
+    async def one(text):
+        return await client.chat.completions.create(
+            model="m", response_model=Answer, messages=[{"role": "user", "content": text}])
+
+    async with Tape(path, mode=mode) as tape:
+        with tape.patch_sdks():
+            first, second = await asyncio.gather(one(task), one(task + ", twice"))
+    assert first.model_dump() == second.model_dump()
+    return first
+
 if variant == "none":
     Tape(path, mode=mode).close()
     sys.exit(0)
 try:
-    answer = asyncio.run(run_async()) if variant == "async" else run_sync()
+    runs = {"async": run_async, "gather": run_two}
+    answer = asyncio.run(runs[variant]()) if variant in runs else run_sync()
 except ReplayMiss as miss:
     print(json.dumps({"miss": str(miss), "step": miss.step, "type": type(miss).__name__}))
     sys.exit(3)
@@ -107,7 +122,7 @@ def _agent(
     return result
 
 
-@pytest.mark.parametrize("variant", ["sync", "async", "partial"])
+@pytest.mark.parametrize("variant", ["sync", "async", "partial", "gather"])
 def test_a_client_built_before_the_tape_records_and_replays(
     tmp_path: Path, server: FakeServer, variant: str
 ) -> None:
@@ -115,8 +130,9 @@ def test_a_client_built_before_the_tape_records_and_replays(
     recorded = _agent(tmp_path, server, "record", task, variant)
     assert recorded == {"answer": 42, "note": "ok"}
     records = read_cassette(tmp_path / "t.jsonl").records
-    assert [(r.kind, r.step) for r in records] == [("llm", 1)]
-    assert records[0].input["messages"] == [{"role": "user", "content": task}]
+    calls = 2 if variant == "gather" else 1
+    assert [(r.kind, r.step) for r in records] == [("llm", 1)] * calls
+    assert {"role": "user", "content": task} in [r.input["messages"][0] for r in records]
     live = len(server.requests)
     server.stop()
     assert _agent(tmp_path, server, "replay", task, variant) == recorded
