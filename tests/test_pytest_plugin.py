@@ -453,3 +453,37 @@ def test_xfail_on_a_replay_miss_is_not_reported_twice(pytester: pytest.Pytester)
         '{"tracetape": 1}\n'
     )
     run(pytester).assert_outcomes(xfailed=1)
+
+
+def test_a_recording_that_taped_nothing_while_reaching_the_network_warns(
+    pytester: pytest.Pytester,
+) -> None:
+    """A test that records 0 decisions while it reached the network (urllib: no hook sees it)
+    is never silent: a TapeWarning names what it reached; a test that taped something, or
+    reached nothing, does not warn."""
+    make(
+        pytester,
+        """
+        import socket, urllib.error, urllib.request
+
+        def test_untaped(tape):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+            except (urllib.error.URLError, OSError):
+                pass
+
+        def test_quiet(tape):
+            pass
+
+        def test_taped(tape):
+            assert agent_step("Oslo") == 21
+        """,
+    )
+    result = run(pytester, "--tape-mode=record", "-W", "always::tracetape.TapeWarning")
+    result.assert_outcomes(passed=3)
+    out = result.stdout.str()
+    assert out.count("recorded 0 decisions, but the program reached the network") == 1
+    result.stdout.fnmatch_lines(["*test_untaped*", "*connect to 127.0.0.1:*tape.patch_http()*"])

@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import contextlib
 import re
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .errors import CassetteNotFoundError, ReplayMiss
-from .integrations.network import NetworkGuard, block_network
+from .errors import CassetteNotFoundError, ReplayMiss, TapeWarning
+from .integrations.network import NetworkGuard, block_network, untaped_traffic, watch_network
 from .record import Record
 from .tape import Mode, Tape
 
@@ -111,6 +112,7 @@ class TapeCase:
         self.tape_options = tape_options
         self.tape: Tape | None = None
         self.guard: NetworkGuard | None = None
+        self.watcher: NetworkGuard | None = None  # in record modes: what the test reached
         self._stack = contextlib.ExitStack()
 
     def _tape_mode(self) -> Mode:
@@ -144,6 +146,8 @@ class TapeCase:
                         hint=self.network_hint,
                     )
                 )
+            else:
+                self.watcher = self._stack.enter_context(watch_network())
         except BaseException:
             self._stack.close()
             raise
@@ -172,6 +176,9 @@ class TapeCase:
                 self.on_close(self)
         if swallowed is not None:
             raise swallowed
+        if not failed and self.watcher is not None and self.watcher.seen and not tape.written:
+            fix = "tape them with tape.patch_http() (any httpx client) or @tracetape.tool"
+            warnings.warn(untaped_traffic(self.watcher.seen, fix), TapeWarning, stacklevel=2)
 
     def __enter__(self) -> Tape:
         return self.open()

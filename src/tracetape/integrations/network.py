@@ -16,7 +16,7 @@ import ipaddress
 import socket
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,3 +154,12 @@ def _guarding(guard: NetworkGuard) -> Iterator[NetworkGuard]:
     finally:
         with _guards_lock:
             _guards.remove(guard)
+
+
+def untaped_traffic(seen: Sequence[str], fix: str) -> str:
+    """The warning of a recording that taped nothing while the program used the network."""
+    shown = ", ".join(seen[:5]) + (f" and {len(seen) - 5} more" if len(seen) > 5 else "")
+    return (
+        f"recorded 0 decisions, but the program reached the network ({shown}): no hook taped "
+        f"those requests, so a replay would miss them; {fix}"
+    )

@@ -196,7 +196,7 @@ def start_from_environment() -> None:
         _enter_hooks(tape, hook, hooks)
         guard = watcher = None
         if not tape.replaying:
-            from .network import watch_network
+            from .network import untaped_traffic, watch_network
 
             watcher = hooks.enter_context(watch_network())
         elif network != "allow":
@@ -254,7 +254,8 @@ def start_from_environment() -> None:
                 final["error_type"] = type(exc).__name__
         final["warnings"] = [str(w.message) for w in caught] + final.pop("warnings_extra", [])
         if watcher is not None and watcher.seen and not tape.written:
-            final["warnings"].append(_untaped_traffic(watcher.seen))
+            fix = "tape them with --hook http (any httpx client) or @tracetape.tool around the call"
+            final["warnings"].append(untaped_traffic(watcher.seen, fix))
         if not tape.replaying:
             final["written"] = tape.written
             if tape.write_failure is not None:
@@ -272,16 +273,6 @@ def start_from_environment() -> None:
         _write_report(report_path, final)
 
     atexit.register(finish)
-
-
-def _untaped_traffic(seen: Sequence[str]) -> str:
-    """The warning of a recording that taped nothing while the program used the network."""
-    shown = ", ".join(seen[:5]) + (f" and {len(seen) - 5} more" if len(seen) > 5 else "")
-    return (
-        f"recorded 0 decisions, but the program reached the network ({shown}): no hook taped "
-        "those requests, so a replay would miss them; tape them with --hook http (any httpx "
-        "client) or with @tracetape.tool around the call"
-    )
 
 
 # -- the parent: ``tracetape run`` ---------------------------------------------------------------
