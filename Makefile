@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 # instructor pins an openai the dev extra excludes: its tests run it in a venv of its own
 INSTRUCTOR := .venv-instructor
+# the oldest openai/anthropic releases the hooks support, also in a venv of their own
+OLDEST := .venv-oldest-sdks
 
 .PHONY: demo test lint bench clean
 
@@ -29,7 +31,13 @@ $(INSTRUCTOR)/.installed: pyproject.toml
 	$(INSTRUCTOR)/bin/python -m pip install -q -e '.[instructor]'
 	touch $@
 
-test: $(STAMP) $(INSTRUCTOR)/.installed
+$(OLDEST)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(OLDEST)
+	$(OLDEST)/bin/python -m pip install -q --upgrade pip
+	$(OLDEST)/bin/python -m pip install -q -e '.[oldest-sdks]'
+	touch $@
+
+test: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
@@ -40,4 +48,4 @@ bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(INSTRUCTOR) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(INSTRUCTOR) $(OLDEST) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
 from typing import Any, NamedTuple
 
+from ..errors import ReplayMiss
 from ..tape import Tape, _current
 from ._common import (
     Capture,
@@ -550,8 +551,24 @@ _HTTPX = ("httpx2", "httpx")
 
 
 def _group(name: str) -> str:
-    """The patch group a watched module belongs to."""
-    return "http" if name in _HTTPX else "sdk"
+    """The patch group a watched module belongs to: the SDK packages themselves are patched
+    for either level (a miss is never waited on), their resources for the SDK level only."""
+    return "http" if name in _HTTPX or name in _SDKS else "sdk"
+
+
+def _no_wait_after_miss(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``BaseClient._calculate_retry_timeout``: no back-off before retrying a ``ReplayMiss``.
+    The SDKs before their 2.x/3.x releases (openai 1.x, anthropic 0.x) retry any exception
+    their HTTP client raises; the retry keeps the missed step and misses at once, so it costs
+    nothing, and the tape raises the miss with its diagnosis."""
+
+    @functools.wraps(original)
+    def timeout(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(sys.exc_info()[1], ReplayMiss):
+            return 0.0
+        return original(self, *args, **kwargs)
+
+    return timeout
 
 
 def _active(group: str) -> bool:
@@ -575,6 +592,12 @@ def _patch_module(name: str, module: ModuleType) -> None:
         for client_cls, aio in ((module.Client, False), (module.AsyncClient, True)):
             wrapper = wrap_send(module, client_cls.__dict__["send"], aio)
             _patch_attr("http", client_cls, "send", wrapper)
+        return
+    if name in _SDKS:
+        base = getattr(sys.modules.get(f"{name}._base_client"), "BaseClient", None)
+        if base is not None and "_calculate_retry_timeout" in base.__dict__:
+            original = base.__dict__["_calculate_retry_timeout"]
+            _patch_attr("http", base, "_calculate_retry_timeout", _no_wait_after_miss(original))
         return
     for target in _targets():
         cls = getattr(module, target.cls, None) if target.module == name else None
