@@ -154,8 +154,9 @@ def _miss_class(bases: tuple[type[Exception], ...]) -> type[ReplayMiss]:
     return cls
 
 
-# The SDKs' base errors, which they re-raise as they are: anthropic turns any other exception
-# from its HTTP client into ``APIConnectionError`` and retries it, and so does openai before 3.x.
+# The SDKs' base errors, which their current releases re-raise as they are; any other exception
+# from their HTTP client they turn into ``APIConnectionError`` and retry (openai 1.x and anthropic
+# 0.x retry their own errors too: see ``sdk._no_wait_after_miss``).
 _SDK_ERRORS = (("openai", "OpenAIError"), ("anthropic", "AnthropicError"))
 
 
