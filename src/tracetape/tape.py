@@ -135,17 +135,22 @@ class _Count:
         self.n, self.owner = n, owner
 
 
+def _task() -> object | None:
+    """The running asyncio task, if any."""
+    aio = sys.modules.get("asyncio")  # a program that never imported asyncio runs no task
+    if aio is None:
+        return None
+    try:
+        task: object | None = aio.current_task()
+    except RuntimeError:  # no running loop in this thread
+        return None
+    return task
+
+
 def _owner() -> object:
     """The running asyncio task, else the running thread."""
-    aio = sys.modules.get("asyncio")  # a program that never imported asyncio runs no task
-    if aio is not None:
-        try:
-            task = aio.current_task()
-        except RuntimeError:  # no running loop in this thread
-            task = None
-        if task is not None:
-            return task
-    return threading.current_thread()
+    task = _task()
+    return task if task is not None else threading.current_thread()
 
 
 # Model calls are counted per logical flow: each thread, and each asyncio task (which starts
@@ -160,13 +165,7 @@ _serials = itertools.count(1)
 
 def _flow() -> tuple[int, int]:
     """The calling flow: its thread, and its asyncio task if one runs."""
-    task = None
-    aio = sys.modules.get("asyncio")  # a program that never imported asyncio runs no task
-    if aio is not None:
-        try:
-            task = aio.current_task()
-        except RuntimeError:  # no running loop in this thread
-            task = None
+    task = _task()
     return threading.get_ident(), id(task) if task is not None else 0
 
 

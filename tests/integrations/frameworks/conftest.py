@@ -13,10 +13,25 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 from tracetape import Tape
+from tracetape.integrations.runner import EXIT_REPLAY_MISS
+
+
+class FakeServer(Protocol):
+    """What the tests use of ``tests/integrations/fakeserver.py``'s server (the ``server``
+    fixture); a protocol, so that mypy checks the tests without that module."""
+
+    requests: list[dict[str, Any]]
+
+    @property
+    def base_url(self) -> str: ...
+
+    def stop(self) -> None: ...
+
 
 TRACETAPE = str(Path(sys.executable).with_name("tracetape"))
 
@@ -62,3 +77,34 @@ def tracetape_run(
         timeout=timeout,
         check=False,
     )
+
+
+def record_replay_miss(
+    cwd: Path,
+    server: FakeServer,
+    argv: Callable[[str], list[str]],
+    answer: str,
+    *,
+    env: dict[str, str] | None = None,
+    miss: bool = True,
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """Under ``tracetape run`` (the default hook): ``argv(task)`` records, printing ``answer``;
+    replays with the server stopped to the same output; and (``miss``), with one word of the
+    task changed, exits 3 with the diagnosis naming both words and printing nothing. Returns
+    the recording and the replay."""
+    task = "sum 1 to 3, carefully"
+    recorded = tracetape_run(cwd, "run.jsonl", "record", argv(task), env=env)
+    assert recorded.returncode == 0, recorded.stderr
+    assert recorded.stdout == answer
+    server.stop()
+    replayed = tracetape_run(cwd, "run.jsonl", "replay", argv(task), env=env)
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout == answer
+    missed = tracetape_run(
+        cwd, "run.jsonl", "replay", argv(task.replace("carefully", "quickly")), env=env
+    )
+    assert missed.returncode == EXIT_REPLAY_MISS, missed.stderr
+    assert "was never recorded" in missed.stderr
+    assert "carefully" in missed.stderr and "quickly" in missed.stderr
+    assert missed.stdout == ""
+    return recorded, replayed

@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeserver import FakeServer
 
-from tests.integrations.frameworks.conftest import FAKE_KEYS
+from tests.integrations.frameworks.conftest import FAKE_KEYS, FakeServer
 from tracetape import read_cassette
 
 VENV = Path(__file__).parents[3] / ".venv-instructor"

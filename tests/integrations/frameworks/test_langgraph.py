@@ -11,11 +11,10 @@ would post runs to api.smith.langchain.com.
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessageChunk, BaseMessage, HumanMessage
@@ -25,22 +24,12 @@ from langgraph.prebuilt import create_react_agent
 from langgraph.warnings import LangGraphDeprecatedSinceV10
 from pydantic import SecretStr
 
-from tests.integrations.frameworks.conftest import taped, tracetape_run
+from tests.integrations.frameworks.conftest import (
+    FakeServer,
+    record_replay_miss,
+    taped,
+)
 from tracetape import ReplayMiss, read_cassette
-from tracetape.integrations.runner import EXIT_REPLAY_MISS
-
-
-class FakeServer(Protocol):
-    """What these tests use of ``tests/integrations/fakeserver.py``'s server (the ``server``
-    fixture); a protocol, so that mypy checks this file without that module."""
-
-    requests: list[dict[str, Any]]
-
-    @property
-    def base_url(self) -> str: ...
-
-    def stop(self) -> None: ...
-
 
 TASK = "sum 1 to 3"
 NO_LANGSMITH = {"LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false"}
@@ -238,18 +227,6 @@ def test_tracetape_run_records_and_replays_the_script(tmp_path: Path, server: Fa
     """``tracetape run`` tapes the script; replay needs no server; a one-word edit exits 3."""
     (tmp_path / "agent.py").write_text(AGENT_SCRIPT, encoding="utf-8")
     env = {"OPENAI_BASE_URL": server.base_url + "/v1", **NO_LANGSMITH}
-
-    def run(mode: str, task: str) -> subprocess.CompletedProcess[str]:
-        return tracetape_run(tmp_path, "run.jsonl", mode, ["agent.py", task], env=env)
-
-    recorded = run("record", "sum 1 to 3, carefully")
-    assert recorded.returncode == 0, recorded.stderr
-    assert recorded.stdout == "The total is 6.\n"
-    server.stop()
-    replayed = run("replay", "sum 1 to 3, carefully")
-    assert replayed.returncode == 0, replayed.stderr
-    assert replayed.stdout == recorded.stdout
-    edited = run("replay", "sum 1 to 3, quickly")
-    assert edited.returncode == EXIT_REPLAY_MISS, edited.stderr
-    assert "carefully" in edited.stderr
-    assert "quickly" in edited.stderr
+    record_replay_miss(
+        tmp_path, server, lambda task: ["agent.py", task], "The total is 6.\n", env=env
+    )

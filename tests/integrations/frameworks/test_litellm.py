@@ -7,18 +7,16 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anthropic
 import openai
 import pytest
 
-from tests.integrations.frameworks.conftest import FAKE_KEYS, taped, tracetape_run
+from tests.integrations.frameworks.conftest import FAKE_KEYS, FakeServer, record_replay_miss, taped
 from tracetape import ReplayMiss, read_cassette
-from tracetape.integrations.runner import EXIT_REPLAY_MISS
 from tracetape.integrations.tools import RAISED
 
 TASK = "sum 1 to 3"
@@ -85,18 +83,6 @@ for params in (
                 {"role": "tool", "tool_call_id": call.id, "content": str(args["a"] + args["b"])}
             )
 """
-
-
-class FakeServer(Protocol):
-    """What these tests use of ``tests/integrations/fakeserver.py``'s server (the ``server``
-    fixture); a protocol, so that mypy checks this file without that module."""
-
-    requests: list[dict[str, Any]]
-
-    @property
-    def base_url(self) -> str: ...
-
-    def stop(self) -> None: ...
 
 
 @pytest.fixture(scope="module")
@@ -261,23 +247,9 @@ def test_two_loops_at_once_under_one_tape(
     assert len(read_cassette(path).records) == 7
 
 
-def _record_and_replay(
-    tmp_path: Path, server: FakeServer, env: dict[str, str]
-) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
-    """Record the script under ``tracetape run``, then replay it with the server stopped: the
-    same output, exit 0. Returns both runs."""
+def _script(tmp_path: Path, server: FakeServer) -> Callable[[str], list[str]]:
     (tmp_path / "loop.py").write_text(SCRIPT)
-    argv = ["loop.py", server.base_url, "sum 1 to 3, carefully"]
-    recorded = tracetape_run(tmp_path, "run.jsonl", "record", argv, env=env)
-    assert recorded.returncode == 0, recorded.stderr
-    assert recorded.stdout == f"{ANSWER}\n{ANSWER}\n"
-    llm = [r for r in read_cassette(tmp_path / "run.jsonl").records if r.kind == "llm"]
-    assert [r.step for r in llm] == [1, 2, 3, 4, 5, 6, 7, 8]  # each loop's four calls, in order
-    server.stop()
-    replayed = tracetape_run(tmp_path, "run.jsonl", "replay", argv, env=env)
-    assert replayed.returncode == 0, replayed.stderr
-    assert replayed.stdout == recorded.stdout
-    return recorded, replayed
+    return lambda task: ["loop.py", server.base_url, task]
 
 
 def test_tracetape_run_records_and_replays_an_unmodified_script(
@@ -285,18 +257,9 @@ def test_tracetape_run_records_and_replays_an_unmodified_script(
 ) -> None:
     """``tracetape run`` records both providers' loops of a plain script, replays them with the
     server stopped to the same output, and exits 3 with the diagnosis when the task changes."""
-    base = server.base_url
-    _record_and_replay(tmp_path, server, {})
+    record_replay_miss(tmp_path, server, _script(tmp_path, server), f"{ANSWER}\n{ANSWER}\n")
     records = read_cassette(tmp_path / "run.jsonl").records
-    assert [r.kind for r in records] == ["llm"] * 8
-
-    argv = ["loop.py", base, "sum 1 to 3, quickly"]
-    missed = tracetape_run(tmp_path, "run.jsonl", "replay", argv)
-    assert missed.returncode == EXIT_REPLAY_MISS, missed.stderr
-    assert "was never recorded" in missed.stderr
-    assert "carefully" in missed.stderr
-    assert "quickly" in missed.stderr
-    assert missed.stdout == ""
+    assert [(r.kind, r.step) for r in records] == [("llm", n) for n in range(1, 9)]
 
 
 def _fetch_failures(stderr: str) -> list[str]:
@@ -310,7 +273,14 @@ def test_tracetape_run_replays_litellm_fetching_its_price_list(
     """Without ``LITELLM_LOCAL_MODEL_COST_MAP``, ``import litellm`` fetches its price list from
     the internet: that fetch is a decision too, recorded and replayed, so the run replays."""
     # an empty value is litellm's "unset" (FAKE_KEYS sets it for every other run)
-    recorded, replayed = _record_and_replay(tmp_path, server, {"LITELLM_LOCAL_MODEL_COST_MAP": ""})
+    recorded, replayed = record_replay_miss(
+        tmp_path,
+        server,
+        _script(tmp_path, server),
+        f"{ANSWER}\n{ANSWER}\n",
+        env={"LITELLM_LOCAL_MODEL_COST_MAP": ""},
+        miss=False,
+    )
     fetches = [
         r
         for r in read_cassette(tmp_path / "run.jsonl").records

@@ -10,10 +10,9 @@ api.openai.com; ``tracetape run`` subprocesses get ``OPENAI_AGENTS_DISABLE_TRACI
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 from agents import (
@@ -26,22 +25,12 @@ from agents import (
 )
 from openai import AsyncOpenAI
 
-from tests.integrations.frameworks.conftest import taped, tracetape_run
+from tests.integrations.frameworks.conftest import (
+    FakeServer,
+    record_replay_miss,
+    taped,
+)
 from tracetape import ReplayMiss, read_cassette
-from tracetape.integrations.runner import EXIT_REPLAY_MISS
-
-
-class FakeServer(Protocol):
-    """What these tests use of ``tests/integrations/fakeserver.py``'s server (the ``server``
-    fixture); a protocol, so that mypy checks this file without that module."""
-
-    requests: list[dict[str, Any]]
-
-    @property
-    def base_url(self) -> str: ...
-
-    def stop(self) -> None: ...
-
 
 # How the cassette numbers a run's four model calls. A flow counts its calls; openai-agents runs
 # a run's first turn in an asyncio task of its own (beside the input guardrails), which counts
@@ -234,18 +223,6 @@ def test_tracetape_run_records_and_replays_the_script(tmp_path: Path, server: Fa
     """``tracetape run`` tapes the script; replay needs no server; a one-word edit exits 3."""
     (tmp_path / "agent.py").write_text(AGENT_SCRIPT, encoding="utf-8")
     env = {"OPENAI_BASE_URL": server.base_url + "/v1"}
-
-    def run(mode: str, task: str) -> subprocess.CompletedProcess[str]:
-        return tracetape_run(tmp_path, "run.jsonl", mode, ["agent.py", task], env=env)
-
-    recorded = run("record", "sum 1 to 3, carefully")
-    assert recorded.returncode == 0, recorded.stderr
-    assert recorded.stdout == "The total is 6.\n"
-    server.stop()
-    replayed = run("replay", "sum 1 to 3, carefully")
-    assert replayed.returncode == 0, replayed.stderr
-    assert replayed.stdout == recorded.stdout
-    edited = run("replay", "sum 1 to 3, quickly")
-    assert edited.returncode == EXIT_REPLAY_MISS, edited.stderr
-    assert "carefully" in edited.stderr
-    assert "quickly" in edited.stderr
+    record_replay_miss(
+        tmp_path, server, lambda task: ["agent.py", task], "The total is 6.\n", env=env
+    )

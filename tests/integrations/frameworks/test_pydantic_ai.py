@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Protocol
 
 import anthropic
 import openai
@@ -18,22 +17,8 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from tests.integrations.frameworks.conftest import FAKE_KEYS, taped, tracetape_run
+from tests.integrations.frameworks.conftest import FAKE_KEYS, FakeServer, record_replay_miss, taped
 from tracetape import ReplayMiss, read_cassette
-from tracetape.integrations.runner import EXIT_REPLAY_MISS
-
-
-class FakeServer(Protocol):
-    """What these tests use of ``tests/integrations/fakeserver.py``'s server (the ``server``
-    fixture); a protocol, so that mypy checks this file without that module."""
-
-    requests: list[dict[str, Any]]
-
-    @property
-    def base_url(self) -> str: ...
-
-    def stop(self) -> None: ...
-
 
 TASK = "sum 1 to 3"
 ANSWER = "The total is 6."
@@ -260,26 +245,7 @@ def test_tracetape_run_records_and_replays_an_unmodified_script(
     server stopped to the same output, and exits 3 with the diagnosis when the task changes."""
     (tmp_path / "agent.py").write_text(SCRIPT)
     base = server.base_url
-    recorded = tracetape_run(
-        tmp_path, "run.jsonl", "record", ["agent.py", base, "sum 1 to 3, carefully"]
-    )
-    assert recorded.returncode == 0, recorded.stderr
-    assert recorded.stdout == f"{ANSWER}\n{ANSWER}\n"
+    answer = f"{ANSWER}\n{ANSWER}\n"
+    record_replay_miss(tmp_path, server, lambda task: ["agent.py", base, task], answer)
     records = read_cassette(tmp_path / "run.jsonl").records
     assert [r.kind for r in records] == ["llm"] * 8
-    server.stop()
-
-    replayed = tracetape_run(
-        tmp_path, "run.jsonl", "replay", ["agent.py", base, "sum 1 to 3, carefully"]
-    )
-    assert replayed.returncode == 0, replayed.stderr
-    assert replayed.stdout == recorded.stdout
-
-    missed = tracetape_run(
-        tmp_path, "run.jsonl", "replay", ["agent.py", base, "sum 1 to 3, quickly"]
-    )
-    assert missed.returncode == EXIT_REPLAY_MISS, missed.stderr
-    assert "was never recorded" in missed.stderr
-    assert "carefully" in missed.stderr
-    assert "quickly" in missed.stderr
-    assert missed.stdout == ""
