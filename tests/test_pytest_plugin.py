@@ -487,3 +487,28 @@ def test_a_recording_that_taped_nothing_while_reaching_the_network_warns(
     out = result.stdout.str()
     assert out.count("recorded 0 decisions, but the program reached the network") == 1
     result.stdout.fnmatch_lines(["*test_untaped*", "*connect to 127.0.0.1:*tape.patch_http()*"])
+
+
+def test_a_miss_a_framework_wraps_is_reported_with_its_diagnosis(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A framework that turns the miss into its own error (litellm's 500, instructor's retry
+    error): the test fails, and the report shows the miss's diagnosis, not only that error."""
+    make(
+        pytester,
+        """
+        import os
+        class FrameworkError(Exception):
+            pass
+        def test_city(tape):
+            try:
+                agent_step(os.environ.get("CITY", "Oslo"))
+            except Exception as exc:
+                raise FrameworkError("Connection error.") from exc
+        """,
+    )
+    run(pytester, "--tape-mode=record").assert_outcomes(passed=1)
+    monkeypatch.setenv("CITY", "Bergen")
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*was never recorded*", "*Oslo*", "*Bergen*"])
