@@ -156,7 +156,7 @@ def _miss_class(bases: tuple[type[Exception], ...]) -> type[ReplayMiss]:
 
 # The SDKs' base errors, which their current releases re-raise as they are; any other exception
 # from their HTTP client they turn into ``APIConnectionError`` and retry (openai 1.x and anthropic
-# 0.x retry their own errors too: see ``sdk._no_wait_after_miss``).
+# 0.x retry their own errors too: see ``sdk._no_retry_of_a_miss``).
 _SDK_ERRORS = (("openai", "OpenAIError"), ("anthropic", "AnthropicError"))
 
 

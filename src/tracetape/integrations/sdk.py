@@ -552,20 +552,23 @@ _HTTPX = ("httpx2", "httpx")
 
 def _group(name: str) -> str:
     """The patch group a watched module belongs to: the SDK packages themselves are patched
-    for either level (a miss is never waited on), their resources for the SDK level only."""
+    for either level (a miss is never retried), their resources for the SDK level only."""
     return "http" if name in _HTTPX or name in _SDKS else "sdk"
 
 
-def _no_wait_after_miss(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``BaseClient._calculate_retry_timeout``: no back-off before retrying a ``ReplayMiss``.
-    The SDKs before their 2.x/3.x releases (openai 1.x, anthropic 0.x) retry any exception
-    their HTTP client raises; the retry keeps the missed step and misses at once, so it costs
-    nothing, and the tape raises the miss with its diagnosis."""
+def _no_retry_of_a_miss(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``BaseClient._calculate_retry_timeout``, which the SDKs call before a retry: while a
+    ``ReplayMiss`` is being handled, raise it instead. The SDKs before their 2.x/3.x releases
+    (openai 1.x, anthropic 0.x) catch *any* exception their HTTP client raises, and retry it
+    or wrap it into ``APIConnectionError``; so the miss leaves the call as it is, at once,
+    with its diagnosis (current releases re-raise it themselves: ``http.sdk_compatible_miss``).
+    """
 
     @functools.wraps(original)
     def timeout(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(sys.exc_info()[1], ReplayMiss):
-            return 0.0
+        handled = sys.exc_info()[1]
+        if isinstance(handled, ReplayMiss):
+            raise handled
         return original(self, *args, **kwargs)
 
     return timeout
@@ -597,7 +600,7 @@ def _patch_module(name: str, module: ModuleType) -> None:
         base = getattr(sys.modules.get(f"{name}._base_client"), "BaseClient", None)
         if base is not None and "_calculate_retry_timeout" in base.__dict__:
             original = base.__dict__["_calculate_retry_timeout"]
-            _patch_attr("http", base, "_calculate_retry_timeout", _no_wait_after_miss(original))
+            _patch_attr("http", base, "_calculate_retry_timeout", _no_retry_of_a_miss(original))
         return
     for target in _targets():
         cls = getattr(module, target.cls, None) if target.module == name else None
