@@ -881,6 +881,7 @@ def test_model_requests_the_sdk_level_misses_are_taped_at_send(
     records = read_cassette(path).records
     assert [(r.kind, r.step) for r in records] == [("llm", n) for n in (1, 2, 3, 4)]
     assert records[0].input["messages"] == [{"role": "user", "content": "sum 1 to 3"}]
+    assert OPENAI_KEY not in path.read_text()  # the key went in a header: never stored
     live = len(server.requests)
     with Tape(path, mode="replay") as tape, tape.patch_sdks():
         assert openai_agent(client, "sum 1 to 3") == "The total is 6."
@@ -921,3 +922,19 @@ def test_the_safety_net_leaves_other_requests_alone(tmp_path: Path, server: Fake
         reply = httpx2.post(server.base_url + "/echo", json={"a": 1})
     assert reply.json() == {"echo": {"a": 1}}
     assert read_cassette(path).records == []
+
+
+def test_the_safety_net_redacts_before_writing(tmp_path: Path, server: FakeServer) -> None:
+    """A secret in a request the safety net tapes (here in the prompt of a raw
+    ``client.post``) never reaches the cassette, as at either hook level."""
+    path = tmp_path / "run.jsonl"
+    secret = "AKIAIOSFODNN7EXAMPLE"
+    client = _raw_post(server.base_url)
+    with Tape(path, mode="record") as tape, tape.patch_sdks():
+        reply = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": f"sum 1 to 0, key {secret}"}]
+        )
+    assert reply.choices[0].message.content == "The total is 0."
+    text = path.read_text()
+    assert secret not in text and OPENAI_KEY not in text
+    assert "REDACTED" in text.upper()
