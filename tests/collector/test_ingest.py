@@ -76,3 +76,13 @@ class _Nothing(Redactor):
 
     def is_clean(self, text: str) -> bool:
         return True
+
+
+def test_lines_end_where_a_file_reader_ends_them() -> None:
+    """A carriage return is JSON whitespace, not a line end: a JSONL body is read as the same
+    file would be by ``tracetape diff``, with the same line numbers."""
+    first = '{"run_id": "r1", "step": 1,\r "tool": "ls", "args": {}, "output_sha": "ab"}'
+    second = json.dumps({"run_id": "r1", "step": 2, "tool": "ls", "args": {}, "output_sha": "cd"})
+    body = f"{first}\n{second}\n".encode()
+    batch = parse_batch(body, source="s", offset=10, fmt="auto", redactor=Redactor(), max_lines=9)
+    assert [(r.line, r.step) for r in batch.records] == [(11, 1), (12, 2)]
