@@ -17,7 +17,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from tracetape import Tape
+import anthropic
+import openai
+
+from tracetape import ReplayMiss, Tape
 from tracetape.integrations.runner import EXIT_REPLAY_MISS
 
 
@@ -108,3 +111,16 @@ def record_replay_miss(
     assert "carefully" in missed.stderr and "quickly" in missed.stderr
     assert missed.stdout == ""
     return recorded, replayed
+
+
+def assert_task_miss(miss: ReplayMiss, field: str) -> None:
+    """The miss of a replay whose task's "carefully" became "quickly": the ``ReplayMiss``
+    itself (where it is typed as the SDKs' base errors, a subclass of the same name), never a
+    concrete API error, at step 1 with nothing matched, naming the task's field and both
+    words, and not the step (the same request, edited; not a retry numbered anew)."""
+    assert type(miss).__name__ == "ReplayMiss"
+    assert not isinstance(miss, openai.APIError | anthropic.APIError)
+    assert (miss.step, miss.matched, miss.changes) == (1, 0, [field])
+    text = str(miss)
+    assert f"changed: {field}" in text and "changed: step" not in text
+    assert "carefully" in text and "quickly" in text

@@ -27,6 +27,7 @@ from openai import AsyncOpenAI
 
 from tests.integrations.frameworks.conftest import (
     FakeServer,
+    assert_task_miss,
     record_replay_miss,
     taped,
 )
@@ -180,13 +181,7 @@ def test_one_word_edit_of_the_task_is_a_replay_miss_at_step_1(
     server.stop()
     with pytest.raises(ReplayMiss) as info:
         _answer(path, "replay", server.base_url, api=api, how=how, task="sum 1 to 3, quickly")
-    miss = info.value
-    assert type(miss) is ReplayMiss
-    assert miss.step == 1
-    assert miss.matched == 0
-    assert miss.changes == [TASK_FIELD[api]]
-    assert "carefully" in str(miss)
-    assert "quickly" in str(miss)
+    assert_task_miss(info.value, TASK_FIELD[api])
 
 
 @API
