@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-__all__ = ["Decision", "Record", "call_args"]
+__all__ = ["Decision", "Record", "RecordTexts", "call_args"]
 
 
 class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -60,6 +60,23 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     extra: dict[str, Any] | None = None
     source: str = ""
     line: int = 0
+
+
+class RecordTexts(NamedTuple):
+    """Records as the JSON texts ``msgspec.json.encode`` gives for them, the way a store keeps
+    them: the analysis reads them in bulk (``analysis.diff_records``) without decoding each.
+
+    >>> texts = RecordTexts([msgspec.json.encode(Record(kind="tool", name="ls")).decode()])
+    >>> [rec.name for rec in texts.records()]
+    ['ls']
+    """
+
+    texts: list[str]
+
+    def records(self) -> list[Record]:
+        """The records, decoded."""
+        decode = msgspec.json.Decoder(Record).decode
+        return [decode(text) for text in self.texts]
 
 
 def call_args(rec: Record) -> Any:

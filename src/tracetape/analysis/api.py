@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import TraceError
 from ..formats import TraceFormat
-from ..record import Record
+from ..record import Record, RecordTexts
 from .config import AnalysisConfig
 from .detectors import SIDE_A, SIDE_B, Context, detectors
 from .engine import ORD, Calls, Input
@@ -89,16 +89,17 @@ def diff_traces(
 
 
 def diff_records(
-    a: Iterable[Record],
-    b: Iterable[Record],
+    a: Iterable[Record] | RecordTexts,
+    b: Iterable[Record] | RecordTexts,
     *,
     names: tuple[str, str] = ("A", "B"),
     runs: tuple[str, str] | None = None,
     config: AnalysisConfig | None = None,
 ) -> Report:
-    """``diff_traces`` of two record streams (a store's runs, request bodies read with
-    ``read_records``) instead of files: the same detectors, the same report. ``names`` name
-    the two sides in errors and in ``report.inputs``."""
+    """``diff_traces`` of two record streams (request bodies read with ``read_records``, or a
+    store's runs as ``RecordTexts``, which DuckDB reads without decoding each record in
+    Python) instead of files: the same detectors, the same report. ``names`` name the two
+    sides in errors and in ``report.inputs``."""
     config = config or AnalysisConfig()
     with Calls(config) as calls:
         calls.load_records(a, names[0], SIDE_A)
@@ -203,7 +204,10 @@ def check_trace(
 
 
 def check_records(
-    records: Iterable[Record], *, name: str = "records", config: AnalysisConfig | None = None
+    records: Iterable[Record] | RecordTexts,
+    *,
+    name: str = "records",
+    config: AnalysisConfig | None = None,
 ) -> Report:
     """``check_trace`` of a record stream (a store's run) instead of files: the same
     detectors, the same report; ``name`` names it in errors and in ``report.inputs``."""

@@ -42,6 +42,7 @@ from ..analysis import AnalysisConfig, check_records, diff_records
 from ..analysis.render import redacted
 from ..config import load_config
 from ..errors import TapeError
+from ..record import RecordTexts
 from ..redact import Redactor, RedactRules
 from ..stores.database import RUN_ID, Database
 from ..stores.migrations import HEAD
@@ -254,7 +255,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     def check_run(run_id: str) -> Response:
         """The invariants of the run: ``tracetape check --format json`` for it."""
         _known(run_id)
-        report = check_records(db.records(run_id), name=run_id, config=conf.config)
+        report = check_records(db.record_texts(run_id), name=run_id, config=conf.config)
         return _json(redacted(report.to_dict()))
 
     @app.get("/v1/diff", dependencies=auth, tags=["analysis"])
@@ -262,8 +263,9 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         """Exactly the JSON ``tracetape diff --format json`` gives for runs ``a`` and ``b``."""
         _known(a)
         _known(b)
-        ra, rb = db.records(a), db.records(b)
-        names = (ra[0].source or a, rb[0].source or b)
+        # The stored texts go to the analysis as they are (DuckDB reads them in bulk).
+        ra, rb = db.record_texts(a), db.record_texts(b)
+        names = (_source(ra) or a, _source(rb) or b)
         try:
             report = diff_records(ra, rb, names=names, config=conf.config)
         except TapeError as exc:
@@ -350,6 +352,11 @@ def _many(config: AnalysisConfig) -> AnalysisConfig:
 
 def _plain(rec: Any) -> dict[str, Any]:
     return {k: v for k, v in msgspec.to_builtins(rec).items() if v is not None}
+
+
+def _source(texts: RecordTexts) -> str:
+    """The source (file name) of a stored run's first record."""
+    return RecordTexts(texts.texts[:1]).records()[0].source
 
 
 def _json(data: Any) -> Response:

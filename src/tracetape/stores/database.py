@@ -36,7 +36,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..errors import CassetteNotFoundError, ConfigError
 from ..formats.cassette import Cassette
-from ..record import Record
+from ..record import Record, RecordTexts
 
 __all__ = [
     "DEFAULT_URL",
@@ -251,13 +251,18 @@ class Database:
 
     def records(self, run: str) -> list[Record]:
         """The records of ``run``, in the order they were received."""
+        return self.record_texts(run).records()
+
+    def record_texts(self, run: str) -> RecordTexts:
+        """The records of ``run`` as stored (their JSON texts), in the order they were
+        received: what the analysis reads without decoding each in Python."""
         with self.engine.connect() as conn:
             # The DB-API cursor with constant SQL: SQLAlchemy's result rows cost more than
             # the read (a diff reads whole runs through here).
             cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
             try:
                 cursor.execute(self._sql["records"], (run,))
-                return [_decode(r) for (r,) in cursor.fetchall()]
+                return RecordTexts([text for (text,) in cursor.fetchall()])
             finally:
                 cursor.close()
 

@@ -1,0 +1,116 @@
+"""``RecordTexts``: a store's runs, read by DuckDB from their JSON texts, give the report the
+decoded records give (``call_args`` in SQL equals the Python one, for any input shape), and a
+text DuckDB cannot read as Python would falls back to the decoded records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracetape.analysis import AnalysisConfig, check_records, diff_records
+from tracetape.analysis.engine import Calls
+from tracetape.record import Record, RecordTexts
+
+_encode = msgspec.json.Encoder().encode
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["a", "b", "step", "args", "é", "k\x00"]), inner, max_size=3
+        )
+    ),
+    max_leaves=8,
+)
+inputs = st.one_of(
+    st.none(),  # not stored: compared by key
+    values,  # a list, a scalar, or an object with or without "args" and "step"
+    st.fixed_dictionaries({"args": values, "step": st.integers(0, 5)}),
+    st.fixed_dictionaries({"name": st.text(max_size=3), "step": st.integers(0, 5)}),
+)
+records = st.builds(
+    Record,
+    kind=st.sampled_from(["tool", "llm", "env"]),
+    key=st.one_of(st.none(), st.sampled_from(["tool:1", "llm:2"])),
+    run=st.one_of(st.none(), st.sampled_from(["", "r1", "r2"])),
+    name=st.one_of(st.none(), st.sampled_from(["", "search", "gpt"])),
+    step=st.one_of(st.none(), st.integers(0, 4)),
+    input=inputs,
+    out_digest=st.one_of(st.none(), st.sampled_from(["o1", "o2"])),
+    effect=st.one_of(st.none(), st.sampled_from(["read", "write"])),
+    tokens=st.one_of(st.none(), st.integers(0, 1000)),
+    line=st.integers(0, 50),
+)
+
+
+def _texts(recs: list[Record]) -> RecordTexts:
+    return RecordTexts([_encode(r).decode() for r in recs])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(records, min_size=1, max_size=12), st.lists(records, min_size=1, max_size=12))
+def test_texts_report_as_their_records_do(a: list[Record], b: list[Record]) -> None:
+    """For any records: diff and check of their texts equal those of the records."""
+    ta, tb = _texts(a), _texts(b)
+    assert diff_records(ta, tb).to_dict() == diff_records(a, b).to_dict()
+    assert check_records(ta).to_dict() == check_records(a).to_dict()
+
+
+def _loaded_by(texts: RecordTexts, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Any]:
+    """Which path loaded ``texts`` ("sql" or "python"), and the calls0 rows."""
+    used: list[str] = []
+    add = Calls._add_records
+    monkeypatch.setattr(
+        Calls, "_add_records", lambda self, *a: (used.append("python"), add(self, *a))[1]
+    )
+    with Calls(AnalysisConfig()) as calls:
+        calls.load_records(texts, "run")
+        rows = calls.rows("SELECT seq, line, run, step, kind, name, args FROM calls0 ORDER BY seq")
+    return ("python" if used else "sql"), rows
+
+
+def test_the_store_path_is_sql_and_keeps_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ordinary texts are read by DuckDB (no Python decoding), in their order, with
+    ``call_args`` computed as Python computes it."""
+    recs = [
+        Record(kind="tool", run="r", name="ls", step=i, input={"args": {"n": i}, "step": i})
+        for i in range(300)
+    ] + [
+        Record(kind="llm", key="llm:9", run="r"),
+        Record(kind="llm", run="r", input={"z": 1, "step": 3, "a": {"step": 2}}),
+        Record(kind="env", run="r", name="", input=[1, "x"]),
+    ]
+    path, rows = _loaded_by(_texts(recs), monkeypatch)
+    assert path == "sql"
+    assert [r[0] for r in rows] == list(range(1, len(recs) + 1))
+    assert rows[5][6] == '{"n":5}'
+    assert rows[-3][6] == '{"key":"llm:9"}'
+    assert rows[-2][6] == '{"z":1,"a":{"step":2}}'  # the top-level step only, order kept
+    assert rows[-1][5] == "env"  # an empty name is the kind, as in Python
+
+
+def test_texts_duckdb_cannot_read_as_python_does_fall_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A text that is not one line (JSON spread over lines: no store writes one, but a
+    caller may) is decoded and loaded as a record, and the report is the records' own."""
+    one = Record(kind="tool", run="r", name="a", input={"args": {"q": 1}})
+    spread = msgspec.json.format(_encode(one), indent=2).decode()
+    texts = RecordTexts([_encode(one).decode(), spread])
+    path, rows = _loaded_by(texts, monkeypatch)
+    assert path == "python"
+    assert [r[6] for r in rows] == ['{"q":1}', '{"q":1}']
+    monkeypatch.undo()
+    assert check_records(texts).to_dict() == check_records(texts.records()).to_dict()
