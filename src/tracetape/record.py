@@ -63,15 +63,16 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 class RecordTexts(NamedTuple):
-    """Records as the JSON texts ``msgspec.json.encode`` gives for them, the way a store keeps
-    them: the analysis reads them in bulk (``analysis.diff_records``) without decoding each.
+    """Records as the JSON texts (UTF-8) ``msgspec.json.encode`` gives for them, the way a
+    store keeps them: the analysis reads them in bulk (``analysis.diff_records``) without
+    decoding each.
 
-    >>> texts = RecordTexts([msgspec.json.encode(Record(kind="tool", name="ls")).decode()])
+    >>> texts = RecordTexts([msgspec.json.encode(Record(kind="tool", name="ls"))])
     >>> [rec.name for rec in texts.records()]
     ['ls']
     """
 
-    texts: list[str]
+    texts: list[bytes]
 
     def records(self) -> list[Record]:
         """The records, decoded."""

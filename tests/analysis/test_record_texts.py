@@ -56,7 +56,7 @@ records = st.builds(
 
 
 def _texts(recs: list[Record]) -> RecordTexts:
-    return RecordTexts([_encode(r).decode() for r in recs])
+    return RecordTexts([_encode(r) for r in recs])
 
 
 @settings(max_examples=25, deadline=None)
@@ -107,8 +107,8 @@ def test_texts_duckdb_cannot_read_as_python_does_fall_back(
     """A text that is not one line (JSON spread over lines: no store writes one, but a
     caller may) is decoded and loaded as a record, and the report is the records' own."""
     one = Record(kind="tool", run="r", name="a", input={"args": {"q": 1}})
-    spread = msgspec.json.format(_encode(one), indent=2).decode()
-    texts = RecordTexts([_encode(one).decode(), spread])
+    spread = msgspec.json.format(_encode(one), indent=2)
+    texts = RecordTexts([_encode(one), spread])
     path, rows = _loaded_by(texts, monkeypatch)
     assert path == "python"
     assert [r[6] for r in rows] == ['{"q":1}', '{"q":1}']

@@ -18,7 +18,7 @@ from ..formats import TraceFormat
 from ..record import Record, RecordTexts
 from .config import AnalysisConfig
 from .detectors import SIDE_A, SIDE_B, Context, detectors
-from .engine import ORD, Calls, Input
+from .engine import ORD, Calls, Input, Workspace
 from .report import Report
 
 __all__ = [
@@ -95,13 +95,15 @@ def diff_records(
     names: tuple[str, str] = ("A", "B"),
     runs: tuple[str, str] | None = None,
     config: AnalysisConfig | None = None,
+    workspace: Workspace | None = None,
 ) -> Report:
     """``diff_traces`` of two record streams (request bodies read with ``read_records``, or a
     store's runs as ``RecordTexts``, which DuckDB reads without decoding each record in
     Python) instead of files: the same detectors, the same report. ``names`` name the two
-    sides in errors and in ``report.inputs``."""
+    sides in errors and in ``report.inputs``. A ``workspace`` runs the analysis in a
+    database kept open for many (a server's)."""
     config = config or AnalysisConfig()
-    with Calls(config) as calls:
+    with Calls(config, workspace=workspace) as calls:
         calls.load_records(a, names[0], SIDE_A)
         calls.load_records(b, names[1], SIDE_B)
         return _diff(calls, runs, [Path(names[0])], [Path(names[1])])
@@ -208,11 +210,13 @@ def check_records(
     *,
     name: str = "records",
     config: AnalysisConfig | None = None,
+    workspace: Workspace | None = None,
 ) -> Report:
     """``check_trace`` of a record stream (a store's run) instead of files: the same
-    detectors, the same report; ``name`` names it in errors and in ``report.inputs``."""
+    detectors, the same report; ``name`` names it in errors and in ``report.inputs``
+    (``workspace``: see ``diff_records``)."""
     config = config or AnalysisConfig()
-    with Calls(config) as calls:
+    with Calls(config, workspace=workspace) as calls:
         calls.load_records(records, name, SIDE_A)
         (n,) = calls.one("SELECT count(*) FROM calls0")
         if not n:

@@ -25,7 +25,9 @@ from __future__ import annotations
 import hmac
 import json
 import math
-from collections.abc import Awaitable, Callable
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
 
@@ -39,6 +41,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 
 from .._version import __version__
 from ..analysis import AnalysisConfig, check_records, diff_records
+from ..analysis.engine import Workspace
 from ..analysis.render import redacted
 from ..config import load_config
 from ..errors import TapeError
@@ -80,10 +83,27 @@ RunId = Annotated[str, Query(min_length=1, max_length=200)]
 def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     """The collector's ASGI app over ``db`` (see the module docstring)."""
     conf = settings or Settings()
+    # One DuckDB database for every analysis of this process, opened by the first one.
+    spaces: list[Workspace] = []
+    lock = threading.Lock()
+
+    def workspace() -> Workspace:
+        with lock:
+            if not spaces:
+                spaces.append(Workspace(conf.config.memory_limit))
+            return spaces[0]
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        for space in spaces:
+            space.close()
+
     app = FastAPI(
         title="tracetape collector",
         version=__version__,
         description="Stores every trace line and serves run-to-run diffs.",
+        lifespan=lifespan,
     )
     app.state.db, app.state.settings = db, conf
     too_big = f"the body is over {conf.max_body} bytes; send smaller batches"
@@ -228,6 +248,15 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             nxt = f"{last['last_seen']!r}~{last['run_id']}"
         return {"runs": found, "next": nxt}
 
+    def _stored(run_id: str) -> RecordTexts:
+        """The run's stored records (400 for a bad id, 404 for a run not there)."""
+        if not RUN_ID.fullmatch(run_id):
+            raise HTTPException(400, f"{run_id[:80]!r} is not a run id")
+        texts = db.record_texts(run_id)
+        if not texts.texts:
+            raise HTTPException(404, f"no run {run_id!r} in this collector")
+        return texts
+
     def _known(run_id: str) -> str:
         if not RUN_ID.fullmatch(run_id):
             raise HTTPException(400, f"{run_id[:80]!r} is not a run id")
@@ -254,20 +283,19 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     @app.get("/v1/runs/{run_id}/check", dependencies=auth, tags=["analysis"])
     def check_run(run_id: str) -> Response:
         """The invariants of the run: ``tracetape check --format json`` for it."""
-        _known(run_id)
-        report = check_records(db.record_texts(run_id), name=run_id, config=conf.config)
+        report = check_records(
+            _stored(run_id), name=run_id, config=conf.config, workspace=workspace()
+        )
         return _json(redacted(report.to_dict()))
 
     @app.get("/v1/diff", dependencies=auth, tags=["analysis"])
     def diff_runs(a: RunId, b: RunId) -> Response:
         """Exactly the JSON ``tracetape diff --format json`` gives for runs ``a`` and ``b``."""
-        _known(a)
-        _known(b)
         # The stored texts go to the analysis as they are (DuckDB reads them in bulk).
-        ra, rb = db.record_texts(a), db.record_texts(b)
+        ra, rb = _stored(a), _stored(b)
         names = (_source(ra) or a, _source(rb) or b)
         try:
-            report = diff_records(ra, rb, names=names, config=conf.config)
+            report = diff_records(ra, rb, names=names, config=conf.config, workspace=workspace())
         except TapeError as exc:
             raise HTTPException(400, str(exc)) from None
         return _json(redacted(report.to_dict()))
@@ -309,8 +337,8 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         names = [r["run_id"] for r in found if RUN_ID.fullmatch(r["run_id"])]
         if not names or sum(r["events"] for r in found) > _PAGE_CHECK_LIMIT:
             return {}
-        records = [rec for name in names for rec in db.records(name)]
-        report = check_records(records, name="runs", config=_many(conf.config))
+        texts = RecordTexts([text for name in names for text in db.record_texts(name).texts])
+        report = check_records(texts, name="runs", config=_many(conf.config), workspace=workspace())
         out: dict[str, dict[str, int]] = {}
         for f in report.findings:
             per = out.setdefault(f.run or "", {})
@@ -333,7 +361,9 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         _known(b)
         ra, rb = db.records(a), db.records(b)
         try:
-            report = diff_records(ra, rb, names=(a, b), config=_many(conf.config))
+            report = diff_records(
+                ra, rb, names=(a, b), config=_many(conf.config), workspace=workspace()
+            )
         except TapeError as exc:
             raise HTTPException(400, str(exc)) from None
         return _html(pages.diff_page(a, b, ra, rb, report), fresh)

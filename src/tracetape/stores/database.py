@@ -254,15 +254,15 @@ class Database:
         return self.record_texts(run).records()
 
     def record_texts(self, run: str) -> RecordTexts:
-        """The records of ``run`` as stored (their JSON texts), in the order they were
-        received: what the analysis reads without decoding each in Python."""
+        """The records of ``run`` as stored (their JSON texts, UTF-8), in the order they
+        were received: what the analysis reads without decoding each in Python."""
         with self.engine.connect() as conn:
             # The DB-API cursor with constant SQL: SQLAlchemy's result rows cost more than
             # the read (a diff reads whole runs through here).
             cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
             try:
                 cursor.execute(self._sql["records"], (run,))
-                return RecordTexts([text for (text,) in cursor.fetchall()])
+                return RecordTexts([bytes(text) for (text,) in cursor.fetchall()])
             finally:
                 cursor.close()
 
@@ -335,10 +335,12 @@ def _statements(dialect: str, paramstyle: str) -> dict[str, str]:
     driver's parameter style: constant text, every value a parameter."""
     p = "?" if paramstyle == "qmark" else "%s"
     greatest = "max" if dialect == "sqlite" else "greatest"
+    as_bytes = "CAST(record AS BLOB)" if dialect == "sqlite" else "convert_to(record, 'UTF8')"
     return {
         "events": _EVENTS_SQL.format(p=p),
         "runs": _RUNS_SQL.format(p=p, greatest=greatest),
-        "records": f"SELECT record FROM events WHERE run_id = {p} ORDER BY id",
+        # as UTF-8 bytes: what the analysis writes for DuckDB, with no encoding on the way
+        "records": f"SELECT {as_bytes} FROM events WHERE run_id = {p} ORDER BY id",
     }
 
 
