@@ -444,6 +444,9 @@ class Redactor:
         becomes a placeholder string. Every secret found is remembered (``known``) and
         replaced wherever it appears later, in any text this redactor sees.
         """
+        events = value.get("events") if type(value) is dict else None
+        if not isinstance(events, list) and self._clean_value(value):
+            return value, False
         out, changed = self._whole(value)
         events = out.get("events") if type(out) is dict else None
         if isinstance(events, list):
@@ -498,6 +501,32 @@ class Redactor:
         # the standard library: orjson reads an integer beyond 64 bits as a float, and no NaN
         value, changed = self._whole(json.loads(text))
         return _canonical(value) if changed else text
+
+    def _clean_value(self, value: Any) -> bool:
+        """Whether the walk would leave ``value`` as it is, found without building anything:
+        every string stays itself (the cached ``redact_string``), no field name is secret,
+        nothing is learned, and nothing needs converting. Most values are clean, and this
+        loop costs a fraction of the walk's; anything else is left to the walk."""
+        known = len(self.known)
+        redact, secret_name = self.redact_string, self.secret_name
+        stack = [value]
+        pop, push = stack.pop, stack.extend
+        while stack:
+            item = pop()
+            kind = type(item)
+            if kind is str:
+                if redact(item) != item:
+                    return False
+            elif kind is dict:
+                for key in item:
+                    if type(key) is not str or secret_name(key):
+                        return False
+                push(item.values())
+            elif kind is list or kind is tuple:
+                push(item)
+            elif kind not in _SCALARS:
+                return False
+        return len(self.known) == known
 
     def _whole(self, value: Any) -> tuple[Any, bool]:
         """Walk ``value``; if it taught the registry a secret, walk it again, so a secret is
