@@ -106,10 +106,11 @@ def key(kind: str, payload: Any) -> str:
 class HookState:
     """What the SDK and HTTP hooks keep per tape (``tape.hooks``): the captures of responses
     still being read (written when they end), and the endpoints the cassette answers (found
-    once, to warm replay up)."""
+    once, to warm replay up) and whether each was rehearsed."""
 
     pending: set[Any] = field(default_factory=set)
     answered: dict[str, Any] | None = None
+    rehearsed: dict[Any, bool] = field(default_factory=dict)
 
 
 _current: contextvars.ContextVar[Tape | None] = contextvars.ContextVar("tracetape", default=None)
@@ -355,6 +356,43 @@ class Tape:
             return None
         same = [rec for rec in self.records if rec.key == decision.key]
         return same[-1] if same and all(_failure(rec) for rec in same) else None
+
+    def rehearse(self, key: str, call: Callable[[], object], *, step: int, times: int) -> bool:
+        """Run ``call`` (a hooked call of the recorded decision ``key``, as model step
+        ``step``) ``times`` times and leave no trace of it: no decision played, no miss, no
+        step counted, no keying state changed. Returns whether every run replayed.
+
+        The replay path is warmed up this way when replay starts: its code is run, then
+        specialized by the interpreter, before the program's first call (a cold first call
+        costs several times a warm one).
+        """
+        queue = self._queues.get(key)
+        if self.mode is not Mode.REPLAY or not queue:
+            return False
+        saved = (deque(queue), self._played[queue[0]], self._keys, self.misses)
+        recognising = self._recognising
+
+        def once() -> None:
+            # In a copy of the context, with a count cell of its own (the caller's is shared
+            # in place by the contexts its flow copies).
+            counts = _flow_steps.get() or {}
+            _flow_steps.set({**counts, self._serial: (step - 1, _Count(step - 1, _owner()))})
+            _current.set(self)
+            call()
+
+        try:
+            for _ in range(times):
+                self._keys = {kind: StreamKey(kind) for kind in self._keys}
+                self.misses = []
+                contextvars.copy_context().run(once)  # the step count stays in the copy
+                self._queues[key] = deque(saved[0])
+            return True
+        except Exception:  # a rehearsal: the program's own call reports what fails
+            return False
+        finally:
+            self._queues[key], self._keys, self.misses = saved[0], saved[2], saved[3]
+            self._played[saved[0][0]] = saved[1]
+            self._recognising = recognising
 
     @property
     def replaying(self) -> bool:

@@ -722,6 +722,62 @@ def test_replay_warms_up_what_the_cassette_answers(
     assert not any(report("record", tmp_path / "new.jsonl").values())
 
 
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+def test_replay_rehearses_its_first_call_and_leaves_no_trace(
+    tmp_path: Path, server: FakeServer, sdk: str
+) -> None:
+    """When replay starts, the first recorded call is replayed through the hook REHEARSALS
+    times (the interpreter specializes the code before the program's first call), and the
+    tape is left as it was: nothing played, no miss, no step counted; the run then replays
+    whole, strict."""
+    from tracetape.integrations import sdk as hooks
+
+    path = tmp_path / "run.jsonl"
+    expected = _run(path, "record", sdk, "sdk", stream=False, base=server.base_url)
+    runs = []
+    original = Tape.rehearse
+
+    def counted(self: Tape, key: str, call: Any, *, step: int, times: int) -> bool:
+        def once() -> object:
+            runs.append(key)
+            return call()
+
+        return original(self, key, once, step=step, times=times)
+
+    make, agent = SYNC[sdk]
+    with Tape(path, mode="replay", strict=True) as tape:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(Tape, "rehearse", counted)
+            with tape.patch_sdks():
+                assert list(tape.hooks.rehearsed.values()) == [True]
+                assert runs == [tape.records[0].key] * hooks.REHEARSALS
+                assert (tape.matched, tape.misses, tape.model_calls) == (0, [], 0)
+                assert len(tape.unplayed) == len(tape.records)
+                assert str(agent(make(server.base_url), TASK, stream=False)) == expected
+        assert tape.matched == len(tape.records)
+
+
+def test_a_rehearsal_that_misses_leaves_no_trace(tmp_path: Path, server: FakeServer) -> None:
+    """A rehearsal whose call misses (a first call the hook could not rebuild from its
+    record) stops at once and leaves the tape as it was: the run then replays whole."""
+    path = tmp_path / "run.jsonl"
+    expected = _run(path, "record", "openai", "sdk", stream=False, base=server.base_url)
+    with Tape(path, mode="replay") as tape:
+        key = tape.records[0].key
+        assert key is not None
+        calls: list[int] = []
+
+        def miss() -> None:
+            calls.append(tape.model_calls)
+            tape.play(tape.prepare("llm", {"messages": ["not recorded"], "step": 1}))
+
+        assert not tape.rehearse(key, miss, step=3, times=5)
+        assert calls == [2]  # the step given, counted in the rehearsal's own context
+        assert (tape.matched, tape.misses, tape.model_calls) == (0, [], 0)
+        with tape.patch_sdks():
+            assert str(openai_agent(_openai(server.base_url), TASK, stream=False)) == expected
+
+
 def test_threads_sharing_one_tape_replay_in_any_order(tmp_path: Path, server: FakeServer) -> None:
     """Two agents in two threads make SDK calls on one process-wide tape: each thread counts
     its own steps, so the run replays whatever order the calls arrive in."""
