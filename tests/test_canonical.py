@@ -278,20 +278,29 @@ def _full_key(kind: str, payload: Any) -> tuple[bytes, str]:
 _edits = st.sampled_from(["append", "append", "append", "edit", "fresh", "step"])
 
 
-@given(st.lists(st.tuples(_edits, st.lists(any_json, min_size=1, max_size=3)), max_size=12))
+# Text that looks like where a model request's messages end (StreamKey saves its state there).
+_MARK = '],"params":'
+_marked = any_json | st.sampled_from([_MARK, {"content": _MARK + "{}"}, [_MARK]])
+_params = st.sampled_from(
+    [{"temperature": 0.5}, {"stop": _MARK}, {"temperature": 0.5, "x": [{"y": _MARK + "]"}]}]
+)
+
+
+@given(st.lists(st.tuples(_edits, st.lists(_marked, min_size=1, max_size=3), _params), max_size=12))
 @settings(max_examples=400, deadline=None)
-def test_incremental_key_is_the_full_key(steps: list[tuple[str, list[Any]]]) -> None:
-    """For any sequence of payloads, the incremental key (and text) equals the full path's."""
+def test_incremental_key_is_the_full_key(steps: list[tuple[str, list[Any], Any]]) -> None:
+    """For any sequence of payloads, the incremental key (and text) equals the full path's,
+    whatever the messages and params say (text that looks like the end of the messages)."""
     keys = StreamKey("llm")
     messages: list[Any] = [{"role": "system", "content": "be careful " * 10}]
-    for n, (edit, values) in enumerate(steps):
+    for n, (edit, values, params) in enumerate(steps):
         if edit == "append":
             messages = [*messages, *values]
         elif edit == "edit":
             messages = [values[0], *messages[1:]]
         elif edit == "fresh":
             messages = list(values)
-        payload = {"messages": messages, "params": {"temperature": 0.5}, "step": n}
+        payload = {"messages": messages, "params": params, "step": n}
         assert keys.key(payload) == _full_key("llm", payload)
 
 

@@ -234,6 +234,11 @@ def key_of(kind: str, blob: str) -> str:
     return f"{kind}:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
 
 
+# A model request's canonical text (``llm_payload``): its messages first, then its params.
+_MESSAGES_FIRST = b'{"messages":['
+_PARAMS_AFTER_MESSAGES = b'],"params":'
+
+
 class StreamKey:
     """The keys of one stream of payloads (a tape's decisions of one kind), computed
     incrementally: ``key_of(kind, canonical_json(payload))`` for each, at a cost that follows
@@ -269,9 +274,13 @@ class StreamKey:
             self._last, self._prefix, self._state = b"", b"", hashlib.sha256()
             text = _reference(payload)
             return text.encode(), key_of(self.kind, text)
-        # Save the state at the prefix this text shares with the last one: the next text of
-        # a growing conversation starts with it.
-        shared = common_prefix(self._last, raw, at)
+        # Save the state where the next text of a growing conversation will stop sharing
+        # this one: a model request's messages end where its params start (one search from
+        # the end), else the prefix this text shares with the last one. Any prefix of this
+        # text is right; a longer shared one saves hashing.
+        shared = raw.rfind(_PARAMS_AFTER_MESSAGES) if raw.startswith(_MESSAGES_FIRST) else -1
+        if shared <= at:
+            shared = common_prefix(self._last, raw, at)
         state = self._state.copy() if at else hashlib.sha256()
         view = memoryview(raw)
         state.update(view[at:shared])

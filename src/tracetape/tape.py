@@ -106,11 +106,13 @@ def key(kind: str, payload: Any) -> str:
 class HookState:
     """What the SDK and HTTP hooks keep per tape (``tape.hooks``): the captures of responses
     still being read (written when they end), and the endpoints the cassette answers (found
-    once, to warm replay up) and whether each was rehearsed."""
+    once, to warm replay up), whether each one's first call was rehearsed, and the SDKs a
+    client was built for."""
 
     pending: set[Any] = field(default_factory=set)
     answered: dict[str, Any] | None = None
     rehearsed: dict[Any, bool] = field(default_factory=dict)
+    built: set[str] = field(default_factory=set)
 
 
 _current: contextvars.ContextVar[Tape | None] = contextvars.ContextVar("tracetape", default=None)
@@ -141,10 +143,10 @@ def _task() -> object | None:
     aio = sys.modules.get("asyncio")  # a program that never imported asyncio runs no task
     if aio is None:
         return None
-    try:
-        task: object | None = aio.current_task()
-    except RuntimeError:  # no running loop in this thread
+    loop = aio._get_running_loop()  # None outside a loop (current_task would raise)
+    if loop is None:
         return None
+    task: object | None = aio.current_task(loop)
     return task
 
 

@@ -127,8 +127,11 @@ def endpoint_for_path(path: str) -> Endpoint | None:
 
 def _tool_name(tool: Any) -> str:
     if type(tool) is dict or isinstance(tool, Mapping):
-        function = tool.get("function")
-        name = tool.get("name") or (function.get("name") if isinstance(function, Mapping) else None)
+        name = tool.get("name")
+        if not name:
+            function = tool.get("function")
+            if type(function) is dict or isinstance(function, Mapping):
+                name = function.get("name")
         return str(name or tool.get("type") or "")
     function = getattr(tool, "function", None)
     return str(getattr(tool, "name", None) or getattr(function, "name", None) or "")

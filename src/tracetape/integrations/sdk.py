@@ -494,10 +494,11 @@ def _answered(tape: Tape) -> dict[str, Any]:
     return found
 
 
-def warm_up(tape: Tape, sdk: str | None = None) -> None:
+def warm_up(tape: Tape, sdk: str | None = None, *, rehearse: bool = True) -> None:
     """Import the resource modules and build the response types that replaying ``tape``
-    needs, for ``sdk`` (or each SDK already imported). Never imports an SDK; errors are left
-    to the call that would have met them."""
+    needs, for ``sdk`` (or each SDK already imported), and rehearse its first call
+    (``_rehearse``). Never imports an SDK; errors are left to the call that would have met
+    them."""
     if not tape.replaying:
         return
     answered = _answered(tape)
@@ -508,8 +509,24 @@ def warm_up(tape: Tape, sdk: str | None = None) -> None:
             continue
         _warm(target, answered[target.endpoint])
         _, streamed, rec = answered[target.endpoint]
-        if not streamed and target not in tape.hooks.rehearsed:
+        if rehearse and not streamed:
             tape.hooks.rehearsed[target] = _rehearse(tape, target, rec)
+
+
+def _rehearse_when_built(original: Callable[..., Any], sdk: str) -> Callable[..., Any]:
+    """An SDK client's ``__init__``: the first client a replaying tape sees built rehearses
+    the tape's first call (a program builds its client right before it calls the model;
+    building one runs some 20 ms of other code, after which the replay path is cold again)."""
+
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        tape = resolve_tape()
+        if tape is not None and tape.replaying and sdk not in tape.hooks.built:
+            tape.hooks.built.add(sdk)
+            warm_up(tape, sdk)
+
+    return __init__
 
 
 # The class a client's attribute imports on first read, where it is not the target's own.
@@ -616,7 +633,11 @@ def _active(group: str) -> bool:
 
 
 def _watched() -> set[str]:
-    return {t.module for t in _targets()} | {*_HTTPX, *_SDKS}
+    return {t.module for t in _targets()} | {*_HTTPX, *_SDKS, *_CLIENTS}
+
+
+# Where each SDK's (sync) client class is defined: building one rehearses replay.
+_CLIENTS = {"openai._client": ("openai", "OpenAI"), "anthropic._client": ("anthropic", "Anthropic")}
 
 
 def _patch_attr(group: str, cls: type, name: str, wrapper: Callable[..., Any]) -> None:
@@ -639,6 +660,12 @@ def _patch_module(name: str, module: ModuleType) -> None:
             original = base.__dict__["_calculate_retry_timeout"]
             _patch_attr("http", base, "_calculate_retry_timeout", _no_retry_of_a_miss(original))
         return
+    if name in _CLIENTS:
+        sdk, cls_name = _CLIENTS[name]
+        client = getattr(module, cls_name, None)
+        if client is not None and "__init__" in client.__dict__:
+            _patch_attr("sdk", client, "__init__", _rehearse_when_built(client.__init__, sdk))
+        return
     for target in _targets():
         cls = getattr(module, target.cls, None) if target.module == name else None
         if cls is None or "create" not in cls.__dict__:
@@ -660,8 +687,8 @@ def _imported(name: str, module: ModuleType) -> None:
             _patch_module(name, module)
     if name in _SDKS:
         tape = resolve_tape()
-        if tape is not None:
-            warm_up(tape, name)
+        if tape is not None:  # its first call is rehearsed when a client is built
+            warm_up(tape, name, rehearse=False)
 
 
 class _PatchingLoader:
