@@ -281,7 +281,7 @@ class StreamKey:
         shared = raw.rfind(_PARAMS_AFTER_MESSAGES) if raw.startswith(_MESSAGES_FIRST) else -1
         if shared <= at:
             shared = common_prefix(self._last, raw, at)
-        state = self._state.copy() if at else hashlib.sha256()
+        state = self._state if at else hashlib.sha256()  # the saved state moves on
         view = memoryview(raw)
         state.update(view[at:shared])
         self._last, self._prefix, self._state = raw, raw[:shared], state
