@@ -182,8 +182,6 @@ _MIN_FIELD_VALUE = 4  # "yes", "no", "n/a" under a secret name are not secrets
 _MIN_KNOWN = 6  # a secret shorter than this is not replaced everywhere it appears
 _MAX_CACHED = 16 * 1024 * 1024  # characters of strings remembered with their redaction
 _SCALARS = frozenset({str, dict, list, tuple, int, float, bool, type(None)})
-# An object's key in canonical JSON (one without escapes: a secret name has none)
-_KEY = re.compile(r'(?<![\\"])"([^"\\]{1,100})":')
 _PLACEHOLDER_RE = re.compile(r"\[REDACTED:[A-Za-z0-9_]+:[0-9a-f]{12}\]")
 _PLACEHOLDER_PARTS = re.compile(r"\[REDACTED:([A-Za-z0-9_]+):([0-9a-f]{12})\]")
 _WORD = re.compile(r"[^\s\"'`,;()\[\]{}<>]{6,}")
@@ -204,6 +202,10 @@ FIELD = "field"
 # quotes; whether the name is a secret's is ``Redactor.secret_name``'s to say.
 _KEY_NAME = r"[A-Za-z0-9_\-. ]{1,100}"
 _SITE = re.compile(rf'(\\*)"({_KEY_NAME})\1"\s*:')
+# The names of what may be object keys: an object's keys in canonical JSON (a secret name has
+# no escape) and ``_SITE``'s names, and more; found at twice their speed (a match starts at a
+# quote), to tell whether any is secret before the exact search.
+_KEY_ANY = re.compile(r'"([^"\\]{1,100})\\*"\s*:')
 # The string value after such a key, up to its closing quote.
 _FIELD_VALUE = (
     rf'(?P<q>\\*)"{_KEY_NAME}(?P=q)"\s*:\s*(?P=q)"'
@@ -391,7 +393,7 @@ class Redactor:
         if (
             field is not None
             and ":" in low
-            and any(self.secret_name(n) for n in {g[1] for g in _SITE.findall(text, start, end)})
+            and any(self.secret_name(n) for n in set(_KEY_ANY.findall(text, start, end)))
         ):
             for site in _SITE.finditer(text, start, end):
                 if self.secret_name(site.group(2)):
@@ -493,7 +495,7 @@ class Redactor:
         if any(text.find(e, start) >= 0 for e in self._known_escaped):
             return False
         # Each distinct key once: a batch of records repeats the same few keys.
-        return not any(self.secret_name(name) for name in set(_KEY.findall(text, start)))
+        return not any(self.secret_name(name) for name in set(_KEY_ANY.findall(text, start)))
 
     def redact_json(self, text: str) -> str:
         """Redact a canonical JSON text on its parsed structure (the key's input): the same

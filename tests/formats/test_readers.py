@@ -267,6 +267,15 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
             id="mixed-schemas",
         ),
         pytest.param(b"[1, 2]\n", None, "list", id="array-line"),
+        pytest.param(
+            b'{"run_id": "r", "step": 3, "tool": "t", "output_sha": "x", "args": '
+            + b"[" * 202
+            + b"]" * 202
+            + b"}\n",
+            "args",
+            "nested deeper than the 200 levels",
+            id="args-too-deep",
+        ),
     ],
 )
 def test_bad_lines_name_file_line_and_field(
@@ -282,6 +291,19 @@ def test_bad_lines_name_file_line_and_field(
     assert info.value.field == field
     assert str(info.value).startswith(f"{path}:2: ")
     assert "--skip-bad-lines" in str(info.value)
+
+
+def test_args_as_deep_as_the_limit_are_read_and_brackets_in_strings_cost_nothing(
+    tmp_path: Path,
+) -> None:
+    """Arguments nested 200 levels deep are read; a line whose strings hold many brackets is
+    walked for its depth and read too (the bracket count only decides whether to walk)."""
+    deep = {"run_id": "r", "step": 1, "tool": "t", "output_sha": "x", "args": {"q": "[{" * 300}}
+    nested: Any = 0
+    for _ in range(199):
+        nested = [nested]
+    path = write_jsonl(tmp_path / "t.jsonl", [deep, {**deep, "args": {"a": nested}}])
+    assert [e.input["args"] for e in _events(path)] == [deep["args"], {"a": nested}]
 
 
 def test_skip_bad_lines_counts_what_it_skipped(tmp_path: Path) -> None:
