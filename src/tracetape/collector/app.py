@@ -26,7 +26,7 @@ import hmac
 import json
 import math
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
@@ -37,7 +37,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._version import __version__
 from ..analysis import AnalysisConfig, check_records, diff_records
@@ -108,17 +108,23 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     app.state.db, app.state.settings = db, conf
     too_big = f"the body is over {conf.max_body} bytes; send smaller batches"
 
-    class Limit(BaseHTTPMiddleware):
-        async def dispatch(
-            self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
-        ) -> Response:
-            length = request.headers.get("content-length")
-            if length is not None:
-                if not length.isdigit():
-                    return _error(400, "Content-Length is not a number")
-                if int(length) > conf.max_body:
-                    return _error(413, too_big)
-            return await call_next(request)
+    class Limit:
+        """Refuse a body declared too big before reading it (plain ASGI: a response passes
+        through untouched, where ``BaseHTTPMiddleware`` would stream it through a queue)."""
+
+        def __init__(self, app: ASGIApp):
+            self.app = app
+
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] == "http":
+                length = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+                if length is not None and not length.isdigit():
+                    await _error(400, "Content-Length is not a number")(scope, receive, send)
+                    return
+                if length is not None and int(length) > conf.max_body:
+                    await _error(413, too_big)(scope, receive, send)
+                    return
+            await self.app(scope, receive, send)
 
     app.add_middleware(Limit)
 
