@@ -23,7 +23,7 @@ import msgspec
 __all__ = ["Decision", "Record", "RecordTexts", "call_args"]
 
 
-class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
     """One decision of one run and its output, whatever file, store or hook it came from.
 
     ``kind`` is ``"llm"``, ``"tool"``, ``"env"``... and ``key`` the decision key
@@ -34,6 +34,7 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     format numbers nothing), ``digests`` the per-field digests of the input
     (``canonical.field_digests``), ``extra`` whatever fields of the source line have no place
     here (a span's ``model_decision``), and ``source``/``line`` where it was read from.
+    Encoded as JSON (how a store keeps it), a field at its default is left out.
 
     >>> rec = Record(kind="tool", key="tool:7d66ff5c9b68eeda", name="search", step=1,
     ...              input={"name": "search", "args": {"q": "x"}, "step": 1}, out=["#12"])

@@ -114,3 +114,18 @@ def test_texts_duckdb_cannot_read_as_python_does_fall_back(
     assert [r[6] for r in rows] == ['{"q":1}', '{"q":1}']
     monkeypatch.undo()
     assert check_records(texts).to_dict() == check_records(texts.records()).to_dict()
+
+
+def test_texts_stored_with_every_field_read_as_those_without_defaults() -> None:
+    """A store written before records left their defaults out (every field, nulls and all)
+    reads the same: a missing field and an explicit null are one thing to the analysis."""
+    recs = [
+        Record(kind="tool", run="r", name="ls", step=1, input={"args": {"p": "."}, "step": 1}),
+        Record(kind="tool", run="r", name="ls", step=2, input={"args": {"p": "."}, "step": 2}),
+        Record(kind="llm", key="llm:1", run="r", step=3),
+    ]
+    full = RecordTexts([msgspec.json.encode(msgspec.structs.asdict(r)) for r in recs])
+    assert b'"out":null' in full.texts[0]
+    assert b'"out"' not in _texts(recs).texts[0]
+    assert check_records(full).to_dict() == check_records(_texts(recs)).to_dict()
+    assert full.records() == recs

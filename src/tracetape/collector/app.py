@@ -387,7 +387,9 @@ def _many(config: AnalysisConfig) -> AnalysisConfig:
 
 
 def _plain(rec: Any) -> dict[str, Any]:
-    return {k: v for k, v in msgspec.to_builtins(rec).items() if v is not None}
+    """A record as an event of the API: every field that is not None (a 0 and an empty
+    string too, which the stored form leaves out as defaults)."""
+    return {k: v for k, v in msgspec.structs.asdict(rec).items() if v is not None}
 
 
 def _source(texts: RecordTexts) -> str:
