@@ -211,3 +211,47 @@ def test_run_ids_with_quotes_are_values_not_sql(tmp_path: Path) -> None:
     assert (report.baseline or {})["run"] == runs[0]
     assert (report.candidate or {})["run"] == runs[1]
     assert report.replay == {"unique": 1, "mismatches": 1, "unrecorded": 0}
+
+
+def _split(tmp_path: Path, name: str, parts: int, records: list[dict[str, Any]]) -> list[Path]:
+    """``records`` dealt round-robin over ``parts`` files (a run's calls in every file)."""
+    return [write_jsonl(tmp_path / f"{name}-{k}.jsonl", records[k::parts]) for k in range(parts)]
+
+
+def test_many_files_are_read_in_one_statement_as_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A side of several seed-JSONL files is read by one read_json (a fleet's day is many
+    small files) and reports as the Python reader does; a file DuckDB cannot read exactly (a
+    bad line, skipped) and one whose name DuckDB would take for a pattern are read by Python;
+    a file given twice is read twice (one statement each)."""
+    from .test_fast_path import python_reader
+
+    records = [
+        call(f"r{i % 7}", 1 + i // 7, f"t{i % 3}", {"k": i % 11}, f"o{i % 5}") for i in range(400)
+    ]
+    a = _split(tmp_path, "a", 4, records[:200])
+    b = _split(tmp_path, "b", 3, records[200:])
+    statements: list[int] = []
+    load = Calls._load_jsonl
+    monkeypatch.setattr(
+        Calls, "_load_jsonl", lambda self, ix: (statements.append(len(ix)), load(self, ix))[1]
+    )
+    with python_reader():
+        expected = diff_traces(a, b).to_dict()
+    assert diff_traces(a, b).to_dict() == expected
+    assert statements[0] == 7  # every file in the first statement
+
+    bad = a[1].read_bytes() + b"{not json}\n"
+    a[1].write_bytes(bad)
+    pattern = tmp_path / "b[1].jsonl"
+    pattern.write_bytes(b[1].read_bytes())
+    (tmp_path / "b1.jsonl").write_bytes(b[0].read_bytes())  # what the pattern would match
+    b[1] = pattern
+    with Calls(AnalysisConfig(), skip_bad_lines=True) as calls:
+        calls.load([Input(p) for p in [*a, *b, a[0]]])
+        assert calls._fast == {0, 2, 3, 4, 6, 7}  # not the bad file, nor the pattern
+        rows = calls.rows("SELECT file, count(*), min(seq), max(seq) FROM calls0 GROUP BY file")
+    counts = {f: (n, lo, hi) for f, n, lo, hi in rows}
+    sizes = [len(p.read_bytes().splitlines()) for p in [*a, *b, a[0]]]
+    assert counts == {i: (n - (i == 1), 1, n - (i == 1)) for i, n in enumerate(sizes)}

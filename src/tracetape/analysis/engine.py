@@ -66,6 +66,7 @@ PARQUET_MAGIC = b"PAR1"
 ORD = "(file::BIGINT << 40 | seq)"
 _SEQ_BITS = 40
 _BATCH = 1 << 16
+_GLOB_CHARS = frozenset("*?[{")
 # A small analysis runs faster on one thread: below about 100,000 calls DuckDB's parallel
 # operators cost more than they save (measured on 2 cores: a diff of two 10,000-call runs
 # 10% faster, of 100,000-line traces 10% faster, of 300,000-line ones 20% slower). So an
@@ -103,10 +104,11 @@ _JSONL_OK = """
                             AND TRY_CAST(tokens AS BIGINT) IS NOT NULL))
 """
 _JSONL_SELECT = """
-    SELECT run_id->>'$' AS run, TRY_CAST(step AS BIGINT) AS step, tool->>'$' AS name,
-           CAST(args AS VARCHAR) AS args, output_sha->>'$' AS out, effect->>'$' AS effect,
-           TRY_CAST(tokens AS BIGINT) AS tokens, coalesce({ok}, false) AS ok
-    FROM read_json(?, format = 'newline_delimited', columns = {fields},
+    SELECT filename, run_id->>'$' AS run, TRY_CAST(step AS BIGINT) AS step,
+           tool->>'$' AS name, CAST(args AS VARCHAR) AS args, output_sha->>'$' AS out,
+           effect->>'$' AS effect, TRY_CAST(tokens AS BIGINT) AS tokens,
+           coalesce({ok}, false) AS ok
+    FROM read_json(?, format = 'newline_delimited', columns = {fields}, filename = true,
                    maximum_object_size = 16777216)
 """
 # Per signature and output: where the output was first seen (the call's ``ord``), on which
@@ -147,10 +149,6 @@ class Input:
     path: Path
     side: int = 1
     fmt: TraceFormat = TraceFormat.AUTO
-
-
-class _NotExact(Exception):
-    """The fast path cannot read this file exactly: read it with the Python reader."""
 
 
 def fill_steps(records: Iterator[Record]) -> Iterator[Record]:
@@ -305,7 +303,9 @@ class Calls:
     # -- loading -------------------------------------------------------------------------------
 
     def load(self, inputs: Sequence[Input]) -> None:
-        """Read every input into ``calls0``, in order (see the module docstring)."""
+        """Read every input into ``calls0`` (see the module docstring). The seed-JSONL files
+        are read together, in one statement (a fleet's day is many small files)."""
+        jsonl: list[int] = []
         for inp in inputs:
             index = len(self.inputs)
             self.inputs.append(inp)
@@ -319,12 +319,12 @@ class Calls:
                 fmt = detect_format(inp.path, skip_bad_lines=self.skip_bad_lines)
                 inp.fmt = fmt
             if fmt is TraceFormat.JSONL:
-                try:
-                    self._load_jsonl(index)
-                    self._fast.add(index)
-                    continue
-                except _NotExact:
-                    pass
+                jsonl.append(index)
+                continue
+            self._load_records(index)
+        slow = self._load_jsonl(jsonl) if jsonl else set()
+        self._fast.update(set(jsonl) - slow)
+        for index in sorted(slow):
             self._load_records(index)
 
     def _report(self, index: int) -> None:
@@ -332,40 +332,79 @@ class Calls:
             path = self.inputs[index].path
             self.progress(path, path.stat().st_size)
 
-    def _load_jsonl(self, index: int) -> None:
+    def _load_jsonl(self, indices: list[int]) -> set[int]:
+        """Read seed-JSONL files through DuckDB's ``read_json``, all in one statement; return
+        those it cannot read exactly (each is then read by the Python reader). A statement
+        that fails (a line that is not JSON) is tried again one file at a time, to tell
+        which."""
         import duckdb
 
-        path = self.inputs[index].path
+        paths = [self.inputs[i].path for i in indices]
+        # DuckDB reads a name holding * ? [ { as a pattern: such a file is read by Python.
+        slow = {i for i, p in zip(indices, paths, strict=True) if _GLOB_CHARS & set(str(p))}
+        if slow:
+            rest = [i for i in indices if i not in slow]
+            return slow | (self._load_jsonl(rest) if rest else set())
+        if len(set(paths)) < len(paths):  # a file given twice (diff A A) is read twice
+            return set().union(*(self._load_jsonl([i]) for i in indices))
         con = self.con
         query = _JSONL_SELECT.format(ok=_JSONL_OK, fields=_JSONL_FIELDS)
         try:
-            # The file's lines are counted here while DuckDB reads it (in another thread).
+            # The files' lines are counted here while DuckDB reads them (in another thread).
             lines = self._watched(
-                f"CREATE TABLE stage AS {query}", [str(path)], path, lambda: _lines_in(path)
+                f"CREATE TABLE stage AS {query}",
+                [[str(p) for p in paths]],
+                paths,
+                lambda: [_lines_in(p) for p in paths],
             )
         except duckdb.Error:
-            raise _NotExact from None
+            with suppress(duckdb.Error):
+                con.execute("DROP TABLE IF EXISTS stage")
+            if len(indices) == 1:
+                return set(indices)
+            return set().union(*(self._load_jsonl([i]) for i in indices))
         try:
-            rows, bad = con.execute(
-                "SELECT count(*), count(*) FILTER (WHERE NOT ok) FROM stage"
-            ).fetchone() or (0, 0)
-            if bad or rows != lines or not rows:
-                raise _NotExact
-            con.execute(
-                "INSERT INTO calls0 SELECT ?, rowid + 1, rowid + 1, run, step, 'tool', name, "
-                "args, out, effect, tokens FROM stage",
-                [index],
-            )
+            # Each file's rows, bad rows and first row: a file's rows are consecutive, in
+            # its line order (the insertion order is kept), so a row's line is its offset.
+            found = {
+                name: (rows, bad, first, last)
+                for name, rows, bad, first, last in con.execute(
+                    "SELECT filename, count(*), count(*) FILTER (WHERE NOT ok), min(rowid), "
+                    "max(rowid) FROM stage GROUP BY filename"
+                ).fetchall()
+            }
+            firsts = []
+            for index, path, count in zip(indices, paths, lines, strict=True):
+                rows, bad, first, last = found.get(str(path), (0, 0, 0, -1))
+                if bad or not rows or rows != count or last - first + 1 != rows:
+                    slow.add(index)
+                else:
+                    firsts.append((str(path), index, first))
+            if firsts:
+                con.execute(
+                    "INSERT INTO calls0 SELECT f.idx, s.rowid - f.first + 1, "
+                    "s.rowid - f.first + 1, run, step, 'tool', name, args, out, effect, tokens "
+                    "FROM stage s JOIN (SELECT unnest($1) AS filename, unnest($2) AS idx, "
+                    "unnest($3) AS first) f USING (filename)",
+                    [[f[0] for f in firsts], [f[1] for f in firsts], [f[2] for f in firsts]],
+                )
         finally:
             con.execute("DROP TABLE stage")
-        self._report(index)
+        for index in indices:
+            if index not in slow:
+                self._report(index)
+        return slow
 
     def _watched(
-        self, query: str, params: list[Any], path: Path, meanwhile: Callable[[], int]
-    ) -> int:
-        """Run ``query`` reading ``path`` in another thread while this one runs
+        self,
+        query: str,
+        params: list[Any],
+        paths: Sequence[Path],
+        meanwhile: Callable[[], list[int]],
+    ) -> list[int]:
+        """Run ``query`` reading ``paths`` in another thread while this one runs
         ``meanwhile`` (DuckDB lets go of the GIL), then reports the query's progress as bytes
-        of the file; return what ``meanwhile`` returned."""
+        of the files, in order; return what ``meanwhile`` returned."""
         failure: list[BaseException] = []
 
         def run() -> None:
@@ -382,12 +421,17 @@ class Calls:
             progress = self.progress
             if progress is None:
                 worker.join()
-            size = path.stat().st_size if progress is not None else 0
+            sizes = [p.stat().st_size for p in paths] if progress is not None else []
             while worker.is_alive():
                 worker.join(0.05)
                 done = self.con.query_progress()
                 if progress is not None and done > 0:
-                    progress(path, int(size * min(done, 100.0) / 100))
+                    left = int(sum(sizes) * min(done, 100.0) / 100)
+                    for path, size in zip(paths, sizes, strict=True):  # the files read so far
+                        progress(path, min(size, left))
+                        left -= min(size, left)
+                        if not left:
+                            break
         if failure:
             raise failure[0]
         return result
