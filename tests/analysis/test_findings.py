@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracetape.analysis import (
     AnalysisConfig,
@@ -322,3 +325,87 @@ def test_a_capped_pattern_ends_with_how_many_more(tmp_path: Path) -> None:
     assert lines[2] == more
     assert more in render_markdown(report)
     assert report.counts["duplicate-call"] == 5
+
+
+def _stretch_reference(runs: Any, calls: int, explore: int) -> dict[str, int]:
+    """fanout and exploration counted the plain way: a step segment is a stretch of
+    consecutive calls of a run with the same step."""
+    fanout = exploration = 0
+    for run in runs:
+        stretches: list[tuple[int | None, list[tuple[str, int]]]] = []
+        for step, tool, q in run:
+            if stretches and stretches[-1][0] == step:
+                stretches[-1][1].append((tool, q))
+            else:
+                stretches.append((step, [(tool, q)]))
+        for _, made in stretches:
+            fanout += len(made) > calls
+            by_tool: dict[str, set[int]] = {}
+            for tool, q in made:
+                by_tool.setdefault(tool, set()).add(q)
+            exploration += sum(len(qs) > explore for qs in by_tool.values())
+    return {"fanout": fanout, "exploration": exploration}
+
+
+_steps_runs = st.lists(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.sampled_from(["s", "t"]), st.integers(0, 3)),
+        min_size=1,
+        max_size=14,
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(runs=_steps_runs, calls=st.integers(1, 4), explore=st.integers(1, 3))
+def test_step_segments_are_stretches_of_one_step(
+    runs: list[list[tuple[int, str, int]]], calls: int, explore: int
+) -> None:
+    """Whatever the order of a run's steps (up, down, back again), fanout and exploration
+    count what a plain walk over stretches of one step counts."""
+    records = [
+        call(f"r{i}", step, tool, {"q": q}, "o")
+        for i, run in enumerate(runs)
+        for step, tool, q in run
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        report = check(Path(tmp), records, max_calls_per_step=calls, exploration=explore)
+    found = {p: report.counts.get(p, 0) for p in ("fanout", "exploration")}
+    assert found == _stretch_reference(runs, calls, explore)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    runs=st.lists(
+        st.lists(
+            st.tuples(
+                st.none() | st.integers(0, 2), st.sampled_from(["s", "t"]), st.integers(0, 3)
+            ),
+            min_size=1,
+            max_size=14,
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    calls=st.integers(1, 3),
+)
+def test_step_segments_with_no_step_are_stretches_too(
+    runs: list[list[tuple[int | None, str, int]]], calls: int
+) -> None:
+    """Records without a step (a span, a cassette's tool calls) make stretches of their own:
+    calls with no step in a row are one segment, apart from any numbered step."""
+    from tracetape.analysis import check_records
+    from tracetape.record import Record
+
+    records = [
+        Record(kind="tool", run=f"r{i}", name=tool, step=step, input={"args": {"q": q}},
+               out_digest="o", line=k + 1)
+        for i, run in enumerate(runs)
+        for k, (step, tool, q) in enumerate(run)
+    ]  # fmt: skip
+    config = AnalysisConfig(limits=Limits().merged(max_calls_per_step=calls, exploration=1))
+    report = check_records(records, config=config)
+    found = {p: report.counts.get(p, 0) for p in ("fanout", "exploration")}
+    assert found == _stretch_reference(runs, calls, 1)

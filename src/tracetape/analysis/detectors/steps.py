@@ -14,24 +14,21 @@ from . import Context
 # The calls that may belong to a step segment over a bound, each with its segment. In a run
 # whose steps never go down, a segment is a step number, and only step numbers called more
 # than ``$1`` times are kept. In any other run (or one with a step NULL), a call's segment
-# is the latest call at or before it, of the same run and step, that opens a segment (an
-# ASOF join; a step NULL is keyed apart from every number).
+# is the latest call at or before it that opens a segment (a running maximum in call order):
+# a run's first call opens one, and so does each call whose step differs from its
+# predecessor's (a step NULL from a number too), so that call opened the call's own stretch.
 _SEGMENTS = """
     CREATE TABLE seg_calls AS
-    WITH unordered AS (
-        SELECT c.*, c.opens_run OR c.new_seg AS opens,
-               coalesce(c.step::HUGEINT, -(1::HUGEINT << 64)) AS skey
-        FROM calls c SEMI JOIN (SELECT side, run FROM runs WHERE unordered) USING (side, run)
-    )
     SELECT c.side, c.run, c.ord, c.line, c.step, c.name, c.sid, c.step AS seg
     FROM calls c
     JOIN (SELECT side, run, step FROM calls GROUP BY ALL HAVING count(*) > $1) k
         USING (side, run, step)
     SEMI JOIN (SELECT side, run FROM runs WHERE NOT unordered) USING (side, run)
     UNION ALL
-    SELECT f.side, f.run, f.ord, f.line, f.step, f.name, f.sid, s.ord AS seg
-    FROM unordered f ASOF JOIN (SELECT side, run, skey, ord FROM unordered WHERE opens) s
-        ON f.side = s.side AND f.run = s.run AND f.skey = s.skey AND f.ord >= s.ord
+    SELECT c.side, c.run, c.ord, c.line, c.step, c.name, c.sid,
+           max(c.ord) FILTER (WHERE c.opens_run OR c.new_seg)
+               OVER (PARTITION BY c.side, c.run ORDER BY c.ord ROWS UNBOUNDED PRECEDING) AS seg
+    FROM calls c SEMI JOIN (SELECT side, run FROM runs WHERE unordered) USING (side, run)
 """
 _BIG = """
     CREATE TABLE big_segs AS
