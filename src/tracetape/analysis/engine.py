@@ -3,12 +3,15 @@
 ``Calls.load`` reads the inputs into the table ``calls0`` (one row a call: ``file, seq, line,
 run, step, kind, name, args, out, effect, tokens``; ``seq`` orders a file's calls):
 
-* a seed-JSONL file goes straight through DuckDB's ``read_json`` with every field read as
-  JSON, its types checked in SQL as the Python reader checks them. The fast path is taken
-  only where it is exact: if a field has another type, a line is blank, torn or not JSON, or
-  an argument does not parse as the Python reader parses it, the file is read again by the
-  Python reader, which names the bad line and field (or skips it under ``skip_bad_lines``);
+* the seed-JSONL files go straight through one DuckDB ``read_json`` (a fleet's day is many
+  files) with every field read as JSON, its types checked in SQL as the Python reader checks
+  them. The fast path is taken only where it is exact: if a field has another type, a line
+  is blank, torn or not JSON, or an argument does not parse as the Python reader parses it,
+  the file is read again by the Python reader, which names the bad line and field (or skips
+  it under ``skip_bad_lines``);
 * a Parquet file written by ``tracetape export --parquet`` is read as it is;
+* records given as their JSON texts (``RecordTexts``: a store's rows) are read by
+  ``read_json`` too, with ``call_args`` in SQL;
 * every other format (cassettes, span records, OTLP/JSON) is read as ``Record`` s by
   ``formats.read_records`` and bulk-loaded through a temporary JSONL file.
 
