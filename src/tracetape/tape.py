@@ -19,6 +19,7 @@ recorded, naming the fields that changed.
 from __future__ import annotations
 
 import contextvars
+import copy
 import itertools
 import json
 import os
@@ -361,8 +362,10 @@ class Tape:
 
     def rehearse(self, key: str, call: Callable[[], object], *, step: int, times: int) -> bool:
         """Run ``call`` (a hooked call of the recorded decision ``key``, as model step
-        ``step``) ``times`` times and leave no trace of it: no decision played, no miss, no
-        step counted, no keying state changed. Returns whether every run replayed.
+        ``step``) ``times`` times and leave no trace of it: each run goes through a shadow of
+        this tape (its records, with replay state of its own), bound in a copy of the context
+        with a step count of its own, so nothing of this tape changes, whatever other threads
+        do with it meanwhile. Returns whether every run replayed.
 
         The replay path is warmed up this way when replay starts: its code is run, then
         specialized by the interpreter, before the program's first call (a cold first call
@@ -371,30 +374,25 @@ class Tape:
         queue = self._queues.get(key)
         if self.mode is not Mode.REPLAY or not queue:
             return False
-        saved = (deque(queue), self._played[queue[0]], self._keys, self.misses)
-        recognising = self._recognising
+        first = queue[0]
 
         def once() -> None:
-            # In a copy of the context, with a count cell of its own (the caller's is shared
-            # in place by the contexts its flow copies).
+            shadow = copy.copy(self)
+            shadow._queues = {key: deque([first])}
+            shadow._played = bytearray(first + 1)
+            shadow._keys = {kind: StreamKey(kind) for kind in self._keys}
+            shadow.misses = []
             counts = _flow_steps.get() or {}
             _flow_steps.set({**counts, self._serial: (step - 1, _Count(step - 1, _owner()))})
-            _current.set(self)
+            _current.set(shadow)
             call()
 
         try:
             for _ in range(times):
-                self._keys = {kind: StreamKey(kind) for kind in self._keys}
-                self.misses = []
-                contextvars.copy_context().run(once)  # the step count stays in the copy
-                self._queues[key] = deque(saved[0])
-            return True
+                contextvars.copy_context().run(once)
         except Exception:  # a rehearsal: the program's own call reports what fails
             return False
-        finally:
-            self._queues[key], self._keys, self.misses = saved[0], saved[2], saved[3]
-            self._played[saved[0][0]] = saved[1]
-            self._recognising = recognising
+        return True
 
     @property
     def replaying(self) -> bool:

@@ -28,6 +28,7 @@ from sdk_agents import (
 import tracetape
 from tracetape import ReplayMiss, Tape, read_cassette
 from tracetape.integrations import unpatch_all
+from tracetape.tape import current_tape
 
 OPENAI_KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz012345"
 ANTHROPIC_KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123"
@@ -768,14 +769,38 @@ def test_a_rehearsal_that_misses_leaves_no_trace(tmp_path: Path, server: FakeSer
         calls: list[int] = []
 
         def miss() -> None:
-            calls.append(tape.model_calls)
-            tape.play(tape.prepare("llm", {"messages": ["not recorded"], "step": 1}))
+            shadow = current_tape()  # what the hook resolves
+            assert shadow is not None and shadow is not tape
+            calls.append(shadow.model_calls)
+            shadow.play(shadow.prepare("llm", {"messages": ["not recorded"], "step": 1}))
 
         assert not tape.rehearse(key, miss, step=3, times=5)
         assert calls == [2]  # the step given, counted in the rehearsal's own context
         assert (tape.matched, tape.misses, tape.model_calls) == (0, [], 0)
         with tape.patch_sdks():
             assert str(openai_agent(_openai(server.base_url), TASK, stream=False)) == expected
+
+
+def test_a_rehearsal_leaves_what_another_flow_played_meanwhile(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """The rehearsal never touches the tape itself: a decision another thread plays while it
+    runs stays played."""
+    path = tmp_path / "run.jsonl"
+    _run(path, "record", "openai", "sdk", stream=False, base=server.base_url)
+    with (
+        pytest.warns(tracetape.TapeWarning, match="were never played"),  # the rest: on purpose
+        Tape(path, mode="replay") as tape,
+    ):
+        rec = tape.records[0]
+        assert rec.key is not None
+
+        def meanwhile() -> None:  # as another thread would, on the tape itself
+            if not tape.matched:
+                tape.play(tape.prepare("llm", rec.input))
+
+        assert tape.rehearse(rec.key, meanwhile, step=1, times=3)
+        assert (tape.matched, tape.unplayed[0].key) == (1, tape.records[1].key)
 
 
 def test_threads_sharing_one_tape_replay_in_any_order(tmp_path: Path, server: FakeServer) -> None:
