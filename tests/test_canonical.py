@@ -304,6 +304,43 @@ def test_incremental_key_is_the_full_key(steps: list[tuple[str, list[Any], Any]]
         assert keys.key(payload) == _full_key("llm", payload)
 
 
+_tools = st.sampled_from(
+    [
+        [],
+        [{"name": "search", "parameters": {"type": "object"}}],
+        [{"name": "t", "x": 1e-07, "y": 0.00001, "z": [_MARK, ',"tools":[']}],
+        [{"name": "u", "big": 2**70, "f": 1.5e300, "s": "é"}],
+    ]
+)
+
+
+@given(
+    st.lists(
+        st.tuples(_edits, st.lists(_marked, min_size=1, max_size=3), _params, _tools),
+        max_size=12,
+    )
+)
+@settings(max_examples=400, deadline=None)
+def test_incremental_key_of_requests_with_tools_is_the_full_key(
+    steps: list[tuple[str, list[Any], Any, Any]],
+) -> None:
+    """A model request as the SDK hooks key it (``finite``, tools last, the same schemas
+    each call or not): the incremental key equals the full path's, whatever the tools hold
+    (float forms orjson writes otherwise, big integers, non-ASCII, text that looks like the
+    structure)."""
+    keys = StreamKey("llm")
+    messages: list[Any] = [{"role": "system", "content": "be careful " * 10}]
+    for n, (edit, values, params, tools) in enumerate(steps):
+        if edit == "append":
+            messages = [*messages, *values]
+        elif edit == "edit":
+            messages = [values[0], *messages[1:]]
+        elif edit == "fresh":
+            messages = list(values)
+        payload = {"messages": messages, "params": params, "step": n, "tools": tools}
+        assert keys.key(payload, finite=True) == _full_key("llm", payload)
+
+
 @given(st.lists(any_json, min_size=1, max_size=8))
 @settings(max_examples=300, deadline=None)
 def test_incremental_key_of_any_values(values: list[Any]) -> None:
