@@ -727,10 +727,10 @@ def test_replay_warms_up_what_the_cassette_answers(
 def test_replay_rehearses_its_first_call_and_leaves_no_trace(
     tmp_path: Path, server: FakeServer, sdk: str
 ) -> None:
-    """When replay starts, the first recorded call is replayed through the hook REHEARSALS
-    times (the interpreter specializes the code before the program's first call), and the
-    tape is left as it was: nothing played, no miss, no step counted; the run then replays
-    whole, strict."""
+    """When replay starts, and when the first client is built, the first recorded call is
+    replayed through the hook REHEARSALS times (the interpreter specializes the code before
+    the program's first call), and the tape is left as it was: nothing played, no miss, no
+    step counted; the run then replays whole, strict."""
     from tracetape.integrations import sdk as hooks
 
     path = tmp_path / "run.jsonl"
@@ -754,7 +754,13 @@ def test_replay_rehearses_its_first_call_and_leaves_no_trace(
                 assert runs == [tape.records[0].key] * hooks.REHEARSALS
                 assert (tape.matched, tape.misses, tape.model_calls) == (0, [], 0)
                 assert len(tape.unplayed) == len(tape.records)
-                assert str(agent(make(server.base_url), TASK, stream=False)) == expected
+                # The first client built rehearses again (building one runs other code); each
+                # client gets the resources the cassette answers built, as replay starts.
+                client, other = make(server.base_url), make(server.base_url)
+                assert len(runs) == 2 * hooks.REHEARSALS
+                resource = "chat" if sdk == "openai" else "messages"
+                assert resource in vars(client) and resource in vars(other)
+                assert str(agent(client, TASK, stream=False)) == expected
         assert tape.matched == len(tape.records)
 
 

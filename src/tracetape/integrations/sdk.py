@@ -540,6 +540,12 @@ def _rehearse_when_built(original: Callable[..., Any], sdk: str) -> Callable[...
         if tape is not None and tape.replaying and sdk not in tape.hooks.built:
             tape.hooks.built.add(sdk)
             warm_up(tape, sdk)
+        if tape is not None and tape.replaying:
+            # The client's resources the cassette answers (``client.chat.completions``),
+            # which the SDK builds on first read: built now, as replay starts.
+            for name in _answered(tape).keys() & _ENDPOINTS_OF[sdk]:
+                with contextlib.suppress(Exception):
+                    functools.reduce(getattr, name.split("."), self)
 
     return __init__
 
@@ -651,6 +657,8 @@ def _watched() -> set[str]:
     return {t.module for t in _targets()} | {*_HTTPX, *_SDKS, *_CLIENTS}
 
 
+# The endpoints of each SDK, by the client attribute that reaches them.
+_ENDPOINTS_OF = {sdk: {t.endpoint for t in _targets() if t.sdk == sdk} for sdk in _SDKS}
 # Where each SDK's (sync) client class is defined: building one rehearses replay.
 _CLIENTS = {"openai._client": ("openai", "OpenAI"), "anthropic._client": ("anthropic", "Anthropic")}
 
