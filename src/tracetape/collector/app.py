@@ -254,20 +254,25 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             nxt = f"{last['last_seen']!r}~{last['run_id']}"
         return {"runs": found, "next": nxt}
 
-    def _stored(run_id: str) -> RecordTexts:
-        """The run's stored records (400 for a bad id, 404 for a run not there)."""
+    def _valid(run_id: str) -> None:
         if not RUN_ID.fullmatch(run_id):
             raise HTTPException(400, f"{run_id[:80]!r} is not a run id")
+
+    def _missing(run_id: str) -> HTTPException:
+        return HTTPException(404, f"no run {run_id!r} in this collector")
+
+    def _stored(run_id: str) -> RecordTexts:
+        """The run's stored records (400 for a bad id, 404 for a run not there)."""
+        _valid(run_id)
         texts = db.record_texts(run_id)
         if not texts.texts:
-            raise HTTPException(404, f"no run {run_id!r} in this collector")
+            raise _missing(run_id)
         return texts
 
     def _known(run_id: str) -> str:
-        if not RUN_ID.fullmatch(run_id):
-            raise HTTPException(400, f"{run_id[:80]!r} is not a run id")
+        _valid(run_id)
         if not db.run_exists(run_id):
-            raise HTTPException(404, f"no run {run_id!r} in this collector")
+            raise _missing(run_id)
         return run_id
 
     @app.get("/v1/runs/{run_id}", dependencies=auth, tags=["runs"])
