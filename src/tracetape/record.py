@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-__all__ = ["Decision", "Record", "RecordTexts", "call_args"]
+__all__ = ["Decision", "Record", "RecordTexts", "call_args", "decode_record"]
 
 
 class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
@@ -63,6 +63,10 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=
     line: int = 0
 
 
+# A record from its JSON text (``msgspec.json.encode``'s, as a store keeps it).
+decode_record = msgspec.json.Decoder(Record).decode
+
+
 class RecordTexts(NamedTuple):
     """Records as the JSON texts (UTF-8) ``msgspec.json.encode`` gives for them, the way a
     store keeps them: the analysis reads them in bulk (``analysis.diff_records``) without
@@ -77,8 +81,7 @@ class RecordTexts(NamedTuple):
 
     def records(self) -> list[Record]:
         """The records, decoded."""
-        decode = msgspec.json.Decoder(Record).decode
-        return [decode(text) for text in self.texts]
+        return [decode_record(text) for text in self.texts]
 
 
 def call_args(rec: Record) -> Any:

@@ -129,3 +129,32 @@ def test_texts_stored_with_every_field_read_as_those_without_defaults() -> None:
     assert b'"out"' not in _texts(recs).texts[0]
     assert check_records(full).to_dict() == check_records(_texts(recs)).to_dict()
     assert full.records() == recs
+
+
+def test_concurrent_analyses_in_one_workspace_keep_apart() -> None:
+    """A collector's requests analyse at once in one workspace (a schema each): each gets
+    its own report, the one a database of its own gives, and no schema is left behind."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tracetape.analysis.engine import Workspace
+
+    def run(k: int) -> list[Record]:
+        return [
+            Record(kind="tool", run=f"r{k}", name="t", step=i // 3 + 1,
+                   input={"args": {"q": (i * k) % 7}}, out_digest=f"o{i % (k + 2)}", line=i + 1)
+            for i in range(40 + k)
+        ]  # fmt: skip
+
+    pairs = [(_texts(run(k)), _texts(run(k + 1))) for k in range(8)]
+    alone = [diff_records(a, b).to_dict() for a, b in pairs]
+    workspace = Workspace()
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            shared = list(pool.map(lambda ab: diff_records(*ab, workspace=workspace), pairs * 3))
+        assert [r.to_dict() for r in shared] == alone * 3
+        (left,) = workspace.con.execute(
+            "SELECT count(*) FROM duckdb_schemas() WHERE schema_name LIKE 'analysis_%'"
+        ).fetchone() or (None,)
+        assert left == 0
+    finally:
+        workspace.close()

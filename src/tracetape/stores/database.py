@@ -36,7 +36,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..errors import CassetteNotFoundError, ConfigError
 from ..formats.cassette import Cassette
-from ..record import Record, RecordTexts
+from ..record import Record, RecordTexts, decode_record
 
 __all__ = [
     "DEFAULT_URL",
@@ -90,7 +90,6 @@ events = sa.Table(
 )
 
 _encode = msgspec.json.Encoder().encode
-_decode = msgspec.json.Decoder(Record).decode
 
 
 def batch_digest(lines: Iterable[bytes]) -> str:
@@ -275,7 +274,7 @@ class Database:
                 .order_by(events.c.id)
                 .limit(limit)
             )
-            return [(i, _decode(r)) for i, r in rows]
+            return [(i, decode_record(r)) for i, r in rows]
 
     def runs_by_id(self, ids: Sequence[str]) -> list[dict[str, Any]]:
         """The summary rows of the runs ``ids`` (those that exist)."""
