@@ -282,8 +282,14 @@ _edits = st.sampled_from(["append", "append", "append", "edit", "fresh", "step"]
 _MARK = '],"params":'
 _marked = any_json | st.sampled_from([_MARK, {"content": _MARK + "{}"}, [_MARK]])
 _params = st.sampled_from(
-    [{"temperature": 0.5}, {"stop": _MARK}, {"temperature": 0.5, "x": [{"y": _MARK + "]"}]}]
+    [
+        {"temperature": 0.5},
+        {"stop": _MARK},
+        {"temperature": 0.5, "x": [{"y": _MARK + "]"}]},
+        {"x": {"a": 1, "step": 3}, "y": ',"step":7,'},  # what looks like where the step is
+    ]
 )
+_step = st.sampled_from([0, 1, 9, 10, 99, 100, 2**40])
 
 
 # The tools of a model request as the SDK hooks key it (``finite``, tools last); None: a
@@ -301,28 +307,63 @@ _tools = st.sampled_from(
 
 @given(
     st.lists(
-        st.tuples(_edits, st.lists(_marked, min_size=1, max_size=3), _params, _tools),
+        st.tuples(_edits, st.lists(_marked, min_size=1, max_size=3), _params, _tools, _step),
         max_size=12,
     )
 )
 @settings(max_examples=600, deadline=None)
-def test_incremental_key_is_the_full_key(steps: list[tuple[str, list[Any], Any, Any]]) -> None:
+def test_incremental_key_is_the_full_key(
+    steps: list[tuple[str, list[Any], Any, Any, int]],
+) -> None:
     """For any sequence of payloads, the incremental key (and text) equals the full path's,
-    whatever the messages, params and tools hold: text that looks like the end of the
-    messages, float forms orjson writes otherwise, big integers, non-ASCII."""
+    whatever the messages, params, tools and steps hold: text that looks like the end of the
+    messages or like the step, float forms orjson writes otherwise, big integers, non-ASCII,
+    step numbers of new lengths."""
     keys = StreamKey("llm")
     messages: list[Any] = [{"role": "system", "content": "be careful " * 10}]
-    for n, (edit, values, params, tools) in enumerate(steps):
+    for n, (edit, values, params, tools, jump) in enumerate(steps):
         if edit == "append":
             messages = [*messages, *values]
         elif edit == "edit":
             messages = [values[0], *messages[1:]]
         elif edit == "fresh":
             messages = list(values)
-        payload = {"messages": messages, "params": params, "step": n}
+        payload = {"messages": messages, "params": params, "step": n + jump}
         if tools is not None:
             payload["tools"] = tools
         assert keys.key(payload, finite=tools is not None) == _full_key("llm", payload)
+
+
+def _nan_for_none(value: Any) -> Any:
+    """``value`` with every None in it (nested too) replaced by a NaN."""
+    if value is None:
+        return float("nan")
+    if isinstance(value, list):
+        return [_nan_for_none(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _nan_for_none(v) for k, v in value.items()}
+    return value
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["append", "append", "none", "nan"]), any_json), max_size=10)
+)
+@settings(max_examples=300, deadline=None)
+def test_a_nan_where_a_none_was_keys_as_the_reference(steps: list[tuple[str, Any]]) -> None:
+    """A NaN reads as null in orjson's text, as a None does: one that takes a None's place in a
+    prefix checked before (same text) is still keyed and written as the reference writes it,
+    by the incremental key and by the encoder with a memo. (Each value is followed by text
+    longer than the 32 bytes checked before a new part, so a None is soon behind it.)"""
+    keys, memo = StreamKey("tool"), [b""]
+    items: list[Any] = [{"content": "padding " * 8}]
+    for edit, value in steps:
+        if edit == "nan":
+            items = _nan_for_none(items)
+        else:
+            items = [*items, None if edit == "none" else value, "padding " * 6]
+        payload = {"args": {"items": items}, "name": "t"}
+        assert keys.key(payload) == _full_key("tool", payload)
+        assert canonical_json(payload, memo) == reference_json(payload)
 
 
 @given(st.lists(any_json, min_size=1, max_size=8))

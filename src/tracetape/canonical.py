@@ -191,19 +191,20 @@ def _signed_e(region: bytes, sign: bytes) -> bool:
     return at >= 0 and b"e" + sign in region
 
 
-def _plain(region: bytes, payload: Any, finite: bool) -> bool:
-    """Whether orjson's text is the canonical text, judged on ``region``: the bytes not checked
-    before (a float token is at most ~25 bytes, so a region starts 32 bytes early to cover one
-    straddling its start)."""
+def _plain(region: bytes, payload: Any, finite: bool, text: bytes) -> bool:
+    """Whether orjson's ``text`` is the canonical text, judged on ``region``: the bytes of it not
+    checked before (a float token is at most ~25 bytes, so a region starts 32 bytes early to
+    cover one straddling its start)."""
     if not region.isascii() or b"\x7f" in region:
         return False
     # orjson writes every exponent with its sign: look for those before the regex. It also
-    # writes a NaN or an infinity as null, which a None writes too: only where a null appears
-    # is the payload searched for a non-finite float.
+    # writes a NaN or an infinity as null, which a None writes too: where a null appears in
+    # the text (anywhere: a NaN can take the place of a None in a prefix checked before,
+    # which reads the same), the payload is searched for a non-finite float.
     risky = _signed_e(region, b"+") or _signed_e(region, b"-") or b"0.0000" in region
     if risky and _FLOAT_RISK.search(region):
         return False
-    return finite or b"null" not in region or all_finite(payload)
+    return finite or b"null" not in text or all_finite(payload)
 
 
 def _orjson(payload: Any) -> bytes | None:
@@ -234,7 +235,7 @@ def canonical_json(payload: Any, memo: list[bytes] | None = None, *, finite: boo
     if raw is None:
         return _reference(payload)
     start = max(0, common_prefix(memo[0], raw) - 32) if memo else 0
-    if not _plain(raw[start:] if start else raw, payload, finite):
+    if not _plain(raw[start:] if start else raw, payload, finite, raw):
         if memo:
             memo[0] = b""
         return _reference(payload)
@@ -255,6 +256,8 @@ def key_of(kind: str, blob: str) -> str:
 # A model request's canonical text (``llm_payload``): its messages first, then its params.
 _MESSAGES_FIRST = b'{"messages":['
 _PARAMS_AFTER_MESSAGES = b'],"params":'
+# Its step, after the params: a whole integer (followed by the next key or the end).
+_STEP = re.compile(rb',"step":([0-9]+)[,}]')
 
 
 class StreamKey:
@@ -275,30 +278,40 @@ class StreamKey:
     (b'{"messages":["hi"],"step":1}', True)
     """
 
-    __slots__ = ("_last", "_prefix", "_state", "kind")
+    __slots__ = ("_head", "_last", "_prefix", "_rest", "_state", "kind")
 
     def __init__(self, kind: str):
         self.kind = kind
         self._last = b""  # the last text keyed on the fast path
         self._prefix = b""  # its first bytes, also a prefix of the text before it
         self._state = hashlib.sha256()  # the state after hashing ``_prefix``
+        # A model request's text after its messages, checked: up to its step number, and
+        # after it (``None``: no such text kept). The next request's has the same params and
+        # tools, most often, and a new step: then only that number is new.
+        self._head: bytes | None = None
+        self._rest = b""
 
     def key(self, payload: Any, *, finite: bool = False) -> tuple[bytes, str]:
         """The canonical text of ``payload`` (ASCII bytes) and its key."""
         raw = _orjson(payload)
+        if raw is None:
+            return self._whole(payload)
         prefix = self._prefix
-        at = len(prefix) if raw is not None and raw.startswith(prefix) else 0
-        if raw is None or not _plain(raw[max(0, at - 32) :] if at else raw, payload, finite):
-            self._last, self._prefix, self._state = b"", b"", hashlib.sha256()
-            text = _reference(payload)
-            return text.encode(), key_of(self.kind, text)
+        at = len(prefix) if raw.startswith(prefix) else 0
         # Save the state where the next text of a growing conversation will stop sharing
         # this one: a model request's messages end where its params start (one search from
         # the end), else the prefix this text shares with the last one. Any prefix of this
         # text is right; a longer shared one saves hashing.
         shared = raw.rfind(_PARAMS_AFTER_MESSAGES) if raw.startswith(_MESSAGES_FIRST) else -1
+        # What follows the messages need not be checked again where only its step is new.
+        end = shared if shared > at and self._same_after(raw, shared) else len(raw)
+        if not _plain(raw[max(0, at - 32) : end], payload, finite, raw):
+            return self._whole(payload)
         if shared <= at:
             shared = common_prefix(self._last, raw, at)
+            self._head = None
+        elif end != shared:
+            self._keep_after(raw, shared)
         state = self._state if at else hashlib.sha256()  # the saved state moves on
         view = memoryview(raw)
         state.update(view[at:shared])
@@ -306,6 +319,30 @@ class StreamKey:
         final = state.copy()
         final.update(view[shared:])
         return raw, f"{self.kind}:{final.hexdigest()[:16]}"
+
+    def _whole(self, payload: Any) -> tuple[bytes, str]:
+        """The full path, for a text the fast encoder cannot write; the stream starts over."""
+        self._last, self._prefix, self._state = b"", b"", hashlib.sha256()
+        self._head = None
+        text = _reference(payload)
+        return text.encode(), key_of(self.kind, text)
+
+    def _same_after(self, raw: bytes, shared: int) -> bool:
+        """Whether ``raw`` after its messages is the text kept by ``_keep_after`` but for the
+        step number: the kept head, digits, the kept rest (which starts where a number ends)."""
+        head = self._head
+        if head is None or not raw.startswith(head, shared) or not raw.endswith(self._rest):
+            return False
+        return raw[shared + len(head) : len(raw) - len(self._rest)].isdigit()
+
+    def _keep_after(self, raw: bytes, shared: int) -> None:
+        """Keep the checked text after the messages, split around its step number."""
+        after = raw[shared:]
+        found = _STEP.search(after)
+        if found is None:
+            self._head = None
+        else:
+            self._head, self._rest = after[: found.start(1)], after[found.end(1) :]
 
 
 def digest(value: Any) -> str:
