@@ -283,7 +283,8 @@ class StreamKey:
     def __init__(self, kind: str):
         self.kind = kind
         self._last = b""  # the last text keyed on the fast path
-        self._prefix = b""  # its first bytes, also a prefix of the text before it
+        # its first bytes (a view: not copied), also a prefix of the text before it
+        self._prefix: bytes | memoryview = b""
         self._state = hashlib.sha256()  # the state after hashing ``_prefix``
         # A model request's text after its messages, checked: up to its step number, and
         # after it (``None``: no such text kept). The next request's has the same params and
@@ -315,7 +316,7 @@ class StreamKey:
         state = self._state if at else hashlib.sha256()  # the saved state moves on
         view = memoryview(raw)
         state.update(view[at:shared])
-        self._last, self._prefix, self._state = raw, raw[:shared], state
+        self._last, self._prefix, self._state = raw, view[:shared], state
         final = state.copy()
         final.update(view[shared:])
         return raw, f"{self.kind}:{final.hexdigest()[:16]}"

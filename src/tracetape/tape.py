@@ -416,7 +416,7 @@ class Tape:
 
     @model_calls.setter
     def model_calls(self, count: int) -> None:
-        self._count(lambda n: count)
+        self._count(0, count)
 
     def next_model_step(self) -> int:
         """Count one more model call in this flow and return its step number.
@@ -425,7 +425,7 @@ class Tape:
         it was created. So a program whose threads or tasks call the model concurrently keys
         each call the same way on every run, whatever order the calls arrive in.
         """
-        return self._count(lambda n: n + 1)
+        return self._count(1)
 
     def bind(self) -> contextvars.Token[Tape | None]:
         """Make this the tape of the calling thread or task (``with tape:`` and the hooks do),
@@ -433,17 +433,19 @@ class Tape:
         other (LangGraph's nodes) count on it. Returns the token to reset."""
         entry = (_flow_steps.get() or {}).get(self._serial)
         if entry is None or entry[1].owner is not _owner():
-            self._count(lambda n: n)
+            self._count(0)
         return _current.set(self)
 
-    def _count(self, change: Callable[[int], int]) -> int:
+    def _count(self, add: int, to: int | None = None) -> int:
+        """Add ``add`` to this flow's count (or set it ``to`` a number) and return it."""
         counts = _flow_steps.get() or {}
         entry, owner = counts.get(self._serial), _owner()
         if entry is not None and entry[1].owner is owner:
             count = entry[1]
-            count.n = change(count.n)
+            count.n = count.n + add if to is None else to
         else:  # this thread's or task's first count: from the count it was created with
-            count = _Count(change(entry[0] if entry is not None else 0), owner)
+            n = (entry[0] if entry is not None else 0) + add
+            count = _Count(n if to is None else to, owner)
         _flow_steps.set({**counts, self._serial: (count.n, count)})
         return count.n
 

@@ -154,14 +154,19 @@ def llm_payload(ep: Endpoint, body: Mapping[str, Any], step: int) -> dict[str, A
 _PLAIN = frozenset({str, int, float, bool, type(None), list, tuple, dict})
 
 
+def one_shot(value: Any) -> bool:
+    """Whether a call argument (not of a ``_PLAIN`` type) is an iterable that may be read only
+    once (a generator, an iterator): ``materialize`` turns it into a list."""
+    return isinstance(value, Iterable) and not (
+        isinstance(value, str | bytes | bytearray | Mapping | list | tuple)
+        or hasattr(value, "model_dump")
+    )
+
+
 def materialize(kwargs: dict[str, Any]) -> None:
     """Turn one-shot iterables among call arguments into lists, for the key and the real call."""
     for name, value in kwargs.items():
-        if type(value) not in _PLAIN and (
-            isinstance(value, Iterable)
-            and not isinstance(value, str | bytes | bytearray | Mapping | list | tuple)
-            and not hasattr(value, "model_dump")
-        ):
+        if type(value) not in _PLAIN and one_shot(value):
             kwargs[name] = list(value)
 
 

@@ -40,13 +40,14 @@ from ..errors import ReplayMiss
 from ..record import Record
 from ..tape import Tape, _current
 from ._common import (
+    _PLAIN,
     Capture,
     capture_var,
     endpoint,
     flush_pending,
     llm_payload,
     materialize,
-    next_model_step,
+    one_shot,
     resolve_tape,
     set_default_tape,
 )
@@ -150,11 +151,19 @@ def _given(value: Any) -> bool:
     return type(value).__name__ not in _UNSET
 
 
-def _body(target: _Target, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
-    """The JSON body the SDK would send for these arguments, and its response post-parser."""
-    body = {
-        k: v for k, v in kwargs.items() if k not in _NOT_BODY and type(v).__name__ not in _UNSET
-    }
+def _body(target: _Target, kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """The JSON body the SDK would send for these arguments, and its response post-parser.
+    One-shot iterables among the arguments become lists on the way (``materialize``)."""
+    body = {}
+    for name, given in kwargs.items():
+        kind, value = type(given), given
+        if kind not in _PLAIN:
+            if kind.__name__ in _UNSET:
+                continue
+            if one_shot(given):
+                value = kwargs[name] = list(given)
+        if name not in _NOT_BODY:
+            body[name] = value
     extra = kwargs.get("extra_body")
     if extra:
         body.update(extra)
@@ -257,9 +266,8 @@ class _Call:
     __slots__ = ("beyond", "capture", "decision", "post", "tape")
 
     def __init__(self, tape: Tape, target: _Target, kwargs: dict[str, Any]):
-        materialize(kwargs)
         body, self.post = _body(target, kwargs)
-        payload = llm_payload(endpoint(target.endpoint), body, next_model_step(tape))
+        payload = llm_payload(endpoint(target.endpoint), body, tape.next_model_step())
         self.tape = tape
         self.decision = tape.prepare("llm", payload, finite=True)
         self.capture: Capture | None = None
