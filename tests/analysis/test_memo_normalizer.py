@@ -24,7 +24,10 @@ _pieces = st.sampled_from(
 )
 _text = st.lists(_pieces | st.text(max_size=5), max_size=4).map("".join)
 _keys = st.sampled_from(
-    ["ts", "created_at", "span_id", "q", "path", "request_id", "n", "a-b", "x y", "it's", "é_at"]
+    [
+        *("ts", "created_at", "span_id", "q", "path", "request_id", "n"),
+        *("a-b", "x y", "it's", "é_at", "id", "url", "é", 'q"'),
+    ]
 ) | st.text(max_size=4)
 _DUCK = duckdb.connect()
 _json = st.recursive(
@@ -80,3 +83,35 @@ def test_a_text_the_prefilter_passes_normalizes_to_itself(
         assert row is not None
         if not row[0]:
             assert core(value) == value
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    value=_json,
+    keys=st.sampled_from(
+        [("path", "file", "url", "id"), ("a-b", "x y", "it's"), ("é",), ('q"', "n"), ()]
+    ),
+)
+def test_a_text_that_names_no_resource_key_has_no_resource(
+    value: Any, keys: tuple[str, ...]
+) -> None:
+    """The engine looks for a resource only in an argument text its SQL test passes, as
+    orjson and as the JSON writers write it (non-ASCII escaped or not): where the test
+    fails, the value names no resource."""
+    import contextlib
+    import json
+
+    import orjson
+
+    from tracetape.analysis.engine import _may_name, _resource_finder
+
+    test = f"SELECT {_may_name(keys)} FROM (SELECT $1 AS args)"
+    resource = _resource_finder(keys)(value)
+    texts = [json.dumps(value, ensure_ascii=False), json.dumps(value)]
+    with contextlib.suppress(TypeError):  # an int past 64 bits: orjson does not write it
+        texts.append(orjson.dumps(value).decode())
+    for text in texts:
+        row = _DUCK.execute(test, [text]).fetchone()
+        assert row is not None
+        if not row[0]:
+            assert resource is None

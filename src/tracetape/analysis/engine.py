@@ -608,12 +608,14 @@ class Calls:
         con = self.con
         con.execute("DROP TABLE IF EXISTS dargs; DROP TABLE IF EXISTS dkey")
         # Each distinct text, with what the loop below must do to it: walk it with the
-        # normalizer (1: it may change) and check its depth (2: more brackets than MAX_DEPTH).
+        # normalizer (1: it may change), check its depth (2: more brackets than MAX_DEPTH),
+        # look for a resource in it (4: it may name one).
         con.execute(
             "CREATE TABLE dargs AS SELECT row_number() OVER (ORDER BY first) AS pos, *, "
             f"CASE WHEN {_may_change(self.config.normalizer)} THEN 1 ELSE 0 END "
             "+ CASE WHEN strlen(args) - strlen(replace(replace(args, '[', ''), '{', '')) "
-            f"> {MAX_DEPTH} THEN 2 ELSE 0 END AS how FROM ("
+            f"> {MAX_DEPTH} THEN 2 ELSE 0 END "
+            f"+ CASE WHEN {_may_name(self.config.resource_keys)} THEN 4 ELSE 0 END AS how FROM ("
             f"SELECT kind, name, args, min({ORD}) AS first FROM calls0 "
             f"WHERE {sides} GROUP BY kind, name, args)"
         )
@@ -650,7 +652,7 @@ class Calls:
                 except TypeError:
                     key = canonical_json(normalized).encode()
                 digest = blake2b(key, digest_size=16).hexdigest()
-                resource = resource_of(normalized)
+                resource = resource_of(normalized) if how & 4 else None
                 if resource is None:
                     out.append(f"{pos},0x{digest},")
                 else:
@@ -858,6 +860,14 @@ def _key_pattern(glob: str) -> str:
         else f"\\x{{{ord(c):X}}}"
         for c in glob
     )
+
+
+def _may_name(keys: Sequence[str]) -> str:
+    """A SQL test on an argument's JSON text (the column ``args``) that is false only when its
+    value holds none of the resource ``keys``: the text spells none of them between quotes and
+    has no escape (with which a writer may spell a key: ``"\\u00e9"``, ``"q\\""``)."""
+    tests = "".join(f" OR contains(args, '\"{k.replace(chr(39), chr(39) * 2)}\"')" for k in keys)
+    return f"(contains(args, '\\'){tests})"
 
 
 def _resource_finder(keys: Sequence[str]) -> Callable[[Any], str | None]:
