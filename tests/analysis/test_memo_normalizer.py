@@ -26,7 +26,7 @@ _text = st.lists(_pieces | st.text(max_size=5), max_size=4).map("".join)
 _keys = st.sampled_from(
     [
         *("ts", "created_at", "span_id", "q", "path", "request_id", "n"),
-        *("a-b", "x y", "it's", "é_at", "id", "url", "é", 'q"'),
+        *("a-b", "x y", "it's", "é_at", "id", "url", "é", 'q"', "a*b", "axb", "x.y", "(n)"),
     ]
 ) | st.text(max_size=4)
 _DUCK = duckdb.connect()
@@ -89,7 +89,13 @@ def test_a_text_the_prefilter_passes_normalizes_to_itself(
 @given(
     value=_json,
     keys=st.sampled_from(
-        [("path", "file", "url", "id"), ("a-b", "x y", "it's"), ("é",), ('q"', "n"), ()]
+        [
+            ("path", "file", "url", "id"),
+            ("a-b", "x y", "it's", "a*b", "x.y", "(n)"),
+            ("é",),
+            ('q"', "n"),
+            (),
+        ]
     ),
 )
 def test_a_text_that_names_no_resource_key_has_no_resource(

@@ -619,7 +619,7 @@ class Calls:
             f"SELECT kind, name, args, min({ORD}) AS first FROM calls0 "
             f"WHERE {sides} GROUP BY kind, name, args)"
         )
-        con.execute("CREATE TABLE dkey (pos BIGINT, h UHUGEINT, resource VARCHAR)")
+        con.execute("CREATE TABLE dkey (pos BIGINT, sid BIGINT, lead BOOLEAN, resource VARCHAR)")
         memo = MemoNormalizer(self.config.normalizer)
         resource_of = _resource_finder(self.config.resource_keys)
         fast = self._fast
@@ -627,13 +627,18 @@ class Calls:
         cursor = con.cursor()
         if self._schema:  # a new connection starts in the workspace's main schema
             cursor.execute(f"USE memory.{self._schema}")
-        cursor.execute("SELECT first, args, how FROM dargs ORDER BY pos")
+        cursor.execute("SELECT first, args, how, kind, name FROM dargs ORDER BY pos")
         loads, dumps, blake2b = orjson.loads, orjson.dumps, hashlib.blake2b
+        # A signature is (kind, name, the 128-bit BLAKE2b digest of the canonical JSON text
+        # of the normalized args); sids follow the order of first appearance (the texts come
+        # in the order of their first calls), and so does each one's resource.
+        sids: dict[tuple[str, str, bytes], int] = {}
+        resources: list[str] = []
         keys = Path(self._tmp.name) / "keys.csv"
         start = 1
         while rows := cursor.fetchmany(_BATCH):
             out: list[str] = []
-            for pos, (first, text, how) in enumerate(rows, start):
+            for pos, (first, text, how, kind, name) in enumerate(rows, start):
                 try:
                     value = loads(text)
                 except orjson.JSONDecodeError:
@@ -651,19 +656,21 @@ class Calls:
                     key = dumps(normalized, option=_SORT)
                 except TypeError:
                     key = canonical_json(normalized).encode()
-                digest = blake2b(key, digest_size=16).hexdigest()
-                resource = resource_of(normalized) if how & 4 else None
-                if resource is None:
-                    out.append(f"{pos},0x{digest},")
-                else:
-                    out.append(f'{pos},0x{digest},"{resource.replace(chr(34), chr(34) * 2)}"')
+                n = len(sids)
+                sid = sids.setdefault((kind, name, blake2b(key, digest_size=16).digest()), n)
+                if sid == n:  # a new signature: its resource, quoted for the CSV file
+                    resource = resource_of(normalized) if how & 4 else None
+                    resources.append(
+                        "" if resource is None else f'"{resource.replace(chr(34), chr(34) * 2)}"'
+                    )
+                out.append(f"{pos},{sid},{int(sid == n)},{resources[sid]}")
             # A CSV file is the fastest way in for many rows (a list parameter's unnest costs
             # about twice as much); strings are quoted, a missing resource is left empty.
             keys.write_text("\n".join(out), encoding="utf-8")
             con.execute(
                 "INSERT INTO dkey SELECT * FROM read_csv(?, header = false, quote = '\"', "
                 "escape = '\"', allow_quoted_nulls = false, columns = {'pos': 'BIGINT', "
-                "'h': 'UHUGEINT', 'resource': 'VARCHAR'})",
+                "'sid': 'BIGINT', 'lead': 'BOOLEAN', 'resource': 'VARCHAR'})",
                 [str(keys)],
             )
             start += len(rows)
@@ -673,22 +680,15 @@ class Calls:
             # right (not JSON to it, or nested too deep): read those files with it.
             return failed & fast
         con.execute("DROP TABLE IF EXISTS sigs; DROP TABLE IF EXISTS dmap")
-        # A signature is (kind, name, the 128-bit BLAKE2b digest of the canonical JSON text
-        # of the normalized args); sids follow the order of first appearance.
-        con.execute("""
-            CREATE TABLE sigs AS
-            SELECT row_number() OVER (ORDER BY first) - 1 AS sid, * FROM (
-                SELECT d.kind, d.name, k.h, min(d.first) AS first,
-                       any_value(k.resource) AS resource
-                FROM dargs d JOIN dkey k USING (pos)
-                GROUP BY d.kind, d.name, k.h)
-        """)
         con.execute("""
             CREATE TABLE dmap AS
-            SELECT d.kind, d.name, d.args, d.first, s.sid, s.resource
+            SELECT d.kind, d.name, d.args, d.first, k.sid, k.lead, k.resource
             FROM dargs d JOIN dkey k USING (pos)
-            JOIN sigs s ON s.kind = d.kind AND s.name = d.name AND s.h = k.h
         """)
+        # Each signature's first text (its first call) leads it.
+        con.execute(
+            "CREATE TABLE sigs AS SELECT sid, kind, name, first, resource FROM dmap WHERE lead"
+        )
         con.execute("DROP TABLE dargs; DROP TABLE dkey")
         return set()
 
@@ -840,34 +840,31 @@ def _may_change(normalizer: Normalizer) -> str:
         return "true"  # anything may change: walk every value
     names = "|".join(map(_key_pattern, normalizer.volatile_keys))
     # A key spelled between quotes, then a colon (RE2: what DuckDB's regexp_matches runs).
-    pattern = ('"(?:' + names + r')"\s*:').replace("'", "''")
     return (
         "(contains(args, '\\') OR contains(args, '-') OR contains(args, '/tmp/') "
-        f"OR contains(args, '/var/folders/') OR regexp_matches(args, '{pattern}'))"
+        f"OR contains(args, '/var/folders/') OR regexp_matches(args, '\"(?:{names})\"\\s*:'))"
     )
 
 
 def _key_pattern(glob: str) -> str:
-    """A volatile-key glob (``*`` and ``?`` only) as an RE2 pattern over a JSON key's text:
-    letters, digits and ``_`` as themselves, any other character by its code point."""
-    return "".join(
-        '[^"]*'
-        if c == "*"
-        else '[^"]'
-        if c == "?"
-        else c
-        if c.isascii() and (c.isalnum() or c == "_")
-        else f"\\x{{{ord(c):X}}}"
-        for c in glob
-    )
+    """A volatile-key glob (``*`` and ``?`` only) as an RE2 pattern over a JSON key's text."""
+    return "".join('[^"]*' if c == "*" else '[^"]' if c == "?" else _literal(c) for c in glob)
+
+
+def _literal(char: str) -> str:
+    """One character as an RE2 pattern that matches it alone: letters, digits and ``_`` as
+    themselves, any other by its code point (nothing to quote in a SQL string either)."""
+    return char if char.isascii() and (char.isalnum() or char == "_") else f"\\x{{{ord(char):X}}}"
 
 
 def _may_name(keys: Sequence[str]) -> str:
     """A SQL test on an argument's JSON text (the column ``args``) that is false only when its
     value holds none of the resource ``keys``: the text spells none of them between quotes and
     has no escape (with which a writer may spell a key: ``"\\u00e9"``, ``"q\\""``)."""
-    tests = "".join(f" OR contains(args, '\"{k.replace(chr(39), chr(39) * 2)}\"')" for k in keys)
-    return f"(contains(args, '\\'){tests})"
+    if not keys:
+        return "false"
+    names = "|".join("".join(map(_literal, key)) for key in keys)
+    return f"(contains(args, '\\') OR regexp_matches(args, '\"(?:{names})\"'))"
 
 
 def _resource_finder(keys: Sequence[str]) -> Callable[[Any], str | None]:
