@@ -786,17 +786,22 @@ class Calls:
             facts.append("coalesce(ord >= untagged_from, false) AS untagged")
         else:
             facts.append("false AS untagged")
+        # The window sorts only what it reads (the run, the order, the step), not the rows
+        # it would carry along: its facts are joined back by ord (half the time).
         con.execute(f"""
             CREATE TABLE calls AS
             SELECT side, ord, line, run, step, name, out, effect, tokens, sid,
-                   lag(ord) OVER w IS NULL AS opens_run,
-                   CASE WHEN lag(ord) OVER w IS NULL THEN step IS NOT NULL
-                        ELSE step IS DISTINCT FROM lag(step) OVER w END AS new_seg,
-                   step IS NULL OR coalesce(step < lag(step) OVER w, false) AS back,
-                   {", ".join(facts)}
+                   opens_run, new_seg, back, {", ".join(facts)}
             FROM {signed} {joins}
+            JOIN (
+                SELECT {ORD} AS ord, lag({ORD}) OVER w IS NULL AS opens_run,
+                       CASE WHEN lag({ORD}) OVER w IS NULL THEN step IS NOT NULL
+                            ELSE step IS DISTINCT FROM lag(step) OVER w END AS new_seg,
+                       step IS NULL OR coalesce(step < lag(step) OVER w, false) AS back
+                FROM calls0 WHERE ({side_of}) > 0
+                WINDOW w AS (PARTITION BY {side_of}, run ORDER BY {ORD})
+            ) USING (ord)
             WHERE side > 0
-            WINDOW w AS (PARTITION BY side, run ORDER BY ord)
         """)
         con.execute("DROP TABLE IF EXISTS first_writes")
         con.execute("""
