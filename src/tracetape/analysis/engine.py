@@ -611,15 +611,14 @@ class Calls:
         # normalizer (1: it may change), check its depth (2: more brackets than MAX_DEPTH),
         # look for a resource in it (4: it may name one).
         con.execute(
-            "CREATE TABLE dargs AS SELECT row_number() OVER (ORDER BY first) AS pos, *, "
-            f"CASE WHEN {_may_change(self.config.normalizer)} THEN 1 ELSE 0 END "
-            "+ CASE WHEN strlen(args) - strlen(replace(replace(args, '[', ''), '{', '')) "
-            f"> {MAX_DEPTH} THEN 2 ELSE 0 END "
+            "CREATE TABLE dargs AS SELECT row_number() OVER (ORDER BY first) AS pos, * FROM ("
+            f"SELECT *, CASE WHEN {_may_change(self.config.normalizer)} THEN 1 ELSE 0 END "
+            f"+ CASE WHEN strlen(args) > {MAX_DEPTH} AND strlen(args) - "
+            f"strlen(replace(replace(args, '[', ''), '{{', '')) > {MAX_DEPTH} THEN 2 ELSE 0 END "
             f"+ CASE WHEN {_may_name(self.config.resource_keys)} THEN 4 ELSE 0 END AS how FROM ("
             f"SELECT kind, name, args, min({ORD}) AS first FROM calls0 "
-            f"WHERE {sides} GROUP BY kind, name, args)"
+            f"WHERE {sides} GROUP BY kind, name, args))"
         )
-        con.execute("CREATE TABLE dkey (pos BIGINT, sid BIGINT, lead BOOLEAN, resource VARCHAR)")
         memo = MemoNormalizer(self.config.normalizer)
         resource_of = _resource_finder(self.config.resource_keys)
         fast = self._fast
@@ -631,14 +630,14 @@ class Calls:
         loads, dumps, blake2b = orjson.loads, orjson.dumps, hashlib.blake2b
         # A signature is (kind, name, the 128-bit BLAKE2b digest of the canonical JSON text
         # of the normalized args); sids follow the order of first appearance (the texts come
-        # in the order of their first calls), and so does each one's resource.
+        # in the order of their first calls).
         sids: dict[tuple[str, str, bytes], int] = {}
+        # Each text's sid, in order; the first text of a signature (which leads it: its
+        # first call) as -1 - sid. And the resource each signature names, if any.
+        marks: list[int] = []
         resources: list[str] = []
-        keys = Path(self._tmp.name) / "keys.csv"
-        start = 1
         while rows := cursor.fetchmany(_BATCH):
-            out: list[str] = []
-            for pos, (first, text, how, kind, name) in enumerate(rows, start):
+            for first, text, how, kind, name in rows:
                 try:
                     value = loads(text)
                 except orjson.JSONDecodeError:
@@ -658,39 +657,52 @@ class Calls:
                     key = canonical_json(normalized).encode()
                 n = len(sids)
                 sid = sids.setdefault((kind, name, blake2b(key, digest_size=16).digest()), n)
-                if sid == n:  # a new signature: its resource, quoted for the CSV file
+                if sid == n:  # a new signature
+                    marks.append(-1 - sid)
                     resource = resource_of(normalized) if how & 4 else None
-                    resources.append(
-                        "" if resource is None else f'"{resource.replace(chr(34), chr(34) * 2)}"'
-                    )
-                out.append(f"{pos},{sid},{int(sid == n)},{resources[sid]}")
-            # A CSV file is the fastest way in for many rows (a list parameter's unnest costs
-            # about twice as much); strings are quoted, a missing resource is left empty.
-            keys.write_text("\n".join(out), encoding="utf-8")
-            con.execute(
-                "INSERT INTO dkey SELECT * FROM read_csv(?, header = false, quote = '\"', "
-                "escape = '\"', allow_quoted_nulls = false, columns = {'pos': 'BIGINT', "
-                "'sid': 'BIGINT', 'lead': 'BOOLEAN', 'resource': 'VARCHAR'})",
-                [str(keys)],
-            )
-            start += len(rows)
+                    if resource is not None:  # quoted for the CSV file
+                        resources.append(f'{sid},"{resource.replace(chr(34), chr(34) * 2)}"')
+                else:
+                    marks.append(sid)
         cursor.close()
         if failed & fast:
             # A file of the fast path has an argument that only the Python reader judges
             # right (not JSON to it, or nested too deep): read those files with it.
             return failed & fast
         con.execute("DROP TABLE IF EXISTS sigs; DROP TABLE IF EXISTS dmap")
+        # The marks keep their order in the table: a mark's row is its text's pos.
+        self._csv_table("dkey", {"mark": "BIGINT"}, map(str, marks))
+        self._csv_table("dres", {"sid": "BIGINT", "resource": "VARCHAR"}, resources)
         con.execute("""
             CREATE TABLE dmap AS
-            SELECT d.kind, d.name, d.args, d.first, k.sid, k.lead, k.resource
-            FROM dargs d JOIN dkey k USING (pos)
+            SELECT d.kind, d.name, d.args, d.first, k.sid, k.lead, r.resource
+            FROM dargs d
+            JOIN (SELECT rowid + 1 AS pos, CASE WHEN mark < 0 THEN -1 - mark ELSE mark END AS sid,
+                         mark < 0 AS lead FROM dkey) k USING (pos)
+            LEFT JOIN dres r USING (sid)
         """)
         # Each signature's first text (its first call) leads it.
         con.execute(
             "CREATE TABLE sigs AS SELECT sid, kind, name, first, resource FROM dmap WHERE lead"
         )
-        con.execute("DROP TABLE dargs; DROP TABLE dkey")
+        con.execute("DROP TABLE dargs; DROP TABLE dkey; DROP TABLE dres")
         return set()
+
+    def _csv_table(self, name: str, columns: dict[str, str], lines: Iterable[str]) -> None:
+        """Create table ``name`` of ``columns`` from CSV ``lines`` (strings quoted, ``""``
+        inside), in their order: a file is the fastest way in for many rows (a list
+        parameter's unnest costs about twice as much)."""
+        path = Path(self._tmp.name) / f"{name}.csv"
+        path.write_text("\n".join(lines), encoding="utf-8")
+        if not path.stat().st_size:  # nothing to read (DuckDB cannot sniff an empty file)
+            fields = ", ".join(f"{column} {kind}" for column, kind in columns.items())
+            self.con.execute(f"CREATE TABLE {name} ({fields})")
+            return
+        self.con.execute(
+            f"CREATE TABLE {name} AS SELECT * FROM read_csv(?, header = false, quote = '\"', "
+            f"escape = '\"', allow_quoted_nulls = false, columns = {columns!r})",
+            [str(path)],
+        )
 
     def _bad(self, first: int, message: str) -> TraceError:
         """The error for the argument text of the call at ``first`` (its ``ORD``)."""
