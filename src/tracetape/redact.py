@@ -694,7 +694,11 @@ class Redactor:
     def _remember(self, value: str, placeholder: str) -> None:
         if len(value) >= _MIN_KNOWN and value not in self.known and "[REDACTED:" not in value:
             self.known[value] = placeholder
-            self._known_escaped.append(json.dumps(value)[1:-1])  # as canonical JSON holds it
+            # As canonical JSON holds it (ASCII, escaped), and as UTF-8 JSON does (orjson's
+            # text of a collector's batch: non-ASCII and DEL raw).
+            escaped = json.dumps(value)[1:-1]
+            raw = json.dumps(value, ensure_ascii=False)[1:-1]
+            self._known_escaped += [escaped] if raw == escaped else [escaped, raw]
             self._known_re = None
 
 

@@ -7,7 +7,8 @@ import json
 from typing import Any
 from unittest.mock import patch
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.test_redact import PEM, SECRETS
@@ -44,10 +45,33 @@ def _line(run: int, step: int, args: Any, escape: bool) -> str:
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(values, st.booleans()), min_size=1, max_size=8), st.integers(1, 3))
+@example(batch=[({"api_key": ["00000\x7f"]}, False), ("00000\x7f", False)], chunk=1)
 def test_a_batch_scan_redacts_as_record_by_record_redaction(batch: list[Any], chunk: int) -> None:
     """Whatever the batch and the chunk size (small here, to cross chunk boundaries)."""
     with patch.object(ingest, "_CHUNK", chunk):
         _check(batch)
+
+
+@pytest.mark.parametrize("secret", ["00000\x7f", "abcdefgé", "abcdefgh\u2028", "😀" * 8])
+@pytest.mark.parametrize("chunk", [1, 2, 64])
+@pytest.mark.parametrize("escape", [False, True])
+def test_a_secret_learned_in_one_chunk_is_redacted_in_the_next(
+    secret: str, chunk: int, escape: bool
+) -> None:
+    """A secret a field name revealed (``api_key``) is redacted where it comes back under a
+    plain field, in a later chunk of the batch, also when it holds what orjson writes raw and
+    canonical JSON escapes (non-ASCII, DEL) and whether the producer escaped it or not."""
+    with patch.object(ingest, "_CHUNK", chunk):
+        _check([({"api_key": secret}, escape), ({"note": [secret]}, escape), (secret, escape)])
+    body = "\n".join(
+        _line(0, i + 1, args, escape)
+        for i, args in enumerate([{"api_key": secret}, {"note": secret}, secret])
+    ).encode()
+    with patch.object(ingest, "_CHUNK", chunk):
+        batch = parse_batch(
+            body, source="s", offset=0, fmt="jsonl", redactor=Redactor(), max_lines=100
+        )
+    assert secret not in json.dumps([r.input for r in batch.records], ensure_ascii=False)
 
 
 def _check(batch: list[Any]) -> None:
