@@ -97,11 +97,13 @@ EXPORT_COLUMNS = [c for c in COLUMNS if c != "file"]
 # reader checks it (a typed read would turn a number into a string and back without a word).
 _JSONL_FIELDS = "{run_id: 'JSON', step: 'JSON', tool: 'JSON', args: 'JSON', output_sha: 'JSON', "
 _JSONL_FIELDS += "effect: 'JSON', tokens: 'JSON'}"
+# A JSON value's text (as DuckDB keeps it) is a string's when it starts with a quote; an
+# effect is one of three strings (spelled with an escape, it is left to the Python reader).
 _JSONL_OK = """
-    json_type(run_id) = 'VARCHAR' AND json_type(tool) = 'VARCHAR'
-    AND json_type(output_sha) = 'VARCHAR' AND args IS NOT NULL
+    starts_with(run_id::VARCHAR, '"') AND starts_with(tool::VARCHAR, '"')
+    AND starts_with(output_sha::VARCHAR, '"') AND args IS NOT NULL
     AND json_type(step) IN ('BIGINT', 'UBIGINT') AND TRY_CAST(step AS BIGINT) IS NOT NULL
-    AND (effect IS NULL OR effect->>'$' IN ('read', 'write', 'irreversible'))
+    AND (effect IS NULL OR effect::VARCHAR IN ('"read"', '"write"', '"irreversible"'))
     AND (tokens IS NULL OR (json_type(tokens) IN ('BIGINT', 'UBIGINT')
                             AND TRY_CAST(tokens AS BIGINT) IS NOT NULL))
 """
