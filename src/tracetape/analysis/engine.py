@@ -628,18 +628,17 @@ class Calls:
         cursor = con.cursor()
         if self._schema:  # a new connection starts in the workspace's main schema
             cursor.execute(f"USE memory.{self._schema}")
-        cursor.execute("SELECT first, args, how, kind, name FROM dargs ORDER BY pos")
+        cursor.execute("SELECT first, args, how FROM dargs ORDER BY pos")
         loads, dumps, blake2b = orjson.loads, orjson.dumps, hashlib.blake2b
-        # A signature is (kind, name, the 128-bit BLAKE2b digest of the canonical JSON text
-        # of the normalized args); sids follow the order of first appearance (the texts come
-        # in the order of their first calls).
-        sids: dict[tuple[str, str, bytes], int] = {}
-        # Each text's sid, in order; the first text of a signature (which leads it: its
-        # first call) as -1 - sid. And the resource each signature names, if any.
-        marks: list[int] = []
-        resources: list[str] = []
+        # Each text's digest goes to DuckDB a batch at a time, and signatures are grouped
+        # there: Python holds one batch, whatever the number of distinct texts (a set of
+        # them all cost ~250 bytes a text: 1.5M distinct texts took check past 1 GiB).
+        con.execute("CREATE TABLE dkey (pos BIGINT, h UHUGEINT, resource VARCHAR)")
+        keys = Path(self._tmp.name) / "keys.csv"
+        start = 1
         while rows := cursor.fetchmany(_BATCH):
-            for first, text, how, kind, name in rows:
+            out: list[str] = []
+            for pos, (first, text, how) in enumerate(rows, start):
                 try:
                     value = loads(text)
                 except orjson.JSONDecodeError:
@@ -657,54 +656,45 @@ class Calls:
                     key = dumps(normalized, option=_SORT)
                 except TypeError:
                     key = canonical_json(normalized).encode()
-                n = len(sids)
-                sid = sids.setdefault((kind, name, blake2b(key, digest_size=16).digest()), n)
-                if sid == n:  # a new signature
-                    marks.append(-1 - sid)
-                    resource = resource_of(normalized) if how & 4 else None
-                    if resource is not None:  # quoted for the CSV file
-                        resources.append(f'{sid},"{resource.replace(chr(34), chr(34) * 2)}"')
+                digest = blake2b(key, digest_size=16).hexdigest()
+                resource = resource_of(normalized) if how & 4 else None
+                if resource is None:
+                    out.append(f"{pos},0x{digest},")
                 else:
-                    marks.append(sid)
+                    out.append(f'{pos},0x{digest},"{resource.replace(chr(34), chr(34) * 2)}"')
+            start += len(rows)
+            if out:  # strings quoted, a missing resource left empty
+                keys.write_text("\n".join(out), encoding="utf-8")
+                con.execute(
+                    "INSERT INTO dkey SELECT * FROM read_csv(?, header = false, quote = '\"', "
+                    "escape = '\"', allow_quoted_nulls = false, columns = {'pos': 'BIGINT', "
+                    "'h': 'UHUGEINT', 'resource': 'VARCHAR'})",
+                    [str(keys)],
+                )
         cursor.close()
         if failed & fast:
             # A file of the fast path has an argument that only the Python reader judges
             # right (not JSON to it, or nested too deep): read those files with it.
             return failed & fast
         con.execute("DROP TABLE IF EXISTS sigs; DROP TABLE IF EXISTS dmap")
-        # The marks keep their order in the table: a mark's row is its text's pos.
-        self._csv_table("dkey", {"mark": "BIGINT"}, map(str, marks))
-        self._csv_table("dres", {"sid": "BIGINT", "resource": "VARCHAR"}, resources)
+        # A signature is (kind, name, the 128-bit BLAKE2b digest of the canonical JSON text
+        # of the normalized args); sids follow the order of first appearance.
+        con.execute("""
+            CREATE TABLE sigs AS
+            SELECT row_number() OVER (ORDER BY first) - 1 AS sid, * FROM (
+                SELECT d.kind, d.name, k.h, min(d.first) AS first,
+                       any_value(k.resource) AS resource
+                FROM dargs d JOIN dkey k USING (pos)
+                GROUP BY d.kind, d.name, k.h)
+        """)
         con.execute("""
             CREATE TABLE dmap AS
-            SELECT d.kind, d.name, d.args, d.first, k.sid, k.lead, r.resource
-            FROM dargs d
-            JOIN (SELECT rowid + 1 AS pos, CASE WHEN mark < 0 THEN -1 - mark ELSE mark END AS sid,
-                         mark < 0 AS lead FROM dkey) k USING (pos)
-            LEFT JOIN dres r USING (sid)
+            SELECT d.kind, d.name, d.args, d.first, s.sid, s.resource
+            FROM dargs d JOIN dkey k USING (pos)
+            JOIN sigs s ON s.kind = d.kind AND s.name = d.name AND s.h = k.h
         """)
-        # Each signature's first text (its first call) leads it.
-        con.execute(
-            "CREATE TABLE sigs AS SELECT sid, kind, name, first, resource FROM dmap WHERE lead"
-        )
-        con.execute("DROP TABLE dargs; DROP TABLE dkey; DROP TABLE dres")
+        con.execute("DROP TABLE dargs; DROP TABLE dkey")
         return set()
-
-    def _csv_table(self, name: str, columns: dict[str, str], lines: Iterable[str]) -> None:
-        """Create table ``name`` of ``columns`` from CSV ``lines`` (strings quoted, ``""``
-        inside), in their order: a file is the fastest way in for many rows (a list
-        parameter's unnest costs about twice as much)."""
-        path = Path(self._tmp.name) / f"{name}.csv"
-        path.write_text("\n".join(lines), encoding="utf-8")
-        if not path.stat().st_size:  # nothing to read (DuckDB cannot sniff an empty file)
-            fields = ", ".join(f"{column} {kind}" for column, kind in columns.items())
-            self.con.execute(f"CREATE TABLE {name} ({fields})")
-            return
-        self.con.execute(
-            f"CREATE TABLE {name} AS SELECT * FROM read_csv(?, header = false, quote = '\"', "
-            f"escape = '\"', allow_quoted_nulls = false, columns = {columns!r})",
-            [str(path)],
-        )
 
     def _bad(self, first: int, message: str) -> TraceError:
         """The error for the argument text of the call at ``first`` (its ``ORD``)."""
