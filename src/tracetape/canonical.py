@@ -221,10 +221,11 @@ def canonical_json(payload: Any, memo: list[bytes] | None = None, *, finite: boo
     conversation grows by appending, so only the bytes after the common prefix are searched
     (a multi-byte search costs about a nanosecond a byte; a 20 KB prompt, 50 us).
 
-    A ``null`` in that region makes the whole payload be searched for a NaN or infinite
-    float (orjson writes those as ``null``): about 0.1 us a value. ``finite=True`` skips that
-    search where the caller knows there can be none: the SDK hooks' payloads, which the SDKs
-    refuse to send with a NaN (there a NaN keys as a ``None`` would).
+    A ``null`` anywhere in the text (not only in that region: a NaN may take a None's place
+    in the prefix, which then reads the same) makes the whole payload be searched for a NaN
+    or infinite float (orjson writes those as ``null``): about 0.1 us a value.
+    ``finite=True`` skips that search where the caller knows there can be none: the SDK hooks'
+    payloads, which the SDKs refuse to send with a NaN (there a NaN keys as a ``None`` would).
 
     >>> canonical_json({"b": 1, "a": [1.5, "é"]})
     '{"a":[1.5,"\\\\u00e9"],"b":1}'

@@ -489,7 +489,8 @@ class Redactor:
         return self._clean_from(text, 0)
 
     def _clean_from(self, text: str, start: int) -> bool:
-        """Whether canonical ``text`` holds nothing to redact from ``start`` on."""
+        """Whether a JSON ``text`` holds nothing to redact from ``start`` on: canonical text
+        (ASCII), or UTF-8 JSON as orjson writes it (a known secret is searched in both forms)."""
         if self._scan(text, start, len(text)):
             return False
         if any(text.find(e, start) >= 0 for e in self._known_escaped):

@@ -97,8 +97,9 @@ EXPORT_COLUMNS = [c for c in COLUMNS if c != "file"]
 # reader checks it (a typed read would turn a number into a string and back without a word).
 _JSONL_FIELDS = "{run_id: 'JSON', step: 'JSON', tool: 'JSON', args: 'JSON', output_sha: 'JSON', "
 _JSONL_FIELDS += "effect: 'JSON', tokens: 'JSON'}"
-# A JSON value's text (as DuckDB keeps it) is a string's when it starts with a quote; an
-# effect is one of three strings (spelled with an escape, it is left to the Python reader).
+# A JSON value's text, as DuckDB keeps it (minified, escapes of plain characters resolved:
+# "re\u0061d" is kept as "read", as the Python reader reads it), is a string's when it starts
+# with a quote; an effect is one of three strings.
 _JSONL_OK = """
     starts_with(run_id::VARCHAR, '"') AND starts_with(tool::VARCHAR, '"')
     AND starts_with(output_sha::VARCHAR, '"') AND args IS NOT NULL
