@@ -255,3 +255,24 @@ def test_many_files_are_read_in_one_statement_as_one_by_one(
     counts = {f: (n, lo, hi) for f, n, lo, hi in rows}
     sizes = [len(p.read_bytes().splitlines()) for p in [*a, *b, a[0]]]
     assert counts == {i: (n - (i == 1), 1, n - (i == 1)) for i, n in enumerate(sizes)}
+
+
+@pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3 << 20])
+@pytest.mark.parametrize("newline_last", [True, False])
+def test_lines_are_counted_across_read_buffers(
+    tmp_path: Path, size: int, newline_last: bool
+) -> None:
+    """The line count that checks DuckDB's read counts a last line without a newline, also
+    where a line or the file ends at a buffer's edge."""
+    from tracetape.analysis.engine import _lines_in
+
+    data = bytearray(b"x" * size)
+    data[99::100] = b"\n" * len(data[99::100])
+    if size and data[-1:] == b"\n" and not newline_last:
+        data[-1:] = b"y"
+    elif size and newline_last:
+        data[-1:] = b"\n"
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(bytes(data))
+    expected = len(bytes(data).splitlines())
+    assert _lines_in(path) == expected

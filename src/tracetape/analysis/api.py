@@ -226,7 +226,7 @@ def check_records(
 
 def _analyze(ctx: Context, side_of: str, files: list[Path]) -> Report:
     calls = ctx.calls
-    calls.sign(f"({side_of}) > 0")
+    calls.sign(side_of)
     calls.prepare(side_of)
     for detect in detectors():
         detect(ctx)
