@@ -144,6 +144,30 @@ def test_bad_arguments_in_parquet_name_the_file_and_row(
         check_trace(path)
 
 
+@pytest.mark.parametrize("first_bad", ["not-json", "too-deep"])
+def test_of_many_bad_arguments_the_first_in_the_input_is_named(
+    tmp_path: Path, first_bad: str
+) -> None:
+    """Distinct argument texts are signed in no particular order: whichever comes up first,
+    the error names the first bad row of the input."""
+    import duckdb
+
+    deep, broken = "[" * 300 + "]" * 300, "{not json"
+    early, late = (broken, deep) if first_bad == "not-json" else (deep, broken)
+    path = tmp_path / "bad.parquet"
+    duckdb.connect().execute(
+        "COPY (SELECT i AS seq, i AS line, 'r' || (i // 50) AS run, i AS step, 'tool' AS kind, "
+        "'x' AS name, CASE i WHEN 1234 THEN $1 WHEN 3000 THEN $2 WHEN 3001 THEN $1 "
+        "ELSE json_object('k', i)::VARCHAR END AS args, 'o' AS out, NULL::VARCHAR AS effect, "
+        f"NULL::BIGINT AS tokens FROM range(1, 5001) t(i)) TO '{path}' (FORMAT parquet)",
+        [early, late],
+    )
+    what = "not JSON" if first_bad == "not-json" else "nested deeper"
+    for _ in range(3):
+        with pytest.raises(TraceError, match=rf"bad\.parquet:1234: field 'args': {what}"):
+            check_trace(path)
+
+
 def test_a_parquet_column_of_another_type_is_refused(tmp_path: Path) -> None:
     """A column whose values do not cast (a step that is not a number): a TraceError."""
     import duckdb

@@ -671,14 +671,15 @@ class Calls:
         # Each distinct text, with what the loop below must do to it: walk it with the
         # normalizer (1: it may change), check its depth (2: more brackets than MAX_DEPTH),
         # look for a resource in it (4: it may name one).
+        # A text's id is its first call's ord.
         con.execute(
-            "CREATE TABLE dargs AS SELECT row_number() OVER (ORDER BY first) AS pos, * FROM ("
-            f"SELECT *, CASE WHEN {_may_change(self.config.normalizer)} THEN 1 ELSE 0 END "
+            "CREATE TABLE dargs AS SELECT *, "
+            f"CASE WHEN {_may_change(self.config.normalizer)} THEN 1 ELSE 0 END "
             f"+ CASE WHEN strlen(args) > {MAX_DEPTH} AND strlen(args) - "
             f"strlen(replace(replace(args, '[', ''), '{{', '')) > {MAX_DEPTH} THEN 2 ELSE 0 END "
             f"+ CASE WHEN {_may_name(self.config.resource_keys)} THEN 4 ELSE 0 END AS how FROM ("
             f"SELECT kind, name, args, min({ORD}) AS first FROM calls0 "
-            f"WHERE {sides} GROUP BY kind, name, args))"
+            f"WHERE {sides} GROUP BY kind, name, args)"
         )
         ordered = self._start(_ORDER.format(side_of=side_of))
         try:
@@ -698,27 +699,33 @@ class Calls:
         cursor = con.cursor()
         if self._schema:  # a new connection starts in the workspace's main schema
             cursor.execute(f"USE memory.{self._schema}")
-        cursor.execute("SELECT first, args, how FROM dargs ORDER BY pos")
+        # In no order (a sort of every distinct text would cost more than the loop saves):
+        # of the texts that are not right, the first in the input is the error.
+        cursor.execute("SELECT first, args, how FROM dargs")
+        errors: list[tuple[int, str]] = []
         loads, dumps, blake2b = orjson.loads, orjson.dumps, hashlib.blake2b
         # Each text's digest goes to DuckDB a batch at a time, and signatures are grouped
         # there: Python holds one batch, whatever the number of distinct texts (a set of
         # them all cost ~250 bytes a text: 1.5M distinct texts took check past 1 GiB).
-        con.execute("CREATE TABLE dkey (pos BIGINT, h UHUGEINT, resource VARCHAR)")
+        con.execute("CREATE TABLE dkey (first BIGINT, h UHUGEINT, resource VARCHAR)")
         keys = Path(self._tmp.name) / "keys.csv"
-        start = 1
         while rows := cursor.fetchmany(_BATCH):
             out: list[str] = []
-            for pos, (first, text, how) in enumerate(rows, start):
+            for first, text, how in rows:
                 try:
                     value = loads(text)
                 except orjson.JSONDecodeError:
                     if first >> _SEQ_BITS in fast:
                         failed.add(first >> _SEQ_BITS)
                         continue
-                    value = self._parse(text, first)  # beyond orjson (an int past 64 bits)
+                    try:
+                        value = json.loads(text)  # beyond orjson (an int past 64 bits)
+                    except ValueError as exc:
+                        errors.append((first, f"not JSON ({exc})"))
+                        continue
                 if how & 2 and not readable(value):
                     if first >> _SEQ_BITS not in fast:
-                        raise self._bad(first, TOO_DEEP)
+                        errors.append((first, TOO_DEEP))
                     failed.add(first >> _SEQ_BITS)
                     continue
                 normalized = memo(value) if how & 1 else value
@@ -729,19 +736,20 @@ class Calls:
                 digest = blake2b(key, digest_size=16).hexdigest()
                 resource = resource_of(normalized) if how & 4 else None
                 if resource is None:
-                    out.append(f"{pos},0x{digest},")
+                    out.append(f"{first},0x{digest},")
                 else:
-                    out.append(f'{pos},0x{digest},"{resource.replace(chr(34), chr(34) * 2)}"')
-            start += len(rows)
+                    out.append(f'{first},0x{digest},"{resource.replace(chr(34), chr(34) * 2)}"')
             if out:  # strings quoted, a missing resource left empty
                 keys.write_text("\n".join(out), encoding="utf-8")
                 con.execute(
                     "INSERT INTO dkey SELECT * FROM read_csv(?, header = false, quote = '\"', "
-                    "escape = '\"', allow_quoted_nulls = false, columns = {'pos': 'BIGINT', "
+                    "escape = '\"', allow_quoted_nulls = false, columns = {'first': 'BIGINT', "
                     "'h': 'UHUGEINT', 'resource': 'VARCHAR'})",
                     [str(keys)],
                 )
         cursor.close()
+        if errors:
+            raise self._bad(*min(errors))
         if failed & fast:
             # A file of the fast path has an argument that only the Python reader judges
             # right (not JSON to it, or nested too deep): read those files with it.
@@ -751,19 +759,20 @@ class Calls:
         self._ordered = ordered
         con.execute("DROP TABLE IF EXISTS sigs; DROP TABLE IF EXISTS dmap")
         # A signature is (kind, name, the 128-bit BLAKE2b digest of the canonical JSON text
-        # of the normalized args); sids follow the order of first appearance.
+        # of the normalized args); its sid is its first call's ord, so sids follow the order
+        # of first appearance. Every text of a signature normalizes to the same value, so it
+        # names the same resource.
         con.execute("""
             CREATE TABLE sigs AS
-            SELECT row_number() OVER (ORDER BY first) - 1 AS sid, * FROM (
-                SELECT d.kind, d.name, k.h, min(d.first) AS first,
-                       any_value(k.resource) AS resource
-                FROM dargs d JOIN dkey k USING (pos)
-                GROUP BY d.kind, d.name, k.h)
+            SELECT min(d.first) AS sid, d.kind, d.name, k.h, min(d.first) AS first,
+                   any_value(k.resource) AS resource
+            FROM dargs d JOIN dkey k USING (first)
+            GROUP BY d.kind, d.name, k.h
         """)
         con.execute("""
             CREATE TABLE dmap AS
             SELECT d.kind, d.name, d.args, d.first, s.sid, s.resource
-            FROM dargs d JOIN dkey k USING (pos)
+            FROM dargs d JOIN dkey k USING (first)
             JOIN sigs s ON s.kind = d.kind AND s.name = d.name AND s.h = k.h
         """)
         con.execute("DROP TABLE dargs; DROP TABLE dkey")
