@@ -300,3 +300,16 @@ def test_lines_are_counted_across_read_buffers(
     path.write_bytes(bytes(data))
     expected = len(bytes(data).splitlines())
     assert _lines_in(path) == expected
+
+
+@pytest.mark.parametrize("what", ["step", "tokens"])
+def test_a_number_past_64_bits_from_any_reader_is_named(what: str) -> None:
+    """A record whose step or token count does not fit 64 bits (orjson reads up to 2**64 - 1)
+    is a TraceError that names the field, not an engine error."""
+    from tracetape.analysis import check_records
+    from tracetape.record import Record
+
+    fields = {"step": 1, what: 1 << 63}
+    records = [Record(kind="tool", name="ls", input={"args": {}}, out_digest="o", line=7, **fields)]
+    with pytest.raises(TraceError, match=rf"records:7: field '{what}': 9223372036854775808"):
+        check_records(records)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.test_redact import PEM, SECRETS
 from tracetape.collector import ingest
-from tracetape.collector.ingest import _redacted, parse_batch
+from tracetape.collector.ingest import BadBatch, _redacted, parse_batch
 from tracetape.redact import Redactor
 
 PIECES = [*SECRETS.values(), PEM, "hunter2hunter2", "plain words", "sk-learn_estimator", "é\u00a0"]
@@ -110,3 +110,16 @@ def test_lines_end_where_a_file_reader_ends_them() -> None:
     body = f"{first}\n{second}\n".encode()
     batch = parse_batch(body, source="s", offset=10, fmt="auto", redactor=Redactor(), max_lines=9)
     assert [(r.line, r.step) for r in batch.records] == [(11, 1), (12, 2)]
+
+
+@pytest.mark.parametrize("field", ["step", "tokens"])
+def test_a_number_the_store_cannot_hold_is_a_bad_line(field: str) -> None:
+    """A step or token count past 64 bits (orjson reads up to 2**64 - 1; SQLite and the
+    analysis hold 64 bits) is refused with its line and field, and nothing is stored."""
+    record = {"run_id": "r1", "step": 1, "tool": "ls", "args": {}, "output_sha": "ab"}
+    body = (json.dumps(record) + "\n" + json.dumps({**record, field: 1 << 63}) + "\n").encode()
+    with pytest.raises(BadBatch) as caught:
+        parse_batch(body, source="s", offset=0, fmt="jsonl", redactor=Redactor(), max_lines=9)
+    assert caught.value.status == 400
+    assert "fits 64 bits" in str(caught.value.lines)
+    assert [(e["line"], e["field"]) for e in caught.value.lines] == [(2, field)]

@@ -98,20 +98,22 @@ EXPORT_COLUMNS = [c for c in COLUMNS if c != "file"]
 _JSONL_FIELDS = "{run_id: 'JSON', step: 'JSON', tool: 'JSON', args: 'JSON', output_sha: 'JSON', "
 _JSONL_FIELDS += "effect: 'JSON', tokens: 'JSON'}"
 # A JSON value's text, as DuckDB keeps it (minified, escapes of plain characters resolved:
-# "re\u0061d" is kept as "read", as the Python reader reads it), is a string's when it starts
-# with a quote; an effect is one of three strings.
+# "re\u0061d" is kept as "read", as the Python reader reads it; a number written again, as
+# 1e2 is kept as 100.0), is a string's when it starts with a quote; an integer's that fits 64
+# bits when it is the text of its cast to BIGINT (a cast of text, not of JSON: half the time;
+# "5.0" casts to 5, "5.5" to 6, and neither reads back as itself); an effect is one of three
+# strings.
 _JSONL_OK = """
     starts_with(run_id::VARCHAR, '"') AND starts_with(tool::VARCHAR, '"')
     AND starts_with(output_sha::VARCHAR, '"') AND args IS NOT NULL
-    AND json_type(step) IN ('BIGINT', 'UBIGINT') AND TRY_CAST(step AS BIGINT) IS NOT NULL
+    AND TRY_CAST(step::VARCHAR AS BIGINT)::VARCHAR = step::VARCHAR
     AND (effect IS NULL OR effect::VARCHAR IN ('"read"', '"write"', '"irreversible"'))
-    AND (tokens IS NULL OR (json_type(tokens) IN ('BIGINT', 'UBIGINT')
-                            AND TRY_CAST(tokens AS BIGINT) IS NOT NULL))
+    AND (tokens IS NULL OR TRY_CAST(tokens::VARCHAR AS BIGINT)::VARCHAR = tokens::VARCHAR)
 """
 _JSONL_SELECT = """
-    SELECT filename, run_id->>'$' AS run, TRY_CAST(step AS BIGINT) AS step,
+    SELECT filename, run_id->>'$' AS run, TRY_CAST(step::VARCHAR AS BIGINT) AS step,
            tool->>'$' AS name, CAST(args AS VARCHAR) AS args, output_sha->>'$' AS out,
-           effect->>'$' AS effect, TRY_CAST(tokens AS BIGINT) AS tokens,
+           effect->>'$' AS effect, TRY_CAST(tokens::VARCHAR AS BIGINT) AS tokens,
            coalesce({ok}, false) AS ok
     FROM read_json(?, format = 'newline_delimited', columns = {fields}, filename = true,
                    maximum_object_size = 16777216)
@@ -556,6 +558,14 @@ class Calls:
         with out.open("wb") as fh:
             batch: list[bytes] = []
             for seq, rec in enumerate(records, 1):
+                for what, number in (("step", rec.step), ("tokens", rec.tokens)):
+                    if number is not None and not -(1 << 63) <= number < 1 << 63:
+                        raise TraceError(
+                            f"field '{what}': {number} does not fit 64 bits",
+                            path=self.inputs[index].path,
+                            line=rec.line,
+                            field=what,
+                        )
                 args = call_args(rec)
                 try:
                     text = dumps(args).decode()

@@ -85,15 +85,21 @@ def _jsonl_record(src: TraceSource, raw: bytes, lineno: int) -> dict[str, Any] |
         type(run) is not str
         or type(tool) is not str
         or type(step) is not int
+        or not _INT64[0] <= step <= _INT64[1]
         or type(out) is not str
         or (effect is not None and effect not in EFFECTS)
-        or (tokens is not None and type(tokens) is not int)
+        or (
+            tokens is not None and (type(tokens) is not int or not _INT64[0] <= tokens <= _INT64[1])
+        )
     ) and not _check_jsonl(src, c, lineno):
         return None
     return c  # type: ignore[no-any-return]
 
 
 _JSONL_REQUIRED = ("run_id", "step", "tool", "args", "output_sha")
+# A step or a token count is a 64-bit integer (what the analysis engine holds; orjson reads up
+# to 2**64 - 1).
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def _bad_jsonl(src: TraceSource, raw: bytes, lineno: int) -> None:
@@ -119,6 +125,8 @@ def _check_jsonl(src: TraceSource, c: dict[str, Any], lineno: int) -> bool:
         src.bad(f"must be a string, found {run!r}", lineno, "run_id")
     elif type(step) is not int:
         src.bad(f"must be an integer step number, found {step!r}", lineno, "step")
+    elif not _INT64[0] <= step <= _INT64[1]:
+        src.bad(f"must be a step number that fits 64 bits, found {step}", lineno, "step")
     elif type(tool) is not str:
         src.bad(f"must be the tool name as a string, found {tool!r}", lineno, "tool")
     elif type(out) is not str:
@@ -131,6 +139,8 @@ def _check_jsonl(src: TraceSource, c: dict[str, Any], lineno: int) -> bool:
         )
     elif c.get("tokens") is not None and type(c["tokens"]) is not int:
         src.bad(f"must be an integer, found {c['tokens']!r}", lineno, "tokens")
+    elif c.get("tokens") is not None and not _INT64[0] <= c["tokens"] <= _INT64[1]:
+        src.bad(f"must be a token count that fits 64 bits, found {c['tokens']}", lineno, "tokens")
     else:
         return True
     return False
