@@ -17,7 +17,7 @@ from ..errors import TraceError
 from ..formats import TraceFormat
 from ..record import Record, RecordTexts
 from .config import AnalysisConfig
-from .detectors import SIDE_A, SIDE_B, Context, detectors
+from .detectors import SIDE_A, SIDE_B, Context, detect
 from .engine import ORD, Calls, Input, Workspace
 from .report import Report
 
@@ -228,8 +228,7 @@ def _analyze(ctx: Context, side_of: str, files: list[Path]) -> Report:
     calls = ctx.calls
     calls.sign(side_of)
     calls.prepare(side_of)
-    for detect in detectors():
-        detect(ctx)
+    detect(ctx)
     order = {"divergent-write": 0, "divergence": 0}
     findings = [f for kept in ctx.examples.values() for f in kept]
     findings.sort(key=lambda f: (-f.severity.rank, order.get(f.pattern, 1), f.pattern))

@@ -28,8 +28,8 @@ facts the detectors need. One window over each run in call order marks the call 
 step segment (and whether the run's steps ever go down); whether a write came before a call in
 its run (to anything, to an unnamed resource, to the call's own resource) and whether an
 untagged call came so far are comparisons with the first such call, found by grouping. Then
-``runs`` (per run: first call, calls, tokens, steps) and ``variants`` (per signature and
-output: where it was first seen, on which sides, and the drift facts of its sightings).
+``runs`` (per run: first call, calls, tokens, steps). ``Calls.fork`` gives the detectors a
+cursor each, so that groups of them run at the same time (see ``detectors``).
 
 DuckDB runs with a ``memory_limit`` and spills to a temporary directory beyond it, so memory
 is bounded whatever the number of lines. ``duckdb`` is imported here only, when an analysis
@@ -38,6 +38,7 @@ runs.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import tempfile
@@ -117,15 +118,6 @@ _JSONL_SELECT = """
            coalesce({ok}, false) AS ok
     FROM read_json(?, format = 'newline_delimited', columns = {fields}, filename = true,
                    maximum_object_size = 16777216)
-"""
-# Per signature and output: where the output was first seen (the call's ``ord``), on which
-# sides, and the facts of its sightings that drift classifies by (see detectors.drift).
-_VARIANTS = """
-    CREATE TABLE variants AS
-    SELECT sid, out, min(ord) AS first, bit_or(side) AS sides, bool_or(clean) AS clean,
-           min(ord) FILTER (WHERE certain_ok AND NOT untagged) AS certain_at,
-           min(ord) FILTER (WHERE certain_ok AND untagged) AS untagged_at
-    FROM calls GROUP BY sid, out
 """
 # Each call's place among its run's calls, in call order: whether it opens its run, whether it
 # opens a step segment (its step differs from its predecessor's), whether its step went back.
@@ -645,13 +637,30 @@ class Calls:
                 return
             self._reload(failed)
 
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        """A new cursor on this analysis's tables (one per thread)."""
+        cursor = self.con.cursor()
+        if self._schema:  # a new connection starts in the workspace's main schema
+            cursor.execute(f"USE memory.{self._schema}")
+        return cursor
+
+    def fork(self) -> Calls:
+        """These calls on a cursor of their own, for another thread (close its ``con``)."""
+        view = copy.copy(self)
+        view.con = self._cursor()
+        return view
+
+    @property
+    def concurrent(self) -> bool:
+        """Whether work may run in threads of its own at once: not in a workspace, where
+        each analysis runs on one thread and concurrent requests are the parallelism."""
+        return self.workspace is None
+
     def _start(self, query: str) -> Callable[[], None]:
         """Run ``query`` on a cursor of its own in another thread (DuckDB lets go of the GIL);
         return the function that waits for it and raises what it raised."""
         failure: list[BaseException] = []
-        cursor = self.con.cursor()
-        if self._schema:  # a new connection starts in the workspace's main schema
-            cursor.execute(f"USE memory.{self._schema}")
+        cursor = self._cursor()
 
         def run() -> None:
             try:
@@ -706,9 +715,7 @@ class Calls:
         resource_of = _resource_finder(self.config.resource_keys)
         fast = self._fast
         failed: set[int] = set()
-        cursor = con.cursor()
-        if self._schema:  # a new connection starts in the workspace's main schema
-            cursor.execute(f"USE memory.{self._schema}")
+        cursor = self._cursor()
         # In no order (a sort of every distinct text would cost more than the loop saves):
         # of the texts that are not right, the first in the input is the error.
         cursor.execute("SELECT first, args, how FROM dargs")
@@ -827,8 +834,8 @@ class Calls:
 
     def prepare(self, side_of: str) -> None:
         """Build ``calls``: the signed calls with a side (``side_of``, a SQL expression over
-        ``calls0``; 0 leaves a call out) and their ordered facts (see the module docstring),
-        then ``runs`` and ``variants``.
+        ``calls0``; 0 leaves a call out) and their ordered facts (see the module docstring);
+        ``runs`` was built beside the signing.
 
         One sort (the window over each run in call order) finds where step segments start;
         whether a write (or an untagged call) came before a call is a comparison with the
@@ -895,7 +902,6 @@ class Calls:
         """)
         con.execute("DROP TABLE order_facts")
         con.execute("DROP TABLE IF EXISTS first_writes")
-        con.execute(_VARIANTS)
 
     def rows(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of a query."""

@@ -17,12 +17,18 @@ module             patterns
 ``replay``         ``replay-mismatch``, ``replay-miss`` (diff only)
 ``divergence``     ``divergence``, ``divergent-write`` (diff only)
 =================  ===================================================================
+
+``detect`` runs them in groups that share no table they write, each group on a cursor and a
+thread of its own (DuckDB lets go of the GIL while a query runs): the Python work of one
+detector and the queries of another overlap, and a query that keeps one core busy leaves the
+other to the next group.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...canonical import canonical_json
@@ -30,7 +36,7 @@ from ..config import AnalysisConfig
 from ..engine import Calls
 from ..report import Divergence, Finding
 
-__all__ = ["Context", "brief", "detectors"]
+__all__ = ["Context", "brief", "detect", "detectors"]
 
 SIDE_A = 1
 SIDE_B = 2
@@ -81,9 +87,64 @@ class Context:
 
 Detector = Callable[[Context], None]
 
+# Per signature and output: where the output was first seen (the call's ``ord``), on which
+# sides, and the facts of its sightings that drift classifies by (see ``drift``); ``replay``
+# reads it too.
+_VARIANTS = """
+    CREATE TABLE variants AS
+    SELECT sid, out, min(ord) AS first, bit_or(side) AS sides, bool_or(clean) AS clean,
+           min(ord) FILTER (WHERE certain_ok AND NOT untagged) AS certain_at,
+           min(ord) FILTER (WHERE certain_ok AND untagged) AS untagged_at
+    FROM calls GROUP BY sid, out
+"""
 
-def detectors() -> list[Detector]:
-    """Every detector, in the order they run (each module is imported here, when asked)."""
+
+def _variants(ctx: Context) -> None:
+    ctx.calls.con.execute(_VARIANTS)
+
+
+def detectors() -> list[list[Detector]]:
+    """Every detector, in groups that write no table another group reads (each group in
+    order). Each module is imported here, when asked."""
     from . import budgets, divergence, drift, repeats, replay, steps
 
-    return [steps.find, repeats.find, budgets.find, divergence.find, replay.find, drift.find]
+    return [
+        [steps.find, budgets.find, divergence.find],
+        [repeats.find, _variants, replay.find, drift.find],
+    ]
+
+
+def detect(ctx: Context) -> None:
+    """Run every detector on ``ctx``: the groups at the same time when the engine allows it
+    (``Calls.concurrent``), each on a cursor of its own; else one after another. The report
+    does not depend on which finishes first: each pattern is one detector's, and findings are
+    ordered by their evidence."""
+    groups = detectors()
+    if not ctx.calls.concurrent:
+        for group in groups:
+            for find in group:
+                find(ctx)
+        return
+    failures: dict[int, BaseException] = {}
+    forks = [replace(ctx, calls=ctx.calls.fork()) for _ in groups]
+
+    def run(index: int) -> None:
+        try:
+            for find in groups[index]:
+                find(forks[index])
+        except BaseException as exc:  # re-raised below: the first group's
+            failures[index] = exc
+        finally:
+            forks[index].calls.con.close()
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(groups))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[min(failures)]
+    for sub in forks:  # what a detector sets besides its findings
+        ctx.divergence = ctx.divergence or sub.divergence
+        ctx.aligned = ctx.aligned or sub.aligned
+        ctx.replay = ctx.replay or sub.replay
