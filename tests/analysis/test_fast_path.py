@@ -4,6 +4,7 @@ path reports, and hands every line it cannot read exactly to that reader."""
 from __future__ import annotations
 
 import itertools
+import json
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -253,6 +254,40 @@ def test_arguments_are_grouped_on_their_json_text_not_an_inferred_type(tmp_path:
         "drift: s -> 2 distinct outputs",
         "repeat: r step 1 == step 1 (same args, different output)",
     ]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "\x01 \x00 \n \r \t",
+        'quote " backslash \\ slash /',
+        "é ü 中文 \u2028 \u2029 \U0001f600",
+        "\x7f",
+        1 << 70,  # past 64 bits: keyed by the stdlib's canonical text, not orjson's
+        -1.5e300,
+        [{"b": None, "a": [1, "x"]}],
+    ],
+    ids=["controls", "quotes", "non-ascii", "del", "huge-int", "float", "nested"],
+)
+def test_signature_keys_hold_any_value_exactly(tmp_path: Path, value: object) -> None:
+    """The canonical text is the signature key, sent to DuckDB unquoted, one a line: values
+    with control characters, quotes, non-ASCII and numbers beyond orjson stay whole; the same
+    value in another key order is the same signature, a different one is not."""
+    args = [{"v": value, "k": 1}, {"k": 1, "v": value}, {"v": [value], "k": 1}, {"v": value}]
+    lines = [
+        json.dumps({**call("r", i + 1, "s", {}, f"o{i}"), "args": a}).encode()
+        for i, a in enumerate(args)
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    report = check_trace(path)
+    assert report.signatures == 3
+    assert sorted(f.message for f in report.findings) == [
+        "drift: s -> 2 distinct outputs",
+        "repeat: r step 1 == step 2 (same args, different output)",
+    ]
+    with python_reader():
+        assert check_trace(path).to_dict() == report.to_dict()
 
 
 def test_a_trace_over_many_files_is_one_trace(tmp_path: Path) -> None:

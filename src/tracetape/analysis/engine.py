@@ -18,10 +18,10 @@ run, step, kind, name, args, out, effect, tokens``; ``seq`` orders a file's call
 ``Calls.sign`` then gives each call its *signature*: the kind, the name and the canonical JSON
 text of the normalized arguments (never an inferred struct type: a missing key and an
 explicit null stay apart, a string that looks like a UUID stays a string). Normalization runs
-in Python once per distinct argument text, in batches; what comes back is the 128-bit
-BLAKE2b digest of that canonical text (the signature key) and the *resource* the arguments
-name (``resource_keys``), joined back by the argument text. Signature ids follow the order of
-first appearance.
+in Python once per distinct argument text, in batches; what comes back is that canonical
+text (the signature key: no digest, so no two values can collide) and the *resource* the
+arguments name (``resource_keys``), joined back by the argument text. A signature's id is
+the ``ord`` of its first call.
 
 ``Calls.prepare`` builds ``calls``: the signed calls of the analyzed runs with the ordered
 facts the detectors need. One window over each run in call order marks the call that opens a
@@ -39,7 +39,6 @@ runs.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import tempfile
 import threading
@@ -686,7 +685,9 @@ class Calls:
     def _sign(self, side_of: str) -> set[int]:
         sides = f"({side_of}) > 0"
         con = self.con
-        con.execute("DROP TABLE IF EXISTS dargs; DROP TABLE IF EXISTS dkey")
+        con.execute(
+            "DROP TABLE IF EXISTS dargs; DROP TABLE IF EXISTS dkey; DROP TABLE IF EXISTS dres"
+        )
         # Each distinct text, with what the loop below must do to it: walk it with the
         # normalizer (1: it may change), check its depth (2: more brackets than MAX_DEPTH),
         # look for a resource in it (4: it may name one).
@@ -720,14 +721,19 @@ class Calls:
         # of the texts that are not right, the first in the input is the error.
         cursor.execute("SELECT first, args, how FROM dargs")
         errors: list[tuple[int, str]] = []
-        loads, dumps, blake2b = orjson.loads, orjson.dumps, hashlib.blake2b
-        # Each text's digest goes to DuckDB a batch at a time, and signatures are grouped
-        # there: Python holds one batch, whatever the number of distinct texts (a set of
-        # them all cost ~250 bytes a text: 1.5M distinct texts took check past 1 GiB).
-        con.execute("CREATE TABLE dkey (first BIGINT, h UHUGEINT, resource VARCHAR)")
-        keys = Path(self._tmp.name) / "keys.csv"
+        loads, dumps = orjson.loads, orjson.dumps
+        # Each text's key (its canonical text) goes to DuckDB a batch at a time, one a line
+        # after its id (JSON holds no raw control character, so \x01 parts them, unquoted),
+        # and signatures are grouped there: Python holds one batch, whatever the number of
+        # distinct texts (a set of them all cost ~250 bytes a text: 1.5M distinct texts took
+        # check past 1 GiB). The few resources go apart, quoted.
+        con.execute("CREATE TABLE dkey (first BIGINT, key VARCHAR)")
+        con.execute("CREATE TABLE dres (first BIGINT, resource VARCHAR)")
+        keys = Path(self._tmp.name) / "keys.txt"
+        named = Path(self._tmp.name) / "resources.csv"
         while rows := cursor.fetchmany(_BATCH):
-            out: list[str] = []
+            out: list[bytes] = []
+            res: list[str] = []
             for first, text, how in rows:
                 try:
                     value = loads(text)
@@ -747,22 +753,25 @@ class Calls:
                     continue
                 normalized = memo(value) if how & 1 else value
                 try:
-                    key = dumps(normalized, option=_SORT)
+                    out.append(b"%d\x01%b" % (first, dumps(normalized, option=_SORT)))
                 except TypeError:
-                    key = canonical_json(normalized).encode()
-                digest = blake2b(key, digest_size=16).hexdigest()
-                resource = resource_of(normalized) if how & 4 else None
-                if resource is None:
-                    out.append(f"{first},0x{digest},")
-                else:
-                    out.append(f'{first},0x{digest},"{resource.replace(chr(34), chr(34) * 2)}"')
-            if out:  # strings quoted, a missing resource left empty
-                keys.write_text("\n".join(out), encoding="utf-8")
+                    out.append(b"%d\x01%b" % (first, canonical_json(normalized).encode()))
+                if how & 4 and (resource := resource_of(normalized)) is not None:
+                    res.append(f'{first},"{resource.replace(chr(34), chr(34) * 2)}"')
+            if out:
+                keys.write_bytes(b"\n".join(out))
                 con.execute(
-                    "INSERT INTO dkey SELECT * FROM read_csv(?, header = false, quote = '\"', "
-                    "escape = '\"', allow_quoted_nulls = false, columns = {'first': 'BIGINT', "
-                    "'h': 'UHUGEINT', 'resource': 'VARCHAR'})",
+                    "INSERT INTO dkey SELECT * FROM read_csv(?, header = false, delim = '\x01', "
+                    "quote = '', escape = '', columns = {'first': 'BIGINT', 'key': 'VARCHAR'})",
                     [str(keys)],
+                )
+            if res:
+                named.write_text("\n".join(res), encoding="utf-8")
+                con.execute(
+                    "INSERT INTO dres SELECT * FROM read_csv(?, header = false, quote = '\"', "
+                    "escape = '\"', allow_quoted_nulls = false, columns = {'first': 'BIGINT', "
+                    "'resource': 'VARCHAR'})",
+                    [str(named)],
                 )
         cursor.close()
         if errors:
@@ -775,24 +784,25 @@ class Calls:
             return failed & fast
         self._ordered = ordered
         con.execute("DROP TABLE IF EXISTS sigs; DROP TABLE IF EXISTS dmap")
-        # A signature is (kind, name, the 128-bit BLAKE2b digest of the canonical JSON text
-        # of the normalized args); its sid is its first call's ord, so sids follow the order
+        # A signature is (kind, name, the canonical JSON text of the normalized args); its
+        # sid is its first call's ord, so sids follow the order
         # of first appearance. Every text of a signature normalizes to the same value, so it
         # names the same resource.
         con.execute("""
             CREATE TABLE sigs AS
-            SELECT min(d.first) AS sid, d.kind, d.name, k.h, min(d.first) AS first,
-                   any_value(k.resource) AS resource
-            FROM dargs d JOIN dkey k USING (first)
-            GROUP BY d.kind, d.name, k.h
+            SELECT min(d.first) AS sid, d.kind, d.name, k.key, min(d.first) AS first,
+                   any_value(r.resource) AS resource
+            FROM dargs d JOIN dkey k USING (first) LEFT JOIN dres r USING (first)
+            GROUP BY d.kind, d.name, k.key
         """)
         con.execute("""
             CREATE TABLE dmap AS
             SELECT d.kind, d.name, d.args, d.first, s.sid, s.resource
             FROM dargs d JOIN dkey k USING (first)
-            JOIN sigs s ON s.kind = d.kind AND s.name = d.name AND s.h = k.h
+            JOIN sigs s ON s.kind = d.kind AND s.name = d.name AND s.key = k.key
         """)
-        con.execute("DROP TABLE dargs; DROP TABLE dkey")
+        con.execute("ALTER TABLE sigs DROP COLUMN key")
+        con.execute("DROP TABLE dargs; DROP TABLE dkey; DROP TABLE dres")
         return set()
 
     def _bad(self, first: int, message: str) -> TraceError:
