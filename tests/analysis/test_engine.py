@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from tracetape.analysis import AnalysisConfig, TraceError, check_trace, diff_traces
 from tracetape.analysis.api import export_parquet
-from tracetape.analysis.engine import Calls, Input
+from tracetape.analysis.engine import ORD, Calls, Input
 from tracetape.cli import main
 from tracetape.errors import ConfigError
 
@@ -275,7 +275,16 @@ def test_many_files_are_read_in_one_statement_as_one_by_one(
     with Calls(AnalysisConfig(), skip_bad_lines=True) as calls:
         calls.load([Input(p) for p in [*a, *b, a[0]]])
         assert calls._fast == {0, 2, 3, 4, 6, 7}  # not the bad file, nor the pattern
-        rows = calls.rows("SELECT file, count(*), min(seq), max(seq) FROM calls0 GROUP BY file")
+        line = calls.line()
+        rows = calls.rows(
+            f"SELECT file, count(*), min({line}), max({line}) FROM calls0 GROUP BY file"
+        )
+        # A call's ord orders a file's lines.
+        (unordered,) = calls.one(
+            f"SELECT count(*) FROM (SELECT file, {line} AS line, lag({line}) OVER "
+            f"(PARTITION BY file ORDER BY {ORD}) AS before FROM calls0) WHERE line <= before"
+        )
+        assert unordered == 0
     counts = {f: (n, lo, hi) for f, n, lo, hi in rows}
     sizes = [len(p.read_bytes().splitlines()) for p in [*a, *b, a[0]]]
     assert counts == {i: (n - (i == 1), 1, n - (i == 1)) for i, n in enumerate(sizes)}

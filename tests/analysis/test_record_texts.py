@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracetape.analysis import AnalysisConfig, check_records, diff_records
-from tracetape.analysis.engine import Calls
+from tracetape.analysis.engine import ORD, Calls
 from tracetape.record import Record, RecordTexts
 
 _encode = msgspec.json.Encoder().encode
@@ -77,7 +77,9 @@ def _loaded_by(texts: RecordTexts, monkeypatch: pytest.MonkeyPatch) -> tuple[str
     )
     with Calls(AnalysisConfig()) as calls:
         calls.load_records(texts, "run")
-        rows = calls.rows("SELECT seq, line, run, step, kind, name, args FROM calls0 ORDER BY seq")
+        rows = calls.rows(
+            f"SELECT rowid, line, run, step, kind, name, args FROM calls0 ORDER BY {ORD}"
+        )
     return ("python" if used else "sql"), rows
 
 
@@ -94,7 +96,7 @@ def test_the_store_path_is_sql_and_keeps_order(monkeypatch: pytest.MonkeyPatch) 
     ]
     path, rows = _loaded_by(_texts(recs), monkeypatch)
     assert path == "sql"
-    assert [r[0] for r in rows] == list(range(1, len(recs) + 1))
+    assert [r[3] for r in rows[:300]] == list(range(300))  # in the records' order
     assert rows[5][6] == '{"n":5}'
     assert rows[-3][6] == '{"key":"llm:9"}'
     assert rows[-2][6] == '{"z":1,"a":{"step":2}}'  # the top-level step only, order kept

@@ -240,7 +240,6 @@ def _analyze(ctx: Context, side_of: str, files: list[Path]) -> Report:
             [ctx.baseline, ctx.candidate],
         )
     }
-    (events,) = calls.one("SELECT count(*) FROM calls0")
     (nruns,) = calls.one("SELECT count(*) FROM runs")
     (signatures,) = calls.one("SELECT count(*) FROM sigs")
     skipped, examples = calls.skipped
@@ -251,7 +250,7 @@ def _analyze(ctx: Context, side_of: str, files: list[Path]) -> Report:
         findings=findings,
         counts=dict(sorted(ctx.counts.items())),
         runs=nruns,
-        events=events,
+        events=calls.events,
         baseline=stats.get(SIDE_A) or ({"run": ctx.baseline} if compare else None),
         candidate=stats.get(SIDE_B) or ({"run": ctx.candidate} if compare else None),
         divergence=ctx.divergence,

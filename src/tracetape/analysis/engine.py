@@ -1,14 +1,17 @@
 """The analysis engine: every call of every input in one DuckDB table, signed and ordered.
 
-``Calls.load`` reads the inputs into the table ``calls0`` (one row a call: ``file, seq, line,
-run, step, kind, name, args, out, effect, tokens``; ``seq`` orders a file's calls):
+``Calls.load`` reads the inputs into the table ``calls0`` (one row a call: ``file, line, run,
+step, kind, name, args, out, effect, tokens``), each file's calls inserted in their order, so
+that a call's ``ord`` (``ORD``: its file's index, then its rowid) orders the input:
 
-* the seed-JSONL files go straight through one DuckDB ``read_json`` (a fleet's day is many
-  files) with every field read as JSON, its types checked in SQL as the Python reader checks
-  them. The fast path is taken only where it is exact: if a field has another type, a line
-  is blank, torn or not JSON, or an argument does not parse as the Python reader parses it,
-  the file is read again by the Python reader, which names the bad line and field (or skips
-  it under ``skip_bad_lines``);
+* the seed-JSONL files go straight through one DuckDB ``read_json`` into ``calls0`` (a
+  fleet's day is many files) with every field read as JSON, its types checked in SQL as the
+  Python reader checks them; a row's line is its offset among its file's rows (``line`` is
+  left NULL and computed where it is read: ``Calls.line``). The fast path is taken only
+  where it is exact: if a field has another type, a line is blank, torn or not JSON, or an
+  argument does not parse as the Python reader parses it, the file's rows are deleted and it
+  is read again by the Python reader, which names the bad line and field (or skips it under
+  ``skip_bad_lines``);
 * a Parquet file written by ``tracetape export --parquet`` is read as it is;
 * records given as their JSON texts (``RecordTexts``: a store's rows) are read by
   ``read_json`` too, with ``call_args`` in SQL;
@@ -64,9 +67,14 @@ if TYPE_CHECKING:
 __all__ = ["ORD", "PARQUET_MAGIC", "Calls", "Input", "Workspace", "fill_steps"]
 
 PARQUET_MAGIC = b"PAR1"
-# A call's place in the input (``ord``): its file's index, then its ``seq`` in the file.
-ORD = "(file::BIGINT << 40 | seq)"
+# A call's place in the input (``ord``): its file's index, then its rowid in calls0 (each
+# file's calls are inserted in their order).
+ORD = "(file::BIGINT << 40 | rowid)"
+_ORD_C = "(c.file::BIGINT << 40 | c.rowid)"  # of calls0 named c
 _SEQ_BITS = 40
+# The line of a row of the JSONL fast path that the Python reader must judge (its file is
+# then read again by that reader); the others' is NULL until computed (``Calls.line``).
+_UNREAD = -1
 _BATCH = 1 << 16
 _GLOB_CHARS = frozenset("*?[{")
 # A small analysis runs faster on one thread: below about 100,000 calls DuckDB's parallel
@@ -77,10 +85,9 @@ _PARALLEL_BYTES = 16 << 20
 _SORT = orjson.OPT_SORT_KEYS
 _WRITES = "('write', 'irreversible')"
 
-# The columns of calls0 (and of a Parquet export), in order.
+# The columns of calls0, in order.
 COLUMNS = {
     "file": "INTEGER",
-    "seq": "BIGINT",
     "line": "BIGINT",
     "run": "VARCHAR",
     "step": "BIGINT",
@@ -91,7 +98,8 @@ COLUMNS = {
     "effect": "VARCHAR",
     "tokens": "BIGINT",
 }
-EXPORT_COLUMNS = [c for c in COLUMNS if c != "file"]
+# A Parquet export's columns: ``seq`` numbers the calls across the inputs.
+EXPORT_COLUMNS = ["seq", *(c for c in COLUMNS if c != "file")]
 
 # The seed-JSONL fields, each read as JSON so that its type can be checked as the Python
 # reader checks it (a typed read would turn a number into a string and back without a word).
@@ -110,12 +118,15 @@ _JSONL_OK = """
     AND (effect IS NULL OR effect::VARCHAR IN ('"read"', '"write"', '"irreversible"'))
     AND (tokens IS NULL OR TRY_CAST(tokens::VARCHAR AS BIGINT)::VARCHAR = tokens::VARCHAR)
 """
-_JSONL_SELECT = """
-    SELECT filename, run_id->>'$' AS run, TRY_CAST(step::VARCHAR AS BIGINT) AS step,
-           tool->>'$' AS name, CAST(args AS VARCHAR) AS args, output_sha->>'$' AS out,
-           effect->>'$' AS effect, TRY_CAST(tokens::VARCHAR AS BIGINT) AS tokens,
-           coalesce({ok}, false) AS ok
-    FROM read_json(?, format = 'newline_delimited', columns = {fields}, filename = true,
+# The files' rows straight into calls0: ``$2`` maps a file's place in the list (DuckDB's
+# ``file_index``) to its input index.
+_JSONL_INSERT = f"""
+    INSERT INTO calls0
+    SELECT $2[file_index::BIGINT + 1]::INTEGER, CASE WHEN {{ok}} THEN NULL ELSE {_UNREAD} END,
+           run_id->>'$', TRY_CAST(step::VARCHAR AS BIGINT), 'tool', tool->>'$',
+           CAST(args AS VARCHAR), output_sha->>'$', effect->>'$',
+           TRY_CAST(tokens::VARCHAR AS BIGINT)
+    FROM read_json($1, format = 'newline_delimited', columns = {{fields}},
                    maximum_object_size = 16777216)
 """
 # Each call's place among its run's calls, in call order: whether it opens its run, whether it
@@ -146,7 +157,7 @@ _RECORD_FIELDS += "step: 'BIGINT', input: 'JSON', out_digest: 'VARCHAR', effect:
 _RECORD_FIELDS += "tokens: 'BIGINT', line: 'BIGINT'}"
 _RECORD_ROWS = f"""
     INSERT INTO calls0
-    SELECT ?, row_number() OVER (), coalesce(line, 0), coalesce(run, ''), step, kind,
+    SELECT ?, coalesce(line, 0), coalesce(run, ''), step, kind,
            coalesce(nullif(name, ''), kind),
            CASE WHEN input IS NULL THEN json_object('key', key)::VARCHAR
                 WHEN json_type(input) <> 'OBJECT' THEN input::VARCHAR
@@ -262,6 +273,7 @@ class Calls:
     sources: list[TraceSource] = field(default_factory=list)
     inputs: list[Input] = field(default_factory=list)
     _fast: set[int] = field(default_factory=set)
+    _first: dict[int, int] = field(default_factory=dict)  # a fast file's first rowid
     _tmp: tempfile.TemporaryDirectory[str] = field(init=False)
     workspace: Workspace | None = None
     _bytes: int = 0  # of the inputs read so far
@@ -269,6 +281,7 @@ class Calls:
     _schema: str = ""  # in a workspace, this analysis's own
     _pending: list[Callable[[], None]] = field(default_factory=list)  # see _start
     _ordered: Callable[[], None] | None = None  # waits for order_facts (see sign)
+    events: int = 0  # the calls read (prepare drops calls0)
 
     def __post_init__(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="tracetape-")
@@ -372,52 +385,54 @@ class Calls:
         if len(set(paths)) < len(paths):  # a file given twice (diff A A) is read twice
             return set().union(*(self._load_jsonl([i]) for i in indices))
         con = self.con
-        query = _JSONL_SELECT.format(ok=_JSONL_OK, fields=_JSONL_FIELDS)
+        query = _JSONL_INSERT.format(ok=_JSONL_OK, fields=_JSONL_FIELDS)
         try:
             # The files' lines are counted here while DuckDB reads them (in another thread).
             lines = self._watched(
-                f"CREATE TABLE stage AS {query}",
-                [[str(p) for p in paths]],
+                query,
+                [[str(p) for p in paths], indices],
                 paths,
                 lambda: [_lines_in(p) for p in paths],
             )
-        except duckdb.Error:
-            with suppress(duckdb.Error):
-                con.execute("DROP TABLE IF EXISTS stage")
+        except (duckdb.InvalidInputException, duckdb.ConversionException):
+            # A line DuckDB cannot read (the statement inserted nothing); a mistake in the
+            # query itself is raised.
             if len(indices) == 1:
                 return set(indices)
             return set().union(*(self._load_jsonl([i]) for i in indices))
-        try:
-            # Each file's rows, bad rows and first row: a file's rows are consecutive, in
-            # its line order (the insertion order is kept), so a row's line is its offset.
-            found = {
-                name: (rows, bad, first, last)
-                for name, rows, bad, first, last in con.execute(
-                    "SELECT filename, count(*), count(*) FILTER (WHERE NOT ok), min(rowid), "
-                    "max(rowid) FROM stage GROUP BY filename"
-                ).fetchall()
-            }
-            firsts = []
-            for index, path, count in zip(indices, paths, lines, strict=True):
-                rows, bad, first, last = found.get(str(path), (0, 0, 0, -1))
-                if bad or not rows or rows != count or last - first + 1 != rows:
-                    slow.add(index)
-                else:
-                    firsts.append((str(path), index, first))
-            if firsts:
-                con.execute(
-                    "INSERT INTO calls0 SELECT f.idx, s.rowid - f.first + 1, "
-                    "s.rowid - f.first + 1, run, step, 'tool', name, args, out, effect, tokens "
-                    "FROM stage s JOIN (SELECT unnest($1) AS filename, unnest($2) AS idx, "
-                    "unnest($3) AS first) f USING (filename)",
-                    [[f[0] for f in firsts], [f[1] for f in firsts], [f[2] for f in firsts]],
-                )
-        finally:
-            con.execute("DROP TABLE stage")
+        # Each file's rows, bad rows and first row: a file's rows are consecutive, in its
+        # line order (the insertion order is kept), so a row's line is its offset.
+        found = {
+            index: (rows, bad, first, last)
+            for index, rows, bad, first, last in con.execute(
+                f"SELECT file, count(*), count(*) FILTER (WHERE line = {_UNREAD}), min(rowid), "
+                "max(rowid) FROM calls0 WHERE file IN (SELECT unnest($1::INTEGER[])) GROUP BY file",
+                [indices],
+            ).fetchall()
+        }
+        for index, count in zip(indices, lines, strict=True):
+            rows, bad, first, last = found.get(index, (0, 0, 0, -1))
+            if bad or not rows or rows != count or last - first + 1 != rows:
+                slow.add(index)
+            else:
+                self._first[index] = first
+        if slow:
+            con.execute(
+                "DELETE FROM calls0 WHERE file IN (SELECT unnest($1::INTEGER[]))", [sorted(slow)]
+            )
         for index in indices:
             if index not in slow:
                 self._report(index)
         return slow
+
+    def line(self, table: str = "") -> str:
+        """The line of a row of calls0 (named ``table`` in the query), as SQL: its ``line``,
+        or on the fast path its offset among its file's rows."""
+        t = f"{table}." if table else ""
+        if not self._first:
+            return f"{t}line"
+        starts = [self._first.get(i, 0) - 1 for i in range(len(self.inputs))]
+        return f"coalesce({t}line, {t}rowid - {starts}[{t}file + 1])"
 
     def _watched(
         self,
@@ -480,7 +495,7 @@ class Calls:
             )
         try:
             self.con.execute(
-                f"INSERT INTO calls0 SELECT ?, {', '.join(EXPORT_COLUMNS)} "
+                f"INSERT INTO calls0 SELECT ?, {', '.join(EXPORT_COLUMNS[1:])} "
                 "FROM read_parquet(?) ORDER BY seq",
                 [index, str(path)],
             )
@@ -548,7 +563,7 @@ class Calls:
         dumps = orjson.dumps
         with out.open("wb") as fh:
             batch: list[bytes] = []
-            for seq, rec in enumerate(records, 1):
+            for rec in records:
                 for what, number in (("step", rec.step), ("tokens", rec.tokens)):
                     if number is not None and not -(1 << 63) <= number < 1 << 63:
                         raise TraceError(
@@ -564,7 +579,6 @@ class Calls:
                     text = canonical_json(args)
                 row = {
                     "file": index,
-                    "seq": seq,
                     "line": rec.line,
                     "run": rec.run or "",
                     "step": rec.step,
@@ -602,11 +616,11 @@ class Calls:
             raise OSError(f"{output.parent}: no such folder to write {output.name} in")
         partial = output.with_name(f".{output.name}.partial")
         target = str(partial).replace("'", "''")
-        columns = ", ".join(c for c in EXPORT_COLUMNS if c != "seq")
+        columns = ", ".join(c for c in EXPORT_COLUMNS[2:])
         try:
             self.con.execute(
-                f"COPY (SELECT row_number() OVER (ORDER BY file, seq) AS seq, {columns} "
-                f"FROM calls0 ORDER BY file, seq) TO '{target}' (FORMAT parquet)"
+                f"COPY (SELECT row_number() OVER (ORDER BY {ORD}) AS seq, {self.line()} AS line, "
+                f"{columns} FROM calls0 ORDER BY {ORD}) TO '{target}' (FORMAT parquet)"
             )
             partial.replace(output)
         except duckdb.IOException as exc:
@@ -620,6 +634,7 @@ class Calls:
         for index in sorted(files):
             self.con.execute("DELETE FROM calls0 WHERE file = ?", [index])
             self._fast.discard(index)
+            self._first.pop(index, None)
             self._load_records(index)
 
     # -- signatures ----------------------------------------------------------------------------
@@ -807,10 +822,11 @@ class Calls:
 
     def _bad(self, first: int, message: str) -> TraceError:
         """The error for the argument text of the call at ``first`` (its ``ORD``)."""
+        (line,) = self.one(f"SELECT {self.line()} FROM calls0 WHERE {ORD} = ?", [first])
         return TraceError(
             f"field 'args': {message}",
             path=self.inputs[first >> _SEQ_BITS].path,
-            line=first & ((1 << _SEQ_BITS) - 1),
+            line=line,
             field="args",
         )
 
@@ -858,8 +874,8 @@ class Calls:
         ).fetchone() or (False, False)
         joins, facts = "", []
         signed = f"""
-            (SELECT c.*, {side_of} AS side, {ORD} AS ord, d.sid,
-                    d.resource
+            (SELECT c.* EXCLUDE (line), {self.line("c")} AS line, {side_of} AS side,
+                    {_ORD_C} AS ord, d.sid, d.resource
              FROM calls0 c
              JOIN dmap d ON d.kind = c.kind AND d.name = c.name AND d.args = c.args)
         """
@@ -910,7 +926,10 @@ class Calls:
             JOIN (SELECT ord, opens_run, new_seg, back FROM order_facts) USING (ord)
             WHERE side > 0
         """)
-        con.execute("DROP TABLE order_facts")
+        # What the detectors read is in calls, runs, sigs and dmap: the input's rows go (at
+        # 3M lines they are half the engine's memory, and the detectors would spill).
+        (self.events,) = self.one("SELECT count(*) FROM calls0")
+        con.execute("DROP TABLE order_facts; DROP TABLE calls0")
         con.execute("DROP TABLE IF EXISTS first_writes")
 
     def rows(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
