@@ -920,10 +920,10 @@ class Calls:
             self._ordered = None
         con.execute(f"""
             CREATE TABLE calls AS
-            SELECT side, ord, line, run, step, name, out, effect, tokens, sid,
-                   opens_run, new_seg, back, {", ".join(facts)}
+            SELECT side, ord, line, run, step, name, out, effect, sid,
+                   opens_run, new_seg, {", ".join(facts)}
             FROM {signed} {joins}
-            JOIN (SELECT ord, opens_run, new_seg, back FROM order_facts) USING (ord)
+            JOIN (SELECT ord, opens_run, new_seg FROM order_facts) USING (ord)
             WHERE side > 0
         """)
         # What the detectors read is in calls, runs, sigs and dmap: the input's rows go (at
