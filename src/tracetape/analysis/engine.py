@@ -129,23 +129,29 @@ _JSONL_INSERT = f"""
     FROM read_json($1, format = 'newline_delimited', columns = {{fields}},
                    maximum_object_size = 16777216)
 """
-# Each call's place among its run's calls, in call order: whether it opens its run, whether it
-# opens a step segment (its step differs from its predecessor's), whether its step went back.
-# The window sorts only what it reads (the run, the order, the step), not the rows it would
-# carry along: ``calls`` joins it by ord (half the time). Then ``runs``, from the same rows.
+# Each call's place among its run's calls, in call order: whether it opens a step segment
+# (a stretch of calls with one step number: its step differs from its predecessor's, or it
+# opens its run with a step), and its segment ``seg``: the ord of the latest call at or before
+# it that opens one, or its run (a running maximum; in a run whose steps never go down, the
+# calls of one step number). The window sorts only what it reads (the run, the order, the
+# step), not the rows it would carry along: ``calls`` joins it by ord. Then ``runs``, from the
+# same rows.
 _ORDER = f"""
     CREATE TABLE order_facts AS
-    SELECT {{side_of}} AS side, run, {ORD} AS ord, step, tokens,
-           lag({ORD}) OVER w IS NULL AS opens_run,
-           CASE WHEN lag({ORD}) OVER w IS NULL THEN step IS NOT NULL
-                ELSE step IS DISTINCT FROM lag(step) OVER w END AS new_seg,
-           step IS NULL OR coalesce(step < lag(step) OVER w, false) AS back
-    FROM calls0 WHERE ({{side_of}}) > 0
-    WINDOW w AS (PARTITION BY {{side_of}}, run ORDER BY {ORD});
+    SELECT side, run, ord, step, tokens, new_seg,
+           max(ord) FILTER (WHERE opens_run OR new_seg)
+               OVER (PARTITION BY side, run ORDER BY ord ROWS UNBOUNDED PRECEDING) AS seg
+    FROM (
+        SELECT {{side_of}} AS side, run, {ORD} AS ord, step, tokens,
+               lag({ORD}) OVER w IS NULL AS opens_run,
+               CASE WHEN lag({ORD}) OVER w IS NULL THEN step IS NOT NULL
+                    ELSE step IS DISTINCT FROM lag(step) OVER w END AS new_seg
+        FROM calls0 WHERE ({{side_of}}) > 0
+        WINDOW w AS (PARTITION BY {{side_of}}, run ORDER BY {ORD}));
     CREATE TABLE runs AS
     SELECT side, run, min(ord) AS first, count(*) AS calls,
            sum(coalesce(tokens, 0))::BIGINT AS tokens, sum(new_seg::INTEGER) AS steps,
-           greatest(0, coalesce(max(step), 0)) AS max_step, bool_or(back) AS unordered
+           greatest(0, coalesce(max(step), 0)) AS max_step
     FROM order_facts GROUP BY side, run
 """
 _READ_OUR_JSONL = "{" + ", ".join(f"{k}: '{v}'" for k, v in COLUMNS.items()) + "}"
@@ -920,10 +926,9 @@ class Calls:
             self._ordered = None
         con.execute(f"""
             CREATE TABLE calls AS
-            SELECT side, ord, line, run, step, name, out, effect, sid,
-                   opens_run, new_seg, {", ".join(facts)}
+            SELECT side, ord, line, run, step, name, out, effect, sid, seg, {", ".join(facts)}
             FROM {signed} {joins}
-            JOIN (SELECT ord, opens_run, new_seg FROM order_facts) USING (ord)
+            JOIN (SELECT ord, seg FROM order_facts) USING (ord)
             WHERE side > 0
         """)
         # What the detectors read is in calls, runs, sigs and dmap: the input's rows go (at

@@ -1,40 +1,23 @@
 """``fanout`` and ``exploration``: what one step of a run did.
 
-A run's *step segment* is a stretch of consecutive calls with the same step number (the
-engine marks the call that opens one). ``fanout``: a segment with more calls than
-``max_calls_per_step``. ``exploration``: one tool called with more than ``exploration``
-distinct (normalized) arguments in one segment; its examples are the first three in call
-order.
+A run's *step segment* is a stretch of consecutive calls with the same step number; the
+engine gives each call its segment (``seg``: the ord of the segment's first call).
+``fanout``: a segment with more calls than ``max_calls_per_step``. ``exploration``: one tool
+called with more than ``exploration`` distinct (normalized) arguments in one segment; its
+examples are the first three in call order.
 """
 
 from __future__ import annotations
 
 from . import Context
 
-# The calls that may belong to a step segment over a bound, each with its segment. In a run
-# whose steps never go down, a segment is a step number, and only step numbers called more
-# than ``$1`` times are kept. In any other run (or one with a step NULL), a call's segment
-# is the latest call at or before it that opens a segment (a running maximum in call order):
-# a run's first call opens one, and so does each call whose step differs from its
-# predecessor's (a step NULL from a number too), so that call opened the call's own stretch.
-_SEGMENTS = """
-    CREATE TABLE seg_calls AS
-    SELECT c.side, c.run, c.ord, c.line, c.step, c.name, c.sid, c.step AS seg
-    FROM calls c
-    JOIN (SELECT side, run, step FROM calls GROUP BY ALL HAVING count(*) > $1) k
-        USING (side, run, step)
-    SEMI JOIN (SELECT side, run FROM runs WHERE NOT unordered) USING (side, run)
-    UNION ALL
-    SELECT c.side, c.run, c.ord, c.line, c.step, c.name, c.sid,
-           max(c.ord) FILTER (WHERE c.opens_run OR c.new_seg)
-               OVER (PARTITION BY c.side, c.run ORDER BY c.ord ROWS UNBOUNDED PRECEDING) AS seg
-    FROM calls c SEMI JOIN (SELECT side, run FROM runs WHERE unordered) USING (side, run)
-"""
+# The segments over the smaller bound (one pass over the calls: a segment is one integer),
+# with their run's first call; a segment's first call is its ``seg``.
 _BIG = """
     CREATE TABLE big_segs AS
     SELECT s.*, r.first AS run_first
-    FROM (SELECT side, run, seg, count(*) AS n, min(ord) AS first
-          FROM seg_calls GROUP BY side, run, seg HAVING count(*) > ?) s
+    FROM (SELECT seg, any_value(side) AS side, any_value(run) AS run, count(*) AS n
+          FROM calls GROUP BY seg HAVING count(*) > ?) s
     JOIN runs r USING (side, run)
 """
 
@@ -43,12 +26,10 @@ def find(ctx: Context) -> None:
     """Add the fanout and exploration findings."""
     limits = ctx.config.limits
     db = ctx.calls
-    bound = min(limits.max_calls_per_step, limits.exploration)
-    db.con.execute(_SEGMENTS, [bound])
-    db.con.execute(_BIG, [bound])
+    db.con.execute(_BIG, [min(limits.max_calls_per_step, limits.exploration)])
     _fanout(ctx, limits.max_calls_per_step)
     _exploration(ctx, limits.exploration)
-    db.con.execute("DROP TABLE big_segs; DROP TABLE seg_calls")
+    db.con.execute("DROP TABLE big_segs")
 
 
 def _fanout(ctx: Context, bound: int) -> None:
@@ -61,9 +42,9 @@ def _fanout(ctx: Context, bound: int) -> None:
         """
         SELECT c.run, any_value(c.step), count(*), arg_min(c.line, c.ord),
                list(c.name ORDER BY c.ord)
-        FROM (SELECT * FROM big_segs WHERE n > ? ORDER BY run_first, first LIMIT ?) s
-        JOIN seg_calls c USING (side, run, seg)
-        GROUP BY s.side, c.run, s.seg, s.run_first, s.first ORDER BY s.run_first, s.first
+        FROM (SELECT * FROM big_segs WHERE n > ? ORDER BY run_first, seg LIMIT ?) s
+        JOIN calls c USING (seg)
+        GROUP BY c.run, s.seg, s.run_first ORDER BY s.run_first, s.seg
         """,
         [bound, ctx.limit],
     )
@@ -85,14 +66,18 @@ def _fanout(ctx: Context, bound: int) -> None:
 
 def _exploration(ctx: Context, bound: int) -> None:
     db = ctx.calls
+    # Only a tool called more than ``bound`` times in a segment can have more distinct args
+    # (and its segment is then one of big_segs).
     db.con.execute(
         """
         CREATE TABLE explored AS
-        SELECT s.run_first, s.first, c.side, c.run, c.seg, c.name, any_value(c.step) AS step,
+        SELECT s.run_first, s.seg, s.run, c.name, any_value(c.step) AS step,
                min(c.ord) AS tool_first, count(DISTINCT c.sid) AS distinct_args
-        FROM big_segs s JOIN seg_calls c USING (side, run, seg)
-        WHERE s.n > ?
-        GROUP BY s.run_first, s.first, c.side, c.run, c.seg, c.name
+        FROM (SELECT seg, name FROM calls SEMI JOIN big_segs USING (seg)
+              GROUP BY seg, name HAVING count(*) > ?) t
+        JOIN calls c USING (seg, name)
+        JOIN big_segs s USING (seg)
+        GROUP BY s.run_first, s.seg, s.run, c.name
         HAVING count(DISTINCT c.sid) > ?
         """,
         [bound, bound],
@@ -103,11 +88,10 @@ def _exploration(ctx: Context, bound: int) -> None:
         rows = db.rows(
             """
             SELECT e.run, e.step, e.name, e.distinct_args, list(c.sid ORDER BY c.ord)
-            FROM (SELECT * FROM explored ORDER BY run_first, first, tool_first LIMIT ?) e
-            JOIN seg_calls c USING (side, run, seg, name)
-            GROUP BY e.side, e.run, e.seg, e.name, e.step, e.distinct_args, e.run_first,
-                     e.first, e.tool_first
-            ORDER BY e.run_first, e.first, e.tool_first
+            FROM (SELECT * FROM explored ORDER BY run_first, seg, tool_first LIMIT ?) e
+            JOIN calls c USING (seg, name)
+            GROUP BY e.run, e.seg, e.name, e.step, e.distinct_args, e.run_first, e.tool_first
+            ORDER BY e.run_first, e.seg, e.tool_first
             """,
             [ctx.limit],
         )
