@@ -133,17 +133,18 @@ _JSONL_INSERT = f"""
 # (a stretch of calls with one step number: its step differs from its predecessor's, or it
 # opens its run with a step), and its segment ``seg``: the ord of the latest call at or before
 # it that opens one, or its run (a running maximum; in a run whose steps never go down, the
-# calls of one step number). The window sorts only what it reads (the run, the order, the
+# calls of one step number); ``rf``, the ord of its run's first call (a run in one integer).
+# The window sorts only what it reads (the run, the order, the
 # step), not the rows it would carry along: ``calls`` joins it by ord. Then ``runs``, from the
 # same rows.
 _ORDER = f"""
     CREATE TABLE order_facts AS
-    SELECT side, run, ord, step, tokens, new_seg,
+    SELECT side, run, ord, step, tokens, new_seg, rf,
            max(ord) FILTER (WHERE opens_run OR new_seg)
                OVER (PARTITION BY side, run ORDER BY ord ROWS UNBOUNDED PRECEDING) AS seg
     FROM (
         SELECT {{side_of}} AS side, run, {ORD} AS ord, step, tokens,
-               lag({ORD}) OVER w IS NULL AS opens_run,
+               first_value({ORD}) OVER w AS rf, lag({ORD}) OVER w IS NULL AS opens_run,
                CASE WHEN lag({ORD}) OVER w IS NULL THEN step IS NOT NULL
                     ELSE step IS DISTINCT FROM lag(step) OVER w END AS new_seg
         FROM calls0 WHERE ({{side_of}}) > 0
@@ -926,9 +927,10 @@ class Calls:
             self._ordered = None
         con.execute(f"""
             CREATE TABLE calls AS
-            SELECT side, ord, line, run, step, name, out, effect, sid, seg, {", ".join(facts)}
+            SELECT side, ord, line, run, step, name, out, effect, sid, seg, rf,
+                   {", ".join(facts)}
             FROM {signed} {joins}
-            JOIN (SELECT ord, seg FROM order_facts) USING (ord)
+            JOIN (SELECT ord, seg, rf FROM order_facts) USING (ord)
             WHERE side > 0
         """)
         # What the detectors read is in calls, runs, sigs and dmap: the input's rows go (at

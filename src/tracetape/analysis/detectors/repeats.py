@@ -17,7 +17,8 @@ from . import WRITES, Context, brief
 # rank in its repeat (ordered aggregates sort each group again: 3x the time).
 _REPEATS = f"""
     CREATE TABLE repeats AS
-    SELECT side, run, sid, count(*) AS n, min(ord) FILTER (WHERE rk = 2) AS second,
+    SELECT rf AS run_first, any_value(run) AS run, sid, count(*) AS n,
+           min(ord) FILTER (WHERE rk = 2) AS second,
            {{'step': any_value(step) FILTER (WHERE rk = 1),
              'out': any_value(out) FILTER (WHERE rk = 1),
              'line': any_value(line) FILTER (WHERE rk = 1),
@@ -28,14 +29,14 @@ _REPEATS = f"""
            bool_or(rk > 1 AND out IS DISTINCT FROM fout AND NOT explained)
                AS unexplained
     FROM (
-        SELECT side, run, sid, ord, step, out, line, effect, explained,
+        SELECT rf, run, sid, ord, step, out, line, effect, explained,
                row_number() OVER w AS rk, first_value(out) OVER w AS fout
         FROM calls c
-        SEMI JOIN (SELECT side, run, sid FROM calls GROUP BY ALL HAVING count(*) > 1) k
-            USING (side, run, sid)
-        WINDOW w AS (PARTITION BY side, run, sid ORDER BY ord)
+        SEMI JOIN (SELECT rf, sid FROM calls GROUP BY ALL HAVING count(*) > 1) k
+            USING (rf, sid)
+        WINDOW w AS (PARTITION BY rf, sid ORDER BY ord)
     )
-    GROUP BY side, run, sid
+    GROUP BY rf, sid
 """
 
 
@@ -51,11 +52,9 @@ def find(ctx: Context) -> None:
     """
     db.con.execute(f"""
         CREATE TABLE repeat_found AS
-        SELECT x.*, r.first AS run_first FROM (
-            SELECT *, 'repeat-budget' AS pattern FROM repeats WHERE n - 1 > {int(bound)}
-            UNION ALL
-            SELECT *, {pattern} AS pattern FROM repeats WHERE same OR unexplained
-        ) x JOIN runs r USING (side, run)
+        SELECT *, 'repeat-budget' AS pattern FROM repeats WHERE n - 1 > {int(bound)}
+        UNION ALL
+        SELECT *, {pattern} AS pattern FROM repeats WHERE same OR unexplained
     """)
     for pattern, total in db.rows("SELECT pattern, count(*) FROM repeat_found GROUP BY ALL"):
         ctx.count(pattern, total)

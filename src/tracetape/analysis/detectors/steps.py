@@ -12,13 +12,11 @@ from __future__ import annotations
 from . import Context
 
 # The segments over the smaller bound (one pass over the calls: a segment is one integer),
-# with their run's first call; a segment's first call is its ``seg``.
+# with their run's first call (``rf``); a segment's first call is its ``seg``.
 _BIG = """
     CREATE TABLE big_segs AS
-    SELECT s.*, r.first AS run_first
-    FROM (SELECT seg, any_value(side) AS side, any_value(run) AS run, count(*) AS n
-          FROM calls GROUP BY seg HAVING count(*) > ?) s
-    JOIN runs r USING (side, run)
+    SELECT seg, any_value(rf) AS run_first, any_value(run) AS run, count(*) AS n
+    FROM calls GROUP BY seg HAVING count(*) > ?
 """
 
 
