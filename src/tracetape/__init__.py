@@ -30,20 +30,25 @@ from .errors import (
     UnplayedDecisionsError,
 )
 from .formats import TraceFormat, read_records
-from .formats.cassette import Cassette, read_cassette
 from .record import Decision, Record
-from .redact import Detector, Redactor, RedactRules
-from .stores import FileStore, RecordStore
-from .tape import Effect, Mode, Tape, current_tape, key
 
 if TYPE_CHECKING:
+    from .formats.cassette import Cassette, read_cassette
     from .integrations.sdk import Patch, patch, patch_sdks
     from .integrations.tools import env, tool
+    from .redact import Detector, Redactor, RedactRules
+    from .stores import FileStore, RecordStore
+    from .tape import Effect, Mode, Tape, current_tape, key
 
-# The integrations pull in inspect, threading helpers and SDK lookups: load them on first use
-# so that `import tracetape` stays the light core (stdlib and orjson).
+# Loaded on first use, so that `import tracetape` stays the light core (stdlib and orjson):
+# the integrations pull in inspect, threading helpers and SDK lookups, and an analysis
+# (tracetape diff, check) needs none of the tape's modules.
 _LAZY = dict.fromkeys(("Patch", "patch", "patch_sdks"), ".integrations.sdk")
 _LAZY.update(dict.fromkeys(("env", "tool"), ".integrations.tools"))
+_LAZY.update(dict.fromkeys(("Cassette", "read_cassette"), ".formats.cassette"))
+_LAZY.update(dict.fromkeys(("Detector", "Redactor", "RedactRules"), ".redact"))
+_LAZY.update(dict.fromkeys(("FileStore", "RecordStore"), ".stores"))
+_LAZY.update(dict.fromkeys(("Effect", "Mode", "Tape", "current_tape", "key"), ".tape"))
 __getattr__ = _lazy_attributes(__name__, _LAZY, globals())
 
 
