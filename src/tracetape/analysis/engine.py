@@ -129,31 +129,32 @@ _JSONL_INSERT = f"""
     FROM read_json($1, format = 'newline_delimited', columns = {{fields}},
                    maximum_object_size = 16777216)
 """
-# Each call's place among its run's calls, in call order: whether it opens a step segment
-# (a stretch of calls with one step number: its step differs from its predecessor's, or it
-# opens its run with a step), and its segment ``seg``: the ord of the latest call at or before
-# it that opens one, or its run (a running maximum; in a run whose steps never go down, the
-# calls of one step number); ``rf``, the ord of its run's first call (a run in one integer).
-# The window sorts only what it reads (the run, the order, the
-# step), not the rows it would carry along: ``calls`` joins it by ord. Then ``runs``, from the
-# same rows.
+# Each call's place among its run's calls, in call order (one window over each run): whether
+# it opens a step segment (a stretch of calls with one step number: its step differs from
+# its predecessor's, or it opens its run with a step), and whether its step went back (or is
+# NULL). Then ``runs``; and, for the runs whose steps do go back, each call's segment
+# ``useg``: the ord of the latest call at or before it that opens one (a running maximum).
+# In every other run a segment is a step number: ``calls`` joins runs (few rows) and useg
+# (the calls of such runs only), not a table of every call.
 _ORDER = f"""
-    CREATE TABLE order_facts AS
-    SELECT side, run, ord, step, tokens, new_seg, rf,
-           max(ord) FILTER (WHERE opens_run OR new_seg)
-               OVER (PARTITION BY side, run ORDER BY ord ROWS UNBOUNDED PRECEDING) AS seg
-    FROM (
-        SELECT {{side_of}} AS side, run, {ORD} AS ord, step, tokens,
-               first_value({ORD}) OVER w AS rf, lag({ORD}) OVER w IS NULL AS opens_run,
-               CASE WHEN lag({ORD}) OVER w IS NULL THEN step IS NOT NULL
-                    ELSE step IS DISTINCT FROM lag(step) OVER w END AS new_seg
-        FROM calls0 WHERE ({{side_of}}) > 0
-        WINDOW w AS (PARTITION BY {{side_of}}, run ORDER BY {ORD}));
+    CREATE TABLE ordered AS
+    SELECT {{side_of}} AS side, run, {ORD} AS ord, step, tokens,
+           lag({ORD}) OVER w IS NULL AS opens_run,
+           CASE WHEN lag({ORD}) OVER w IS NULL THEN step IS NOT NULL
+                ELSE step IS DISTINCT FROM lag(step) OVER w END AS new_seg,
+           step IS NULL OR coalesce(step < lag(step) OVER w, false) AS back
+    FROM calls0 WHERE ({{side_of}}) > 0
+    WINDOW w AS (PARTITION BY {{side_of}}, run ORDER BY {ORD});
     CREATE TABLE runs AS
     SELECT side, run, min(ord) AS first, count(*) AS calls,
            sum(coalesce(tokens, 0))::BIGINT AS tokens, sum(new_seg::INTEGER) AS steps,
-           greatest(0, coalesce(max(step), 0)) AS max_step
-    FROM order_facts GROUP BY side, run
+           greatest(0, coalesce(max(step), 0)) AS max_step, bool_or(back) AS unordered
+    FROM ordered GROUP BY side, run;
+    CREATE TABLE useg AS
+    SELECT ord, max(ord) FILTER (WHERE opens_run OR new_seg)
+                    OVER (PARTITION BY side, run ORDER BY ord ROWS UNBOUNDED PRECEDING) AS useg
+    FROM ordered SEMI JOIN (SELECT side, run FROM runs WHERE unordered) USING (side, run);
+    DROP TABLE ordered
 """
 _READ_OUR_JSONL = "{" + ", ".join(f"{k}: '{v}'" for k, v in COLUMNS.items()) + "}"
 # ``RecordTexts`` into calls0: each record's fields read typed, and its ``call_args`` in SQL
@@ -287,7 +288,7 @@ class Calls:
     _threads: int = field(init=False)  # DuckDB's default, taken past _PARALLEL_BYTES
     _schema: str = ""  # in a workspace, this analysis's own
     _pending: list[Callable[[], None]] = field(default_factory=list)  # see _start
-    _ordered: Callable[[], None] | None = None  # waits for order_facts (see sign)
+    _ordered: Callable[[], None] | None = None  # waits for runs and useg (see sign)
     events: int = 0  # the calls read (prepare drops calls0)
 
     def __post_init__(self) -> None:
@@ -802,7 +803,7 @@ class Calls:
             # A file of the fast path has an argument that only the Python reader judges
             # right (not JSON to it, or nested too deep): read those files with it.
             ordered()
-            con.execute("DROP TABLE order_facts; DROP TABLE runs")
+            con.execute("DROP TABLE useg; DROP TABLE runs")
             return failed & fast
         self._ordered = ordered
         con.execute("DROP TABLE IF EXISTS sigs; DROP TABLE IF EXISTS dmap")
@@ -927,16 +928,17 @@ class Calls:
             self._ordered = None
         con.execute(f"""
             CREATE TABLE calls AS
-            SELECT side, ord, line, run, step, name, out, effect, sid, seg, rf,
-                   {", ".join(facts)}
+            SELECT side, ord, line, run, step, name, out, effect, sid,
+                   coalesce(useg, step) AS seg, r.first AS rf, {", ".join(facts)}
             FROM {signed} {joins}
-            JOIN (SELECT ord, seg, rf FROM order_facts) USING (ord)
+            JOIN runs r USING (side, run)
+            LEFT JOIN useg USING (ord)
             WHERE side > 0
         """)
         # What the detectors read is in calls, runs, sigs and dmap: the input's rows go (at
         # 3M lines they are half the engine's memory, and the detectors would spill).
         (self.events,) = self.one("SELECT count(*) FROM calls0")
-        con.execute("DROP TABLE order_facts; DROP TABLE calls0")
+        con.execute("DROP TABLE useg; DROP TABLE calls0")
         con.execute("DROP TABLE IF EXISTS first_writes")
 
     def rows(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:

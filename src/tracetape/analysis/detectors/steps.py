@@ -1,7 +1,9 @@
 """``fanout`` and ``exploration``: what one step of a run did.
 
 A run's *step segment* is a stretch of consecutive calls with the same step number; the
-engine gives each call its segment (``seg``: the ord of the segment's first call).
+engine gives each call its run (``rf``, the ord of its first call) and its segment in the run
+(``seg``: its step number in a run whose steps never go down, else the ord of the segment's
+first call).
 ``fanout``: a segment with more calls than ``max_calls_per_step``. ``exploration``: one tool
 called with more than ``exploration`` distinct (normalized) arguments in one segment; its
 examples are the first three in call order.
@@ -11,12 +13,12 @@ from __future__ import annotations
 
 from . import Context
 
-# The segments over the smaller bound (one pass over the calls: a segment is one integer),
-# with their run's first call (``rf``); a segment's first call is its ``seg``.
+# The segments over the smaller bound (one pass over the calls: a segment is two integers),
+# with their first call.
 _BIG = """
     CREATE TABLE big_segs AS
-    SELECT seg, any_value(rf) AS run_first, any_value(run) AS run, count(*) AS n
-    FROM calls GROUP BY seg HAVING count(*) > ?
+    SELECT rf AS run_first, seg, any_value(run) AS run, count(*) AS n, min(ord) AS first
+    FROM calls GROUP BY rf, seg HAVING count(*) > ?
 """
 
 
@@ -40,9 +42,9 @@ def _fanout(ctx: Context, bound: int) -> None:
         """
         SELECT c.run, any_value(c.step), count(*), arg_min(c.line, c.ord),
                list(c.name ORDER BY c.ord)
-        FROM (SELECT * FROM big_segs WHERE n > ? ORDER BY run_first, seg LIMIT ?) s
-        JOIN calls c USING (seg)
-        GROUP BY c.run, s.seg, s.run_first ORDER BY s.run_first, s.seg
+        FROM (SELECT * FROM big_segs WHERE n > ? ORDER BY run_first, first LIMIT ?) s
+        JOIN calls c ON c.rf = s.run_first AND c.seg = s.seg
+        GROUP BY c.run, s.run_first, s.first ORDER BY s.run_first, s.first
         """,
         [bound, ctx.limit],
     )
@@ -69,13 +71,14 @@ def _exploration(ctx: Context, bound: int) -> None:
     db.con.execute(
         """
         CREATE TABLE explored AS
-        SELECT s.run_first, s.seg, s.run, c.name, any_value(c.step) AS step,
+        SELECT s.run_first, s.first, s.seg, s.run, c.name, any_value(c.step) AS step,
                min(c.ord) AS tool_first, count(DISTINCT c.sid) AS distinct_args
-        FROM (SELECT seg, name FROM calls SEMI JOIN big_segs USING (seg)
-              GROUP BY seg, name HAVING count(*) > ?) t
-        JOIN calls c USING (seg, name)
-        JOIN big_segs s USING (seg)
-        GROUP BY s.run_first, s.seg, s.run, c.name
+        FROM (SELECT rf, seg, name FROM calls c
+              SEMI JOIN big_segs s ON s.run_first = c.rf AND s.seg = c.seg
+              GROUP BY ALL HAVING count(*) > ?) t
+        JOIN calls c USING (rf, seg, name)
+        JOIN big_segs s ON s.run_first = c.rf AND s.seg = c.seg
+        GROUP BY s.run_first, s.first, s.seg, s.run, c.name
         HAVING count(DISTINCT c.sid) > ?
         """,
         [bound, bound],
@@ -86,10 +89,10 @@ def _exploration(ctx: Context, bound: int) -> None:
         rows = db.rows(
             """
             SELECT e.run, e.step, e.name, e.distinct_args, list(c.sid ORDER BY c.ord)
-            FROM (SELECT * FROM explored ORDER BY run_first, seg, tool_first LIMIT ?) e
-            JOIN calls c USING (seg, name)
-            GROUP BY e.run, e.seg, e.name, e.step, e.distinct_args, e.run_first, e.tool_first
-            ORDER BY e.run_first, e.seg, e.tool_first
+            FROM (SELECT * FROM explored ORDER BY run_first, first, tool_first LIMIT ?) e
+            JOIN calls c ON c.rf = e.run_first AND c.seg = e.seg AND c.name = e.name
+            GROUP BY e.run, e.first, e.name, e.step, e.distinct_args, e.run_first, e.tool_first
+            ORDER BY e.run_first, e.first, e.tool_first
             """,
             [ctx.limit],
         )
