@@ -290,6 +290,7 @@ class Calls:
     _pending: list[Callable[[], None]] = field(default_factory=list)  # see _start
     _ordered: Callable[[], None] | None = None  # waits for runs and useg (see sign)
     events: int = 0  # the calls read (prepare drops calls0)
+    _facts: str = ""  # see facts()
 
     def __post_init__(self) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="tracetape-")
@@ -868,69 +869,22 @@ class Calls:
 
     def prepare(self, side_of: str) -> None:
         """Build ``calls``: the signed calls with a side (``side_of``, a SQL expression over
-        ``calls0``; 0 leaves a call out) and their ordered facts (see the module docstring);
-        ``runs`` was built beside the signing.
-
-        One sort (the window over each run in call order) finds where step segments start;
-        whether a write (or an untagged call) came before a call is a comparison with the
-        first such call of its run, or of its run and resource, found by grouping.
-        """
+        ``calls0``; 0 leaves a call out), each with its run and step segment (see the module
+        docstring; ``runs`` was built beside the signing), and the view ``facts``: whether a
+        write (or an untagged call) came before a call, a comparison with the first such call
+        of its run, or of its run and resource, found by grouping."""
         con = self.con
-        writes, untagged = con.execute(
-            f"SELECT coalesce(bool_or(effect IN {_WRITES}), false), "
-            f"coalesce(bool_or(effect IS NULL), false) FROM calls0 WHERE ({side_of}) > 0"
-        ).fetchone() or (False, False)
-        joins, facts = "", []
-        signed = f"""
-            (SELECT c.* EXCLUDE (line), {self.line("c")} AS line, {side_of} AS side,
-                    {_ORD_C} AS ord, d.sid, d.resource
-             FROM calls0 c
-             JOIN dmap d ON d.kind = c.kind AND d.name = c.name AND d.args = c.args)
-        """
-        if writes:
-            # The first write of each run (to anything, to no named resource), and of each
-            # run and resource: a handful of rows, from the writes alone.
-            con.execute(f"""
-                CREATE TABLE first_writes AS
-                SELECT side, run, resource, min(ord) AS w_res FROM {signed}
-                WHERE side > 0 AND effect IN {_WRITES} GROUP BY ALL
-            """)
-            joins += """
-                LEFT JOIN (SELECT side, run, min(w_res) AS w_any,
-                                  min(w_res) FILTER (WHERE resource IS NULL) AS w_null
-                           FROM first_writes GROUP BY side, run) rw USING (side, run)
-                LEFT JOIN (SELECT * FROM first_writes WHERE resource IS NOT NULL) resw
-                    USING (side, run, resource)"""
-            any_w, null_w, res_w = (
-                f"coalesce(ord > {w}, false)" for w in ("w_any", "w_null", "w_res")
-            )
-        else:
-            any_w = null_w = res_w = "false"
-        # clean: no write to the call's own resource came first in the run; certain_ok: also
-        # none at all, or only to other named resources; explained: an output change here
-        # may be the echo of a write (to an unnamed resource, or to this one).
-        facts += [
-            f"NOT {res_w} AS clean",
-            f"NOT {res_w} AND (NOT {any_w} OR (resource IS NOT NULL AND NOT {null_w})) "
-            "AS certain_ok",
-            f"{null_w} OR {res_w} AS explained",
-        ]
-        if untagged:
-            joins += f"""
-                LEFT JOIN (SELECT side, run, min(ord) AS untagged_from FROM {signed}
-                           WHERE side > 0 AND effect IS NULL GROUP BY side, run) ru
-                    USING (side, run)"""
-            facts.append("coalesce(ord >= untagged_from, false) AS untagged")
-        else:
-            facts.append("false AS untagged")
         if self._ordered is not None:
             self._ordered()
             self._ordered = None
         con.execute(f"""
             CREATE TABLE calls AS
-            SELECT side, ord, line, run, step, name, out, effect, sid,
-                   coalesce(useg, step) AS seg, r.first AS rf, {", ".join(facts)}
-            FROM {signed} {joins}
+            SELECT side, ord, line, run, step, name, out, effect, sid, resource,
+                   coalesce(useg, step) AS seg, r.first AS rf
+            FROM (SELECT c.* EXCLUDE (line), {self.line("c")} AS line, {side_of} AS side,
+                         {_ORD_C} AS ord, d.sid, d.resource
+                  FROM calls0 c
+                  JOIN dmap d ON d.kind = c.kind AND d.name = c.name AND d.args = c.args)
             JOIN runs r USING (side, run)
             LEFT JOIN useg USING (ord)
             WHERE side > 0
@@ -939,7 +893,57 @@ class Calls:
         # 3M lines they are half the engine's memory, and the detectors would spill).
         (self.events,) = self.one("SELECT count(*) FROM calls0")
         con.execute("DROP TABLE useg; DROP TABLE calls0")
-        con.execute("DROP TABLE IF EXISTS first_writes")
+        writes, untagged = self.one(
+            f"SELECT coalesce(bool_or(effect IN {_WRITES}), false), "
+            "coalesce(bool_or(effect IS NULL), false) FROM calls"
+        )
+        joins = ""
+        if writes:
+            # The first write of each run (to anything, to no named resource), and of each
+            # run and resource: a handful of rows, from the writes alone.
+            con.execute(f"""
+                CREATE TABLE first_writes AS
+                SELECT rf, resource, min(ord) AS w_res FROM calls
+                WHERE effect IN {_WRITES} GROUP BY ALL;
+                CREATE TABLE run_writes AS
+                SELECT rf, min(w_res) AS w_any, min(w_res) FILTER (WHERE resource IS NULL) AS w_null
+                FROM first_writes GROUP BY rf
+            """)
+            joins += """
+                LEFT JOIN run_writes USING (rf)
+                LEFT JOIN (SELECT * FROM first_writes WHERE resource IS NOT NULL)
+                    USING (rf, resource)"""
+            any_w, null_w, res_w = (
+                f"coalesce(ord > {w}, false)" for w in ("w_any", "w_null", "w_res")
+            )
+        else:
+            any_w = null_w = res_w = "false"
+        # clean: no write to the call's own resource came first in the run; certain_ok: also
+        # none at all, or only to other named resources; explained: an output change here
+        # may be the echo of a write (to an unnamed resource, or to this one).
+        facts = [
+            f"NOT {res_w} AS clean",
+            f"NOT {res_w} AND (NOT {any_w} OR (resource IS NOT NULL AND NOT {null_w})) "
+            "AS certain_ok",
+            f"{null_w} OR {res_w} AS explained",
+        ]
+        if untagged:
+            con.execute(
+                "CREATE TABLE run_untagged AS SELECT rf, min(ord) AS untagged_from FROM calls "
+                "WHERE effect IS NULL GROUP BY rf"
+            )
+            joins += " LEFT JOIN run_untagged USING (rf)"
+            facts.append("coalesce(ord >= untagged_from, false) AS untagged")
+        else:
+            facts.append("false AS untagged")
+        self._facts = f"{', '.join(facts)} FROM ({{}}) {joins}"
+
+    def facts(self, source: str) -> str:
+        """A query adding to the calls ``source`` selects (all of ``calls``, or some of
+        them) what came before each in its run (``clean``, ``certain_ok``, ``explained``,
+        ``untagged``): the few rows of the tables ``prepare`` built, joined where they are read,
+        to the calls read there only."""
+        return "SELECT *, " + self._facts.format(source)
 
     def rows(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of a query."""

@@ -95,12 +95,12 @@ _VARIANTS = """
     SELECT sid, out, min(ord) AS first, bit_or(side) AS sides, bool_or(clean) AS clean,
            min(ord) FILTER (WHERE certain_ok AND NOT untagged) AS certain_at,
            min(ord) FILTER (WHERE certain_ok AND untagged) AS untagged_at
-    FROM calls GROUP BY sid, out
+    FROM ({facts}) GROUP BY sid, out
 """
 
 
 def _variants(ctx: Context) -> None:
-    ctx.calls.con.execute(_VARIANTS)
+    ctx.calls.con.execute(_VARIANTS.format(facts=ctx.calls.facts("SELECT * FROM calls")))
 
 
 def detectors() -> list[list[Detector]]:

@@ -31,9 +31,7 @@ _REPEATS = f"""
     FROM (
         SELECT rf, run, sid, ord, step, out, line, effect, explained,
                row_number() OVER w AS rk, first_value(out) OVER w AS fout
-        FROM calls c
-        SEMI JOIN (SELECT rf, sid FROM calls GROUP BY ALL HAVING count(*) > 1) k
-            USING (rf, sid)
+        FROM ({{facts}})
         WINDOW w AS (PARTITION BY rf, sid ORDER BY ord)
     )
     GROUP BY rf, sid
@@ -43,7 +41,11 @@ _REPEATS = f"""
 def find(ctx: Context) -> None:
     """Add the repeat findings."""
     db = ctx.calls
-    db.con.execute(_REPEATS)
+    repeated = (
+        "SELECT * FROM calls SEMI JOIN (SELECT rf, sid FROM calls GROUP BY ALL "
+        "HAVING count(*) > 1) USING (rf, sid)"
+    )
+    db.con.execute(_REPEATS.replace("{facts}", db.facts(repeated)))
     bound = ctx.config.limits.max_repeats
     pattern = f"""
         CASE WHEN same THEN CASE WHEN f.effect IN {tuple(sorted(WRITES))}
