@@ -813,19 +813,15 @@ class Calls:
         # of first appearance. Every text of a signature normalizes to the same value, so it
         # names the same resource.
         con.execute("""
-            CREATE TABLE sigs AS
-            SELECT min(d.first) AS sid, d.kind, d.name, k.key, min(d.first) AS first,
-                   any_value(r.resource) AS resource
-            FROM dargs d JOIN dkey k USING (first) LEFT JOIN dres r USING (first)
-            GROUP BY d.kind, d.name, k.key
-        """)
-        con.execute("""
             CREATE TABLE dmap AS
-            SELECT d.kind, d.name, d.args, d.first, s.sid, s.resource
-            FROM dargs d JOIN dkey k USING (first)
-            JOIN sigs s ON s.kind = d.kind AND s.name = d.name AND s.key = k.key
+            SELECT d.kind, d.name, d.args, d.first, r.resource,
+                   min(d.first) OVER (PARTITION BY d.kind, d.name, k.key) AS sid
+            FROM dargs d JOIN dkey k USING (first) LEFT JOIN dres r USING (first)
         """)
-        con.execute("ALTER TABLE sigs DROP COLUMN key")
+        con.execute(
+            "CREATE TABLE sigs AS SELECT sid, kind, name, resource, first FROM dmap "
+            "WHERE first = sid"
+        )
         con.execute("DROP TABLE dargs; DROP TABLE dkey; DROP TABLE dres")
         return set()
 
