@@ -1002,24 +1002,19 @@ def _may_name(keys: Sequence[str]) -> str:
 def _resource_finder(keys: Sequence[str]) -> Callable[[Any], str | None]:
     """The resource that normalized arguments name: the value of the first of ``keys`` they
     hold (a string or an integer)."""
-    rank: dict[str, int] = {}
-    for i, name in enumerate(keys):
-        rank.setdefault(name, i)  # earlier resource keys win
+    order = list(dict.fromkeys(keys))  # earlier resource keys win
+    missing = object()
 
     def resource(args: Any) -> str | None:
-        if type(args) is not dict or rank.keys().isdisjoint(args):
+        if type(args) is not dict:
             return None
-        best: tuple[int, str] | None = None
-        for name, value in args.items():
-            r = rank.get(name)
-            if r is not None and (best is None or r < best[0]):
-                kind = type(value)  # a string or an integer, not a bool
-                if (
-                    kind is str
-                    or kind is int
-                    or (isinstance(value, str | int) and kind is not bool)
-                ):
-                    best = (r, str(value))
-        return best[1] if best else None
+        for name in order:  # a few lookups, not a walk of the arguments
+            value = args.get(name, missing)
+            if value is missing:
+                continue
+            kind = type(value)  # a string or an integer, not a bool
+            if kind is str or kind is int or (isinstance(value, str | int) and kind is not bool):
+                return str(value)
+        return None
 
     return resource
