@@ -26,13 +26,16 @@ text (the signature key: no digest, so no two values can collide) and the *resou
 arguments name (``resource_keys``), joined back by the argument text. A signature's id is
 the ``ord`` of its first call.
 
-``Calls.prepare`` builds ``calls``: the signed calls of the analyzed runs with the ordered
-facts the detectors need. One window over each run in call order marks the call that opens a
-step segment (and whether the run's steps ever go down); whether a write came before a call in
-its run (to anything, to an unnamed resource, to the call's own resource) and whether an
-untagged call came so far are comparisons with the first such call, found by grouping. Then
-``runs`` (per run: first call, calls, tokens, steps). ``Calls.fork`` gives the detectors a
-cursor each, so that groups of them run at the same time (see ``detectors``).
+While Python signs, DuckDB (in another thread: the loop leaves a core free) puts the calls
+in order: one window over each run in call order marks the calls that open a step segment
+and whether the run's steps ever go down, for ``runs`` (per run: first call, calls, tokens,
+steps). ``Calls.prepare`` then builds ``calls``: the signed calls of the analyzed runs, each
+with its run (``rf``: its run's first call) and its step segment (``seg``). Whether a write
+came before a call in its run (to anything, to an unnamed resource, to the call's own
+resource) and whether an untagged call came so far are comparisons with the first such call,
+found by grouping; ``Calls.facts`` joins them where a detector reads them. ``Calls.fork``
+gives the detectors a cursor each, so that groups of them run at the same time (see
+``detectors``).
 
 DuckDB runs with a ``memory_limit`` and spills to a temporary directory beyond it, so memory
 is bounded whatever the number of lines. ``duckdb`` is imported here only, when an analysis
@@ -71,7 +74,7 @@ PARQUET_MAGIC = b"PAR1"
 # file's calls are inserted in their order).
 ORD = "(file::BIGINT << 40 | rowid)"
 _ORD_C = "(c.file::BIGINT << 40 | c.rowid)"  # of calls0 named c
-_SEQ_BITS = 40
+_ROW_BITS = 40
 # The line of a row of the JSONL fast path that the Python reader must judge (its file is
 # then read again by that reader); the others' is NULL until computed (``Calls.line``).
 _UNREAD = -1
@@ -681,7 +684,11 @@ class Calls:
 
     def _start(self, query: str) -> Callable[[], None]:
         """Run ``query`` on a cursor of its own in another thread (DuckDB lets go of the GIL);
-        return the function that waits for it and raises what it raised."""
+        return the function that waits for it and raises what it raised. Not ``concurrent``:
+        run it now."""
+        if not self.concurrent:
+            self.con.execute(query)
+            return lambda: None
         failure: list[BaseException] = []
         cursor = self._cursor()
 
@@ -714,8 +721,7 @@ class Calls:
         )
         # Each distinct text, with what the loop below must do to it: walk it with the
         # normalizer (1: it may change), check its depth (2: more brackets than MAX_DEPTH),
-        # look for a resource in it (4: it may name one).
-        # A text's id is its first call's ord.
+        # look for a resource in it (4: it may name one). A text's id is its first call's ord.
         con.execute(
             "CREATE TABLE dargs AS SELECT *, "
             f"CASE WHEN {_may_change(self.config.normalizer)} THEN 1 ELSE 0 END "
@@ -762,8 +768,8 @@ class Calls:
                 try:
                     value = loads(text)
                 except orjson.JSONDecodeError:
-                    if first >> _SEQ_BITS in fast:
-                        failed.add(first >> _SEQ_BITS)
+                    if first >> _ROW_BITS in fast:
+                        failed.add(first >> _ROW_BITS)
                         continue
                     try:
                         value = json.loads(text)  # beyond orjson (an int past 64 bits)
@@ -771,9 +777,9 @@ class Calls:
                         errors.append((first, f"not JSON ({exc})"))
                         continue
                 if how & 2 and not readable(value):
-                    if first >> _SEQ_BITS not in fast:
+                    if first >> _ROW_BITS not in fast:
                         errors.append((first, TOO_DEEP))
-                    failed.add(first >> _SEQ_BITS)
+                    failed.add(first >> _ROW_BITS)
                     continue
                 normalized = memo(value) if how & 1 else value
                 try:
@@ -809,9 +815,8 @@ class Calls:
         self._ordered = ordered
         con.execute("DROP TABLE IF EXISTS sigs; DROP TABLE IF EXISTS dmap")
         # A signature is (kind, name, the canonical JSON text of the normalized args); its
-        # sid is its first call's ord, so sids follow the order
-        # of first appearance. Every text of a signature normalizes to the same value, so it
-        # names the same resource.
+        # sid is its first call's ord, so sids follow the order of first appearance. Every
+        # text of a signature normalizes to the same value, so it names the same resource.
         con.execute("""
             CREATE TABLE dmap AS
             SELECT d.kind, d.name, d.args, d.first, r.resource,
@@ -830,7 +835,7 @@ class Calls:
         (line,) = self.one(f"SELECT {self.line()} FROM calls0 WHERE {ORD} = ?", [first])
         return TraceError(
             f"field 'args': {message}",
-            path=self.inputs[first >> _SEQ_BITS].path,
+            path=self.inputs[first >> _ROW_BITS].path,
             line=line,
             field="args",
         )
@@ -866,9 +871,9 @@ class Calls:
     def prepare(self, side_of: str) -> None:
         """Build ``calls``: the signed calls with a side (``side_of``, a SQL expression over
         ``calls0``; 0 leaves a call out), each with its run and step segment (see the module
-        docstring; ``runs`` was built beside the signing), and the view ``facts``: whether a
-        write (or an untagged call) came before a call, a comparison with the first such call
-        of its run, or of its run and resource, found by grouping."""
+        docstring; ``runs`` was built beside the signing), and the tables ``facts`` joins:
+        whether a write (or an untagged call) came before a call is a comparison with the
+        first such call of its run, or of its run and resource, found by grouping."""
         con = self.con
         if self._ordered is not None:
             self._ordered()
