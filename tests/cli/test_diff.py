@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.analysis.helpers import call as rec
+from tracetape.analysis import TraceError, diff_traces
 from tracetape.cli import main
 
 
@@ -458,3 +459,26 @@ def test_a_torn_last_line_is_said_as_such_not_as_a_skipped_bad_line(tmp_path: Pa
     result = run("check", str(path))
     assert "skipped 1 torn last line (a recording killed mid-write)" in result.output
     assert "--skip-bad-lines" not in result.output
+
+
+def test_a_missing_run_lists_the_runs_of_its_side_in_order(tmp_path: Path) -> None:
+    """The error for a run that is not there lists the runs found (of the side it was asked
+    on, when there are two files) in the order they first appear, ten at most."""
+    pool = write(
+        tmp_path / "pool.jsonl", [rec(f"r{i:02d}", 1, "t", {}, "o") for i in range(12, 0, -1)]
+    )
+    listed = "r12, r11, r10, r09, r08, r07, r06, r05, r04, r03 ..."
+    result = run("diff", pool, "--runs", "r12", "nope")
+    assert result.exit_code == 2
+    assert f"run 'nope' is not in this trace; runs found: {listed}" in result.output
+    other = write(tmp_path / "other.jsonl", [rec(f"x{i}", 1, "t", {}, "o") for i in (1, 2)])
+    with pytest.raises(TraceError) as caught:  # two sides: the candidate's runs are listed
+        diff_traces(pool, other, runs=("r12", "r12"))
+    assert str(caught.value).endswith(
+        "other.jsonl: run 'r12' is not in this trace; runs found: x1, x2"
+    )
+    one = write(
+        tmp_path / "one.jsonl", [rec("solo", 1, "t", {}, "o"), rec("solo", 2, "t", {}, "p")]
+    )
+    result = run("diff", one)
+    assert "needs two runs to diff, found 1 (solo)" in result.output

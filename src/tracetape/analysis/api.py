@@ -116,12 +116,10 @@ def _diff(
         side_of = f"CASE WHEN file < {len(files_a)} THEN {SIDE_A} ELSE {SIDE_B} END"
     else:
         side_of = _pick(runs or [r for (r,) in calls.rows(_FIRST_RUNS.format(where="true"))])
-    seen = {r: mask for r, mask in calls.rows(_SEEN.format(side=side_of))}
-    _missing_runs(seen, runs, files_a, files_b)
-    baseline, candidate = runs or [
-        next(iter(calls.rows(_FIRST_RUNS.format(where=f"({side_of}) = {side}"))), [None])[0]
-        for side in (SIDE_A, SIDE_B)
-    ]
+    # The first run of each side (one pass; the runs are listed only for an error).
+    firsts: dict[int, str] = dict(calls.rows(_FIRSTS.format(side=side_of)))
+    _missing_runs(calls, side_of, firsts, runs, files_a=files_a, files_b=files_b)
+    baseline, candidate = runs or (firsts.get(SIDE_A), firsts.get(SIDE_B))
     ctx = Context(calls, calls.config, compare=True, baseline=baseline, candidate=candidate)
     return _analyze(ctx, side_of, [*files_a, *files_b])
 
@@ -130,9 +128,15 @@ _FIRST_RUNS = f"""
     SELECT run FROM calls0 WHERE {{where}} GROUP BY run ORDER BY min({ORD})
     LIMIT 2
 """
+_FIRSTS = f"""
+    SELECT side, arg_min(run, ord) FROM (SELECT run, {{side}} AS side, {ORD} AS ord
+                                         FROM calls0)
+    WHERE side > 0 GROUP BY side
+"""
+# Each run's sides (a bit each) in the order of first appearance, for what an error lists.
 _SEEN = f"""
-    SELECT run, bit_or(side) FROM (SELECT run, {{side}} AS side, {ORD} AS ord
-                                   FROM calls0)
+    SELECT run, bit_or(side) AS sides FROM (SELECT run, {{side}} AS side, {ORD} AS ord
+                                            FROM calls0 {{where}})
     GROUP BY run ORDER BY min(ord)
 """
 
@@ -140,24 +144,42 @@ _SEEN = f"""
 def _pick(pair: Sequence[str]) -> str:
     """The side of a run of one pool: the first of ``pair`` is the baseline, the second the
     candidate, every other run is left out."""
-    quoted = [f"'{r.replace(chr(39), chr(39) * 2)}'" for r in pair]
+    quoted = [_quote(r) for r in pair]
     whens = "".join(
         f" WHEN {q} THEN {side}" for q, side in zip(quoted, (SIDE_A, SIDE_B), strict=False)
     )
     return f"CASE run{whens} ELSE 0 END" if whens else "0"
 
 
+def _quote(text: str) -> str:
+    return f"'{text.replace(chr(39), chr(39) * 2)}'"
+
+
 def _missing_runs(
-    seen: dict[str, int], runs: tuple[str, str] | None, files_a: list[Path], files_b: list[Path]
+    calls: Calls,
+    side_of: str,
+    firsts: dict[int, str],
+    runs: tuple[str, str] | None,
+    *,
+    files_a: list[Path],
+    files_b: list[Path],
 ) -> None:
     """Raise ``TraceError`` for a named run that is not there, or a side with no calls."""
 
     def listing(side: int | None) -> str:
-        names = [r for r, v in seen.items() if side is None or v & side]
+        rows = calls.rows(
+            f"SELECT run FROM ({_SEEN.format(side=side_of, where='')}) "
+            f"WHERE {'true' if side is None else f'sides & {side} > 0'} LIMIT 11"
+        )
+        names = [r for (r,) in rows]
         return ", ".join(names[:10]) + (" ..." if len(names) > 10 else "") or "none"
 
     pool = not files_b
     if runs:
+        named = calls.rows(
+            _SEEN.format(side=side_of, where=f"WHERE run IN ({', '.join(map(_quote, runs))})")
+        )
+        seen = dict(named)
         for i, name in enumerate(runs):
             side = SIDE_A if i == 0 else SIDE_B
             if not seen.get(name, 0) & side:
@@ -167,15 +189,16 @@ def _missing_runs(
                     path=files_a[0] if pool or i == 0 else files_b[0],
                     field="run_id",
                 )
-    elif pool and sum(1 for v in seen.values() if v) < 2:
+    elif pool and len(firsts) < 2:
+        (found,) = calls.one("SELECT count(DISTINCT run) FROM calls0")
         raise TraceError(
-            f"a single file needs two runs to diff, found {len(seen)} ({listing(None)}); "
+            f"a single file needs two runs to diff, found {found} ({listing(None)}); "
             "pass a second file: tracetape diff A B",
             path=files_a[0],
         )
     if not pool:
         for files, side in ((files_a, SIDE_A), (files_b, SIDE_B)):
-            if not any(v & side for v in seen.values()):
+            if side not in firsts:
                 raise TraceError("the trace holds no calls to compare", path=files[0])
 
 
