@@ -165,58 +165,30 @@ ODD_LINES = [
         id="str-tokens",
     ),
     pytest.param(GOOD + GOOD, id="two-on-a-line"),
-    pytest.param(
-        b'{"run_id":"r1","step":true,"tool":"ls","args":{},"output_sha":"ab"}', id="bool-step"
+    *(
+        pytest.param(b'{"run_id":"r1","step":%b,"tool":"ls","args":{},"output_sha":"ab"}' % v, id=i)
+        for v, i in [
+            (b"true", "bool-step"),
+            (b"null", "null-step"),
+            (b"-3", "negative-step"),
+            (b"-0", "minus-zero-step"),
+            (b"1e2", "exponent-step"),
+            (b"5.5", "fraction-step"),
+            (b"9223372036854775807", "max-step"),
+            (b"9223372036854775808", "past-max-step"),
+            (b"-9223372036854775809", "past-min-step"),
+            (b"[1]", "list-step"),
+        ]
     ),
-    pytest.param(
-        b'{"run_id":"r1","step":null,"tool":"ls","args":{},"output_sha":"ab"}', id="null-step"
-    ),
-    pytest.param(
-        b'{"run_id":"r1","step":-3,"tool":"ls","args":{},"output_sha":"ab"}', id="negative-step"
-    ),
-    pytest.param(
-        b'{"run_id":"r1","step":-0,"tool":"ls","args":{},"output_sha":"ab"}', id="minus-zero-step"
-    ),
-    pytest.param(
-        b'{"run_id":"r1","step":1e2,"tool":"ls","args":{},"output_sha":"ab"}', id="exponent-step"
-    ),
-    pytest.param(
-        b'{"run_id":"r1","step":5.5,"tool":"ls","args":{},"output_sha":"ab"}', id="fraction-step"
-    ),
-    pytest.param(
-        b'{"run_id":"r1","step":9223372036854775807,"tool":"ls","args":{},"output_sha":"ab"}',
-        id="max-step",
-    ),
-    pytest.param(
-        b'{"run_id":"r1","step":9223372036854775808,"tool":"ls","args":{},"output_sha":"ab"}',
-        id="past-max-step",
-    ),
-    pytest.param(
-        b'{"run_id":"r1","step":-9223372036854775809,"tool":"ls","args":{},"output_sha":"ab"}',
-        id="past-min-step",
-    ),
-    pytest.param(
-        b'{"run_id":"r1","step":[1],"tool":"ls","args":{},"output_sha":"ab"}', id="list-step"
-    ),
-    pytest.param(
-        b'{"run_id":"r1","step":1,"tool":"ls","args":{},"output_sha":"ab","tokens":9.5}',
-        id="fraction-tokens",
-    ),
-    pytest.param(
-        b'{"run_id":"r1","step":1,"tool":"ls","args":{},"output_sha":"ab","tokens":null}',
-        id="null-tokens",
-    ),
-    pytest.param(
-        b'{"run_id":"r1","step":1,"tool":"ls","args":{},"output_sha":"ab","tokens":1E3}',
-        id="exponent-tokens",
-    ),
-    pytest.param(
-        b'{"run_id":"r1","step":1,"tool":"ls","args":{},"output_sha":"ab","tokens":18446744073709551615}',
-        id="huge-tokens",
-    ),
-    pytest.param(
-        b'{"run_id":"r1","step":1,"tool":"ls","args":{},"output_sha":"ab","tokens":false}',
-        id="bool-tokens",
+    *(
+        pytest.param(GOOD[:-1] + b',"tokens":%b}' % v, id=i)
+        for v, i in [
+            (b"9.5", "fraction-tokens"),
+            (b"null", "null-tokens"),
+            (b"1E3", "exponent-tokens"),
+            (b"18446744073709551615", "huge-tokens"),
+            (b"false", "bool-tokens"),
+        ]
     ),
 ]
 
