@@ -851,19 +851,19 @@ class Calls:
         kept), for the evidence of findings."""
         if not sids:
             return {}
+        # A signature's first text is the one whose first call is the sid.
         rows = self.con.execute(
-            "SELECT s.sid, d.first, d.args FROM sigs s JOIN dmap d ON d.first = s.first "
-            "WHERE s.sid IN (SELECT unnest($1::BIGINT[]))",
+            "SELECT first, args FROM dmap WHERE first IN (SELECT unnest($1::BIGINT[]))",
             [list(set(sids))],
         ).fetchall()
         memo = MemoNormalizer(self.config.normalizer)
         out = {}
-        for sid, first, text in rows:
+        for first, text in rows:
             try:
                 value = orjson.loads(text)
             except orjson.JSONDecodeError:
                 value = self._parse(text, first)  # signed already: it parses
-            out[sid] = memo(value)
+            out[first] = memo(value)
         return out
 
     # -- the table the detectors read ----------------------------------------------------------
