@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracetape.analysis import TraceError, check_trace, diff_traces
-from tracetape.analysis.engine import Calls
+from tracetape.analysis import AnalysisConfig, TraceError, check_trace, diff_traces
+from tracetape.analysis.engine import Calls, Input
 
 from .helpers import call
 
@@ -282,3 +282,17 @@ def test_a_trace_over_many_files_is_one_trace(tmp_path: Path) -> None:
     (tmp_path / "folder.jsonl").mkdir()
     with pytest.raises(TraceError, match="no file matches"):
         check_trace(str(tmp_path / "folder*"))
+
+
+def test_a_huge_line_reads_as_the_python_reader_reads_it(tmp_path: Path) -> None:
+    """A 20 MB line: DuckDB reads it (its key is over the CSV reader's 2 MB default line), and
+    the Python reader's records go through our own JSONL (over DuckDB's 16 MB default object):
+    the same report."""
+    records = [call("r", 1, "t", {"blob": "x" * (20 << 20)}, "o1"), call("r", 2, "t", {}, "o2")]
+    path = _write(tmp_path / "t.jsonl", records, keys_sorted=False)
+    with Calls(AnalysisConfig()) as calls:
+        calls.load([Input(path)])
+        assert calls._fast == {0}
+    got = check_trace(path).to_dict()
+    with python_reader():
+        assert check_trace(path).to_dict() == got

@@ -222,6 +222,11 @@ def _lines_in(path: Path) -> int:
     return count + (last != 10)
 
 
+def _longest(lines: Iterable[bytes]) -> int:
+    """A ``max_line_size`` for DuckDB's CSV reader that lets every line of ``lines`` in."""
+    return max(2_000_000, max(map(len, lines), default=0) + 2)
+
+
 def _is_parquet(path: Path) -> bool:
     try:
         with path.open("rb") as fh:
@@ -576,6 +581,7 @@ class Calls:
         """Bulk-load records through a JSONL file DuckDB reads typed (it is ours)."""
         out = Path(self._tmp.name) / f"load{index}.jsonl"
         dumps = orjson.dumps
+        longest = 0
         with out.open("wb") as fh:
             batch: list[bytes] = []
             for rec in records:
@@ -604,7 +610,9 @@ class Calls:
                     "effect": rec.effect,
                     "tokens": rec.tokens,
                 }
-                batch.append(dumps(row))
+                line = dumps(row)
+                longest = max(longest, len(line))
+                batch.append(line)
                 if len(batch) >= _BATCH:
                     fh.write(b"\n".join(batch) + b"\n")
                     batch.clear()
@@ -612,10 +620,11 @@ class Calls:
                 fh.write(b"\n".join(batch) + b"\n")
         self._grow(out.stat().st_size)
         if out.stat().st_size:
+            # As large as the longest line: a record over DuckDB's default is no error here.
             self.con.execute(
                 "INSERT INTO calls0 SELECT * FROM read_json(?, format = 'newline_delimited', "
-                f"columns = {_READ_OUR_JSONL}, maximum_object_size = 16777216)",
-                [str(out)],
+                f"columns = {_READ_OUR_JSONL}, maximum_object_size = ?)",
+                [str(out), max(1 << 24, longest + 1)],
             )
         out.unlink()
 
@@ -791,20 +800,23 @@ class Calls:
                     out.append(b"%d\x01%b" % (first, canonical_json(normalized).encode()))
                 if how & 4 and (resource := resource_of(normalized)) is not None:
                     res.append(f'{first},"{resource.replace(chr(34), chr(34) * 2)}"')
+            # DuckDB's CSV reader refuses a line over 2 MB unless told the longest.
             if out:
                 keys.write_bytes(b"\n".join(out))
                 con.execute(
                     "INSERT INTO dkey SELECT * FROM read_csv(?, header = false, delim = '\x01', "
-                    "quote = '', escape = '', columns = {'first': 'BIGINT', 'key': 'VARCHAR'})",
-                    [str(keys)],
+                    "quote = '', escape = '', columns = {'first': 'BIGINT', 'key': 'VARCHAR'}, "
+                    "max_line_size = ?)",
+                    [str(keys), _longest(out)],
                 )
             if res:
-                named.write_text("\n".join(res), encoding="utf-8")
+                data = "\n".join(res).encode()
+                named.write_bytes(data)
                 con.execute(
                     "INSERT INTO dres SELECT * FROM read_csv(?, header = false, quote = '\"', "
                     "escape = '\"', allow_quoted_nulls = false, columns = {'first': 'BIGINT', "
-                    "'resource': 'VARCHAR'})",
-                    [str(named)],
+                    "'resource': 'VARCHAR'}, max_line_size = ?)",
+                    [str(named), _longest(data.split(b"\n"))],
                 )
         cursor.close()
         if errors:
