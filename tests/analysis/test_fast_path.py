@@ -296,3 +296,17 @@ def test_a_huge_line_reads_as_the_python_reader_reads_it(tmp_path: Path) -> None
     got = check_trace(path).to_dict()
     with python_reader():
         assert check_trace(path).to_dict() == got
+
+
+def test_a_resource_over_two_megabytes_with_newlines_stays_whole(tmp_path: Path) -> None:
+    """A resource (the written path) of 3 MB holding newlines goes to DuckDB quoted, over its
+    CSV reader's default line: the second write is the echo of the first, as in Python."""
+    big = "a\n" * 1_500_000
+    records = [
+        {**call("r", i, "write_file", {"path": big}, f"o{i}"), "effect": "write"} for i in (1, 2)
+    ]
+    path = _write(tmp_path / "t.jsonl", records, keys_sorted=False)
+    got = check_trace(path).to_dict()
+    assert got["counts"] == {"write-echo": 1}
+    with python_reader():
+        assert check_trace(path).to_dict() == got

@@ -223,7 +223,7 @@ def _lines_in(path: Path) -> int:
 
 
 def _longest(lines: Iterable[bytes]) -> int:
-    """A ``max_line_size`` for DuckDB's CSV reader that lets every line of ``lines`` in."""
+    """A ``max_line_size`` for DuckDB's CSV reader that lets every record of ``lines`` in."""
     return max(2_000_000, max(map(len, lines), default=0) + 2)
 
 
@@ -810,13 +810,13 @@ class Calls:
                     [str(keys), _longest(out)],
                 )
             if res:
-                data = "\n".join(res).encode()
-                named.write_bytes(data)
+                records = [r.encode() for r in res]  # a quoted resource may hold a newline
+                named.write_bytes(b"\n".join(records))
                 con.execute(
                     "INSERT INTO dres SELECT * FROM read_csv(?, header = false, quote = '\"', "
                     "escape = '\"', allow_quoted_nulls = false, columns = {'first': 'BIGINT', "
                     "'resource': 'VARCHAR'}, max_line_size = ?)",
-                    [str(named), _longest(data.split(b"\n"))],
+                    [str(named), _longest(records)],
                 )
         cursor.close()
         if errors:
