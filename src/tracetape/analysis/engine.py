@@ -222,11 +222,6 @@ def _lines_in(path: Path) -> int:
     return count + (last != 10)
 
 
-def _longest(lines: Iterable[bytes]) -> int:
-    """A ``max_line_size`` for DuckDB's CSV reader that lets every record of ``lines`` in."""
-    return max(2_000_000, max(map(len, lines), default=0) + 2)
-
-
 def _is_parquet(path: Path) -> bool:
     try:
         with path.open("rb") as fh:
@@ -800,23 +795,21 @@ class Calls:
                     out.append(b"%d\x01%b" % (first, canonical_json(normalized).encode()))
                 if how & 4 and (resource := resource_of(normalized)) is not None:
                     res.append(f'{first},"{resource.replace(chr(34), chr(34) * 2)}"')
-            # DuckDB's CSV reader refuses a line over 2 MB unless told the longest.
             if out:
-                keys.write_bytes(b"\n".join(out))
-                con.execute(
-                    "INSERT INTO dkey SELECT * FROM read_csv(?, header = false, delim = '\x01', "
-                    "quote = '', escape = '', columns = {'first': 'BIGINT', 'key': 'VARCHAR'}, "
-                    "max_line_size = ?)",
-                    [str(keys), _longest(out)],
+                self._insert_csv(
+                    "dkey",
+                    keys,
+                    out,
+                    "delim = '\x01', quote = '', escape = '', "
+                    "columns = {'first': 'BIGINT', 'key': 'VARCHAR'}",
                 )
-            if res:
-                records = [r.encode() for r in res]  # a quoted resource may hold a newline
-                named.write_bytes(b"\n".join(records))
-                con.execute(
-                    "INSERT INTO dres SELECT * FROM read_csv(?, header = false, quote = '\"', "
-                    "escape = '\"', allow_quoted_nulls = false, columns = {'first': 'BIGINT', "
-                    "'resource': 'VARCHAR'}, max_line_size = ?)",
-                    [str(named), _longest(records)],
+            if res:  # a quoted resource may hold a newline: each is one record
+                self._insert_csv(
+                    "dres",
+                    named,
+                    [r.encode() for r in res],
+                    "quote = '\"', escape = '\"', allow_quoted_nulls = false, "
+                    "columns = {'first': 'BIGINT', 'resource': 'VARCHAR'}",
                 )
         cursor.close()
         if errors:
@@ -844,6 +837,17 @@ class Calls:
         )
         con.execute("DROP TABLE dargs; DROP TABLE dkey; DROP TABLE dres")
         return set()
+
+    def _insert_csv(self, table: str, path: Path, records: list[bytes], dialect: str) -> None:
+        """Insert ``records`` into ``table`` through a CSV file of them, one a line, read with
+        ``dialect``. DuckDB's CSV reader refuses a record over 2 MB unless told the longest."""
+        path.write_bytes(b"\n".join(records))
+        longest = max(2_000_000, max(map(len, records), default=0) + 2)
+        self.con.execute(
+            f"INSERT INTO {table} SELECT * FROM read_csv(?, header = false, {dialect}, "
+            "max_line_size = ?)",
+            [str(path), longest],
+        )
 
     def _bad(self, first: int, message: str) -> TraceError:
         """The error for the argument text of the call at ``first`` (its ``ORD``)."""
