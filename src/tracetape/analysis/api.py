@@ -176,10 +176,8 @@ def _missing_runs(
 
     pool = not files_b
     if runs:
-        named = calls.rows(
-            _SEEN.format(side=side_of, where=f"WHERE run IN ({', '.join(map(_quote, runs))})")
-        )
-        seen = dict(named)
+        named = f"WHERE run IN ({', '.join(map(_quote, runs))})"
+        seen = dict(calls.rows(_SEEN.format(side=side_of, where=named)))
         for i, name in enumerate(runs):
             side = SIDE_A if i == 0 else SIDE_B
             if not seen.get(name, 0) & side:

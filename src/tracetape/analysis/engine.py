@@ -59,7 +59,7 @@ import orjson
 from ..canonical import Normalizer, canonical_json
 from ..errors import ConfigError, TraceError
 from ..formats import TraceFormat, TraceSource, detect_format, read_records
-from ..formats.schemas import MAX_DEPTH, TOO_DEEP, readable
+from ..formats.schemas import INT64, MAX_DEPTH, TOO_DEEP, readable
 from ..record import Record, RecordTexts, call_args
 from .config import AnalysisConfig
 from .normalize import MemoNormalizer
@@ -73,7 +73,7 @@ PARQUET_MAGIC = b"PAR1"
 # A call's place in the input (``ord``): its file's index, then its rowid in calls0 (each
 # file's calls are inserted in their order).
 ORD = "(file::BIGINT << 40 | rowid)"
-_ORD_C = "(c.file::BIGINT << 40 | c.rowid)"  # of calls0 named c
+_ORD_C = ORD.replace("file", "c.file").replace("rowid", "c.rowid")  # of calls0 named c
 _ROW_BITS = 40
 # The line of a row of the JSONL fast path that the Python reader must judge (its file is
 # then read again by that reader); the others' is NULL until computed (``Calls.line``).
@@ -222,6 +222,34 @@ def _lines_in(path: Path) -> int:
     return count + (last != 10)
 
 
+class Background:
+    """``work`` running in a thread of its own (DuckDB lets go of the GIL while a query runs):
+    ``wait`` waits for it and raises what it raised."""
+
+    def __init__(self, work: Callable[[], object]):
+        self._failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                work()
+            except BaseException as exc:  # raised by wait(), in the waiting thread
+                self._failure.append(exc)
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def running(self, timeout: float) -> bool:
+        """Whether the work still runs after waiting up to ``timeout`` seconds for it."""
+        self._thread.join(timeout)
+        return self._thread.is_alive()
+
+    def wait(self) -> None:
+        """Wait for the work; raise what it raised."""
+        self._thread.join()
+        if self._failure:
+            raise self._failure[0]
+
+
 def _is_parquet(path: Path) -> bool:
     try:
         with path.open("rb") as fh:
@@ -293,8 +321,7 @@ class Calls:
     _bytes: int = 0  # of the inputs read so far
     _threads: int = field(init=False)  # DuckDB's default, taken past _PARALLEL_BYTES
     _schema: str = ""  # in a workspace, this analysis's own
-    _pending: list[Callable[[], None]] = field(default_factory=list)  # see _start
-    _ordered: Callable[[], None] | None = None  # waits for runs and useg (see sign)
+    _ordered: Background | None = None  # builds runs and useg beside signing (see sign)
     events: int = 0  # the calls read (prepare drops calls0)
     _facts: str = ""  # see facts()
 
@@ -324,9 +351,8 @@ class Calls:
     def close(self) -> None:
         """Close the database (or drop this analysis's schema in its workspace) and remove
         its temporary files."""
-        for wait in self._pending:  # a statement still running in another thread ends first
-            with suppress(Exception):
-                wait()
+        with suppress(Exception):  # a statement still running in another thread ends first
+            self._wait_ordered()
         with suppress(Exception):
             if self.workspace is not None:
                 self.con.execute(f"USE memory.main; DROP SCHEMA {self._schema} CASCADE")
@@ -459,35 +485,22 @@ class Calls:
         """Run ``query`` reading ``paths`` in another thread while this one runs
         ``meanwhile`` (DuckDB lets go of the GIL), then reports the query's progress as bytes
         of the files, in order; return what ``meanwhile`` returned."""
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                self.con.execute(query, params)
-            except BaseException as exc:  # re-raised in the calling thread
-                failure.append(exc)
-
-        worker = threading.Thread(target=run, daemon=True)
-        worker.start()
+        job = Background(lambda: self.con.execute(query, params))
         try:
             result = meanwhile()
         finally:
             progress = self.progress
-            if progress is None:
-                worker.join()
             sizes = [p.stat().st_size for p in paths] if progress is not None else []
-            while worker.is_alive():
-                worker.join(0.05)
+            while progress is not None and job.running(0.05):
                 done = self.con.query_progress()
-                if progress is not None and done > 0:
+                if done > 0:
                     left = int(sum(sizes) * min(done, 100.0) / 100)
                     for path, size in zip(paths, sizes, strict=True):  # the files read so far
                         progress(path, min(size, left))
                         left -= min(size, left)
                         if not left:
                             break
-        if failure:
-            raise failure[0]
+        job.wait()
         return result
 
     def _load_parquet(self, index: int) -> None:
@@ -581,7 +594,7 @@ class Calls:
             batch: list[bytes] = []
             for rec in records:
                 for what, number in (("step", rec.step), ("tokens", rec.tokens)):
-                    if number is not None and not -(1 << 63) <= number < 1 << 63:
+                    if number is not None and not INT64[0] <= number <= INT64[1]:
                         raise TraceError(
                             f"field '{what}': {number} does not fit 64 bits",
                             path=self.inputs[index].path,
@@ -635,7 +648,7 @@ class Calls:
             raise OSError(f"{output.parent}: no such folder to write {output.name} in")
         partial = output.with_name(f".{output.name}.partial")
         target = str(partial).replace("'", "''")
-        columns = ", ".join(c for c in EXPORT_COLUMNS[2:])
+        columns = ", ".join(EXPORT_COLUMNS[2:])  # seq and line are computed
         try:
             self.con.execute(
                 f"COPY (SELECT row_number() OVER (ORDER BY {ORD}) AS seq, {self.line()} AS line, "
@@ -689,36 +702,27 @@ class Calls:
         each analysis runs on one thread and concurrent requests are the parallelism."""
         return self.workspace is None
 
-    def _start(self, query: str) -> Callable[[], None]:
-        """Run ``query`` on a cursor of its own in another thread (DuckDB lets go of the GIL);
-        return the function that waits for it and raises what it raised. Not ``concurrent``:
-        run it now."""
+    def _start(self, query: str) -> Background | None:
+        """Run ``query`` on a cursor of its own in another thread; not ``concurrent``: run it
+        now (and return None)."""
         if not self.concurrent:
             self.con.execute(query)
-            return lambda: None
-        failure: list[BaseException] = []
+            return None
         cursor = self._cursor()
 
         def run() -> None:
             try:
                 cursor.execute(query)
-            except BaseException as exc:  # re-raised by wait()
-                failure.append(exc)
             finally:
                 cursor.close()
 
-        worker = threading.Thread(target=run, daemon=True)
-        worker.start()
+        return Background(run)
 
-        def wait() -> None:
-            worker.join()
-            if wait in self._pending:
-                self._pending.remove(wait)
-            if failure:
-                raise failure[0]
-
-        self._pending.append(wait)
-        return wait
+    def _wait_ordered(self) -> None:
+        """Wait for the statements ``sign`` started beside it (see ``_ORDER``)."""
+        job, self._ordered = self._ordered, None
+        if job is not None:
+            job.wait()
 
     def _sign(self, side_of: str) -> set[int]:
         sides = f"({side_of}) > 0"
@@ -738,16 +742,34 @@ class Calls:
             f"SELECT kind, name, args, min({ORD}) AS first FROM calls0 "
             f"WHERE {sides} GROUP BY kind, name, args)"
         )
-        ordered = self._start(_ORDER.format(side_of=side_of))
-        try:
-            return self._keys(sides, ordered)
-        except BaseException:
-            with suppress(Exception):
-                ordered()
-            raise
+        self._ordered = self._start(_ORDER.format(side_of=side_of))
+        failed = self._keys()
+        if failed:
+            # A file of the fast path has an argument that only the Python reader judges
+            # right (not JSON to it, or nested too deep): read those files with it.
+            self._wait_ordered()
+            con.execute("DROP TABLE useg; DROP TABLE runs")
+            return failed
+        con.execute("DROP TABLE IF EXISTS sigs; DROP TABLE IF EXISTS dmap")
+        # A signature is (kind, name, the canonical JSON text of the normalized args); its
+        # sid is its first call's ord, so sids follow the order of first appearance. Every
+        # text of a signature normalizes to the same value, so it names the same resource.
+        con.execute("""
+            CREATE TABLE dmap AS
+            SELECT d.kind, d.name, d.args, d.first, r.resource,
+                   min(d.first) OVER (PARTITION BY d.kind, d.name, k.key) AS sid
+            FROM dargs d JOIN dkey k USING (first) LEFT JOIN dres r USING (first)
+        """)
+        con.execute(
+            "CREATE TABLE sigs AS SELECT sid, kind, name, resource, first FROM dmap "
+            "WHERE first = sid"
+        )
+        con.execute("DROP TABLE dargs; DROP TABLE dkey; DROP TABLE dres")
+        return set()
 
-    def _keys(self, sides: str, ordered: Callable[[], None]) -> set[int]:
-        """The Python loop of ``_sign``: each distinct text's signature key and resource."""
+    def _keys(self) -> set[int]:
+        """The Python loop of ``_sign``: each distinct text's signature key and resource,
+        into ``dkey`` and ``dres``; return the files of the fast path to read again."""
         con = self.con
         memo = MemoNormalizer(self.config.normalizer)
         resource_of = _resource_finder(self.config.resource_keys)
@@ -814,29 +836,7 @@ class Calls:
         cursor.close()
         if errors:
             raise self._bad(*min(errors))
-        if failed & fast:
-            # A file of the fast path has an argument that only the Python reader judges
-            # right (not JSON to it, or nested too deep): read those files with it.
-            ordered()
-            con.execute("DROP TABLE useg; DROP TABLE runs")
-            return failed & fast
-        self._ordered = ordered
-        con.execute("DROP TABLE IF EXISTS sigs; DROP TABLE IF EXISTS dmap")
-        # A signature is (kind, name, the canonical JSON text of the normalized args); its
-        # sid is its first call's ord, so sids follow the order of first appearance. Every
-        # text of a signature normalizes to the same value, so it names the same resource.
-        con.execute("""
-            CREATE TABLE dmap AS
-            SELECT d.kind, d.name, d.args, d.first, r.resource,
-                   min(d.first) OVER (PARTITION BY d.kind, d.name, k.key) AS sid
-            FROM dargs d JOIN dkey k USING (first) LEFT JOIN dres r USING (first)
-        """)
-        con.execute(
-            "CREATE TABLE sigs AS SELECT sid, kind, name, resource, first FROM dmap "
-            "WHERE first = sid"
-        )
-        con.execute("DROP TABLE dargs; DROP TABLE dkey; DROP TABLE dres")
-        return set()
+        return failed & fast
 
     def _insert_csv(self, table: str, path: Path, records: list[bytes], dialect: str) -> None:
         """Insert ``records`` into ``table`` through a CSV file of them, one a line, read with
@@ -894,9 +894,7 @@ class Calls:
         whether a write (or an untagged call) came before a call is a comparison with the
         first such call of its run, or of its run and resource, found by grouping."""
         con = self.con
-        if self._ordered is not None:
-            self._ordered()
-            self._ordered = None
+        self._wait_ordered()
         con.execute(f"""
             CREATE TABLE calls AS
             SELECT side, ord, line, run, step, name, out, effect, sid, resource,

@@ -25,7 +25,16 @@ import orjson
 
 from ..record import Record
 from ._source import TraceFormat, TraceSource
-from .schemas import EFFECTS, MAX_DEPTH, TOO_DEEP, fmt_of, keyed, readable, schema_of
+from .schemas import (
+    EFFECTS,
+    INT64,
+    MAX_DEPTH,
+    TOO_DEEP,
+    fmt_of,
+    keyed,
+    readable,
+    schema_of,
+)
 
 __all__ = ["read_records"]
 
@@ -85,21 +94,16 @@ def _jsonl_record(src: TraceSource, raw: bytes, lineno: int) -> dict[str, Any] |
         type(run) is not str
         or type(tool) is not str
         or type(step) is not int
-        or not _INT64[0] <= step <= _INT64[1]
+        or not INT64[0] <= step <= INT64[1]
         or type(out) is not str
         or (effect is not None and effect not in EFFECTS)
-        or (
-            tokens is not None and (type(tokens) is not int or not _INT64[0] <= tokens <= _INT64[1])
-        )
+        or (tokens is not None and (type(tokens) is not int or not INT64[0] <= tokens <= INT64[1]))
     ) and not _check_jsonl(src, c, lineno):
         return None
     return c  # type: ignore[no-any-return]
 
 
 _JSONL_REQUIRED = ("run_id", "step", "tool", "args", "output_sha")
-# A step or a token count is a 64-bit integer (what the analysis engine holds; orjson reads up
-# to 2**64 - 1).
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def _bad_jsonl(src: TraceSource, raw: bytes, lineno: int) -> None:
@@ -125,7 +129,7 @@ def _check_jsonl(src: TraceSource, c: dict[str, Any], lineno: int) -> bool:
         src.bad(f"must be a string, found {run!r}", lineno, "run_id")
     elif type(step) is not int:
         src.bad(f"must be an integer step number, found {step!r}", lineno, "step")
-    elif not _INT64[0] <= step <= _INT64[1]:
+    elif not INT64[0] <= step <= INT64[1]:
         src.bad(f"must be a step number that fits 64 bits, found {step}", lineno, "step")
     elif type(tool) is not str:
         src.bad(f"must be the tool name as a string, found {tool!r}", lineno, "tool")
@@ -139,7 +143,7 @@ def _check_jsonl(src: TraceSource, c: dict[str, Any], lineno: int) -> bool:
         )
     elif c.get("tokens") is not None and type(c["tokens"]) is not int:
         src.bad(f"must be an integer, found {c['tokens']!r}", lineno, "tokens")
-    elif c.get("tokens") is not None and not _INT64[0] <= c["tokens"] <= _INT64[1]:
+    elif c.get("tokens") is not None and not INT64[0] <= c["tokens"] <= INT64[1]:
         src.bad(f"must be a token count that fits 64 bits, found {c['tokens']}", lineno, "tokens")
     else:
         return True

@@ -13,6 +13,7 @@ from ._source import TraceFormat
 
 __all__ = [
     "EFFECTS",
+    "INT64",
     "MAX_DEPTH",
     "SNIFFERS",
     "TOO_DEEP",
@@ -78,6 +79,9 @@ def keyed(kind: str, data: dict[str, Any], **fields: Any) -> Record:
 
 
 MAX_DEPTH = 200  # levels of nesting the analysis walks (recursively) in a record
+# The range of a step or a token count: 64-bit integers, as the analysis engine and the stores
+# hold them (orjson reads up to 2**64 - 1).
+INT64 = (-(1 << 63), (1 << 63) - 1)
 TOO_DEEP = (
     f"nested deeper than the {MAX_DEPTH} levels of lists or objects tracetape reads; flatten it"
 )

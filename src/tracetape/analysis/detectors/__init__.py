@@ -26,14 +26,14 @@ other to the next group.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from ...canonical import canonical_json
 from ..config import AnalysisConfig
-from ..engine import Calls
+from ..engine import Background, Calls
 from ..report import Divergence, Finding
 
 __all__ = ["Context", "brief", "detect", "detectors"]
@@ -125,25 +125,24 @@ def detect(ctx: Context) -> None:
             for find in group:
                 find(ctx)
         return
-    failures: dict[int, BaseException] = {}
     forks = [replace(ctx, calls=ctx.calls.fork()) for _ in groups]
 
-    def run(index: int) -> None:
+    def run(group: list[Detector], sub: Context) -> None:
         try:
-            for find in groups[index]:
-                find(forks[index])
-        except BaseException as exc:  # re-raised below: the first group's
-            failures[index] = exc
+            for find in group:
+                find(sub)
         finally:
-            forks[index].calls.con.close()
+            sub.calls.con.close()
 
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(groups))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    jobs = [Background(partial(run, g, sub)) for g, sub in zip(groups, forks, strict=True)]
+    failures = []
+    for job in jobs:  # every group ends before any failure is raised: the first group's
+        try:
+            job.wait()
+        except BaseException as exc:
+            failures.append(exc)
     if failures:
-        raise failures[min(failures)]
+        raise failures[0]
     for sub in forks:  # what a detector sets besides its findings
         ctx.divergence = ctx.divergence or sub.divergence
         ctx.aligned = ctx.aligned or sub.aligned
