@@ -35,7 +35,7 @@ def test_import_stays_light() -> None:
     the core's: ``Record`` is a msgspec Struct)."""
     heavy = (
         "('click', 'rich', 'httpx', 'httpx2', 'openai', 'anthropic', 'pydantic', "
-        "'tracetape.analysis', 'tracetape.formats.jsonl')"
+        "'duckdb', '_duckdb', 'tracetape.analysis', 'tracetape.formats.jsonl')"
     )
     code = f"import sys, tracetape; print(sorted(m for m in {heavy} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -38,8 +38,8 @@ gives the detectors a cursor each, so that groups of them run at the same time (
 ``detectors``).
 
 DuckDB runs with a ``memory_limit`` and spills to a temporary directory beyond it, so memory
-is bounded whatever the number of lines. ``duckdb`` is imported here only, when an analysis
-runs.
+is bounded whatever the number of lines. DuckDB is imported here only (through ``db``),
+when an analysis runs.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ from .config import AnalysisConfig
 from .normalize import MemoNormalizer
 
 if TYPE_CHECKING:
-    import duckdb
+    from .db import duckdb
 
 __all__ = ["ORD", "PARQUET_MAGIC", "Calls", "Input", "Workspace", "fill_steps"]
 
@@ -260,7 +260,7 @@ def _is_parquet(path: Path) -> bool:
 
 def _connect(memory_limit: str, spill: Path) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB database with a memory limit, spilling to ``spill`` beyond it."""
-    import duckdb
+    from .db import duckdb
 
     con = duckdb.connect(
         config={
@@ -364,7 +364,7 @@ class Calls:
 
     def __exit__(self, kind: type[BaseException] | None, exc: object, tb: object) -> None:
         self.close()
-        import duckdb
+        from .db import duckdb
 
         if isinstance(exc, duckdb.OutOfMemoryException):
             raise ConfigError(
@@ -415,7 +415,7 @@ class Calls:
         those it cannot read exactly (each is then read by the Python reader). A statement
         that fails (a line that is not JSON) is tried again one file at a time, to tell
         which."""
-        import duckdb
+        from .db import duckdb
 
         paths = [self.inputs[i].path for i in indices]
         # DuckDB reads a name holding * ? [ { as a pattern: such a file is read by Python.
@@ -504,7 +504,7 @@ class Calls:
         return result
 
     def _load_parquet(self, index: int) -> None:
-        import duckdb
+        from .db import duckdb
 
         path = self.inputs[index].path
         try:
@@ -568,7 +568,7 @@ class Calls:
     def _add_texts(self, texts: list[bytes], index: int) -> bool:
         """Bulk-load records from their JSON texts, read by DuckDB (``call_args`` in SQL);
         False (nothing loaded) where it cannot read them as the Python path would."""
-        import duckdb
+        from .db import duckdb
 
         out = Path(self._tmp.name) / f"load{index}.jsonl"
         try:
@@ -640,7 +640,7 @@ class Calls:
         """Write the loaded calls to ``output`` as Parquet, in input order (``seq`` numbers
         them across the inputs; ``line`` stays each call's line in its file); return how many.
         The file is written beside ``output`` and moved in place when complete."""
-        import duckdb
+        from .db import duckdb
 
         if output.is_dir():
             raise OSError(f"{output}: is a folder; name the Parquet file to write")
