@@ -475,6 +475,22 @@ class Calls:
         starts = [self._first.get(i, 0) - 1 for i in range(len(self.inputs))]
         return f"coalesce({t}line, {t}rowid - {starts}[{t}file + 1])"
 
+    def lines(self, ords: Iterable[int]) -> dict[int, int | None]:
+        """The lines of the calls at ``ords`` (for the evidence of findings): a call of the
+        fast path is its offset among its file's rows; the others' were kept by ``prepare``."""
+        ords = set(ords)
+        mask = (1 << _ROW_BITS) - 1
+        found: dict[int, int | None] = {
+            o: (o & mask) - self._first[o >> _ROW_BITS] + 1
+            for o in ords
+            if o >> _ROW_BITS in self._first
+        }
+        rest = [o for o in ords if o not in found]
+        if rest:  # read by another reader, which gave the line
+            query = "SELECT ord, line FROM lines WHERE ord IN (SELECT unnest($1::BIGINT[]))"
+            found |= dict(self.rows(query, [rest]))
+        return found
+
     def _watched(
         self,
         query: str,
@@ -895,18 +911,26 @@ class Calls:
         first such call of its run, or of its run and resource, found by grouping."""
         con = self.con
         self._wait_ordered()
+        # As narrow as the detectors allow (at 3M lines calls and calls0 are most of the
+        # engine's memory): a call's run is its run's first call (``runs`` names it), its
+        # tool its signature's (``sigs``), and its line is computed from its ord (``lines``)
+        # but where a reader other than the fast path gave it.
         con.execute(f"""
             CREATE TABLE calls AS
-            SELECT side, ord, line, run, step, name, out, effect, sid, resource,
+            SELECT side, ord, step, out, effect, sid, resource,
                    coalesce(useg, step) AS seg, r.first AS rf
-            FROM (SELECT c.* EXCLUDE (line), {self.line("c")} AS line, {side_of} AS side,
-                         {_ORD_C} AS ord, d.sid, d.resource
+            FROM (SELECT c.*, {side_of} AS side, {_ORD_C} AS ord, d.sid, d.resource
                   FROM calls0 c
                   JOIN dmap d ON d.kind = c.kind AND d.name = c.name AND d.args = c.args)
             JOIN runs r USING (side, run)
             LEFT JOIN useg USING (ord)
             WHERE side > 0
         """)
+        if len(self._first) < len(self.inputs):  # some lines were given by another reader
+            con.execute(
+                f"CREATE TABLE lines AS SELECT {ORD} AS ord, line FROM calls0 "
+                f"WHERE line IS NOT NULL AND ({side_of}) > 0"
+            )
         # What the detectors read is in calls, runs, sigs and dmap: the input's rows go (at
         # 3M lines they are half the engine's memory, and the detectors would spill).
         (self.events,) = self.one("SELECT count(*) FROM calls0")

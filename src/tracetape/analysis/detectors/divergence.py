@@ -14,18 +14,20 @@ from ...canonical import changed_paths
 from ..report import Divergence
 from . import SIDE_A, SIDE_B, WRITES, Context
 
-_FIRST = """
+# A run's calls are those of its first call (``rf``).
+_RUN = "rf = (SELECT first FROM runs WHERE side = {} AND run = {})"
+_FIRST = f"""
     WITH a AS (SELECT row_number() OVER (ORDER BY ord) AS pos, sid FROM calls
-               WHERE side = $1 AND run = $2),
+               WHERE {_RUN.format("$1", "$2")}),
          b AS (SELECT row_number() OVER (ORDER BY ord) AS pos, sid FROM calls
-               WHERE side = $3 AND run = $4)
+               WHERE {_RUN.format("$3", "$4")})
     SELECT min(pos) FILTER (WHERE a.sid IS DISTINCT FROM b.sid), count(a.sid)
     FROM a FULL JOIN b USING (pos)
 """
-_CALL = """
-    SELECT c.run, c.step, c.line, s.kind, s.name, c.sid, c.out, c.effect
+_CALL = f"""
+    SELECT c.step, c.ord, s.kind, s.name, c.sid, c.out, c.effect
     FROM (SELECT *, row_number() OVER (ORDER BY ord) AS pos FROM calls
-          WHERE side = $1 AND run = $2) c
+          WHERE {_RUN.format("$1", "$2")}) c
     JOIN sigs s USING (sid) WHERE pos = $3
 """
 
@@ -42,16 +44,17 @@ def find(ctx: Context) -> None:
         return
     ctx.aligned = position - 1
     rows = [db.rows(_CALL, [*side, position]) for side in (a, b)]
-    args = db.sig_args([row[0][5] for row in rows if row])
+    args = db.sig_args([row[0][4] for row in rows if row])
+    lines = db.lines(row[0][1] for row in rows if row)
 
-    def call(found: list[tuple[Any, ...]]) -> dict[str, Any] | None:
+    def call(found: list[tuple[Any, ...]], run: str | None) -> dict[str, Any] | None:
         if not found:
             return None
-        run, step, line, kind, name, sid, out, effect = found[0]
+        step, first, kind, name, sid, out, effect = found[0]
         return {
             "run": run,
             "step": step,
-            "line": line,
+            "line": lines[first],
             "kind": kind,
             "name": name,
             "args": args[sid],
@@ -59,7 +62,7 @@ def find(ctx: Context) -> None:
             "effect": effect,
         }
 
-    ca, cb = call(rows[0]), call(rows[1])
+    ca, cb = call(rows[0], ctx.baseline), call(rows[1], ctx.candidate)
     if ca and cb:
         before = {"kind": ca["kind"], "name": ca["name"], "args": ca["args"]}
         after = {"kind": cb["kind"], "name": cb["name"], "args": cb["args"]}

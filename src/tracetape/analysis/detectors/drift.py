@@ -48,16 +48,21 @@ def find(ctx: Context) -> None:
     """Add the drift findings."""
     db = ctx.calls
     db.con.execute(_CLASSIFIED)
-    for pattern, total in db.rows("SELECT pattern, count(*) FROM drifted GROUP BY ALL"):
+    # Each pattern's count and first signatures (a top-n aggregate, not a sort of them all).
+    firsts: list[int] = []
+    for pattern, total, sids in db.rows(
+        "SELECT pattern, count(*), min(sid, ?) FROM drifted GROUP BY ALL", [ctx.limit]
+    ):
         ctx.count(pattern, total)
+        firsts += sids
     rows = db.rows(
         """
         SELECT d.pattern, d.sid, s.kind, s.name, s.resource, d.outputs, d.untagged
         FROM drifted d JOIN sigs s USING (sid)
-        QUALIFY row_number() OVER (PARTITION BY d.pattern ORDER BY d.sid) <= ?
+        WHERE d.sid IN (SELECT unnest($1::BIGINT[]))
         ORDER BY d.sid
         """,
-        [ctx.limit],
+        [firsts],
     )
     sids = [row[1] for row in rows]
     args = db.sig_args(sids)
@@ -65,21 +70,22 @@ def find(ctx: Context) -> None:
     # (a drift within one run names it).
     outputs: dict[int, list[dict[str, object]]] = {sid: [] for sid in sids}
     runs: dict[int, set[str]] = {sid: set() for sid in sids}
-    for sid, out, run, step, line, clean, rank in db.rows(
+    found = db.rows(
         """
-        SELECT v.sid, v.out, c.run, c.step, c.line, v.clean,
+        SELECT v.sid, v.out, u.run, c.step, c.ord, v.clean,
                row_number() OVER (PARTITION BY v.sid ORDER BY v.first) AS rank
-        FROM variants v JOIN calls c ON c.ord = v.first
+        FROM variants v JOIN calls c ON c.ord = v.first JOIN runs u ON u.first = c.rf
         WHERE v.sid IN (SELECT unnest($1::BIGINT[]))
         ORDER BY v.sid, v.first
         """,
         [sids],
-    ):
+    )
+    lines = db.lines(row[4] for row in found if row[6] <= MAX_OUTPUTS)
+    for sid, out, run, step, first, clean, rank in found:
         runs[sid].add(run)
         if rank <= MAX_OUTPUTS:
-            outputs[sid].append(
-                {"out": out, "run": run, "step": step, "line": line, "after_write": not clean}
-            )
+            seen = {"out": out, "run": run, "step": step, "line": lines[first]}
+            outputs[sid].append(seen | {"after_write": not clean})
     for pattern, sid, kind, name, resource, n, untagged in rows:
         cause = _CAUSES.get(pattern) or (_UNTAGGED if untagged else _UNNAMED)
         within_run = len(runs[sid]) == 1

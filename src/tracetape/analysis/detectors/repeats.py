@@ -17,11 +17,11 @@ from . import WRITES, Context, brief
 # rank in its repeat (ordered aggregates sort each group again: 3x the time).
 _REPEATS = f"""
     CREATE TABLE repeats AS
-    SELECT rf AS run_first, any_value(run) AS run, sid, count(*) AS n,
+    SELECT rf AS run_first, sid, count(*) AS n,
            min(ord) FILTER (WHERE rk = 2) AS second,
            {{'step': any_value(step) FILTER (WHERE rk = 1),
              'out': any_value(out) FILTER (WHERE rk = 1),
-             'line': any_value(line) FILTER (WHERE rk = 1),
+             'ord': min(ord),
              'effect': any_value(effect) FILTER (WHERE rk = 1)}} AS f,
            list_value({", ".join(f"any_value(step) FILTER (WHERE rk = {k})" for k in range(1, 6))})
                [1:least(count(*), 5)] AS steps,
@@ -29,7 +29,7 @@ _REPEATS = f"""
            bool_or(rk > 1 AND out IS DISTINCT FROM fout AND NOT explained)
                AS unexplained
     FROM (
-        SELECT rf, run, sid, ord, step, out, line, effect, explained,
+        SELECT rf, sid, ord, step, out, effect, explained,
                row_number() OVER w AS rk, first_value(out) OVER w AS fout
         FROM ({{facts}})
         WINDOW w AS (PARTITION BY rf, sid ORDER BY ord)
@@ -62,16 +62,18 @@ def find(ctx: Context) -> None:
         ctx.count(pattern, total)
     rows = db.rows(
         """
-        SELECT r.pattern, r.run, r.sid, s.name, r.n, r.f.step, r.f.out, r.f.line, r.f.effect,
+        SELECT r.pattern, u.run, r.sid, s.name, r.n, r.f.step, r.f.out, r.f.ord, r.f.effect,
                r.steps
-        FROM repeat_found r JOIN sigs s USING (sid)
+        FROM repeat_found r JOIN sigs s USING (sid) JOIN runs u ON u.first = r.run_first
         QUALIFY row_number() OVER (PARTITION BY r.pattern ORDER BY r.run_first, r.second) <= ?
         ORDER BY r.run_first, r.second, r.pattern <> 'repeat-budget'
         """,
         [ctx.limit],
     )
     args = db.sig_args([row[2] for row in rows])
-    for pattern, run, sid, name, n, step, out, line, effect, steps in rows:
+    lines = db.lines(row[7] for row in rows)
+    for pattern, run, sid, name, n, step, out, first, effect, steps in rows:
+        line = lines[first]
         call = {"tool": name, "args": args[sid], "count": n, "steps": steps}
         if pattern == "repeat-budget":
             message = f"repeat budget: {run} {name} {brief(args[sid])} ran {n} times "

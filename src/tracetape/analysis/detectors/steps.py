@@ -17,7 +17,7 @@ from . import Context
 # with their first call.
 _BIG = """
     CREATE TABLE big_segs AS
-    SELECT rf AS run_first, seg, any_value(run) AS run, count(*) AS n, min(ord) AS first
+    SELECT rf AS run_first, seg, count(*) AS n, min(ord) AS first
     FROM calls GROUP BY rf, seg HAVING count(*) > ?
 """
 
@@ -40,15 +40,16 @@ def _fanout(ctx: Context, bound: int) -> None:
         return
     rows = db.rows(
         """
-        SELECT c.run, any_value(c.step), count(*), arg_min(c.line, c.ord),
-               list(c.name ORDER BY c.ord)
+        SELECT u.run, any_value(c.step), count(*), min(c.ord), list(g.name ORDER BY c.ord)
         FROM (SELECT * FROM big_segs WHERE n > ? ORDER BY run_first, first LIMIT ?) s
         JOIN calls c ON c.rf = s.run_first AND c.seg = s.seg
-        GROUP BY c.run, s.run_first, s.first ORDER BY s.run_first, s.first
+        JOIN sigs g USING (sid) JOIN runs u ON u.first = s.run_first
+        GROUP BY u.run, s.run_first, s.first ORDER BY s.run_first, s.first
         """,
         [bound, ctx.limit],
     )
-    for run, step, n, line, names in rows:
+    lines = db.lines(row[3] for row in rows)
+    for run, step, n, first, names in rows:
         by_tool: dict[str, int] = {}
         for name in names:
             by_tool[name] = by_tool.get(name, 0) + 1
@@ -60,7 +61,7 @@ def _fanout(ctx: Context, bound: int) -> None:
             calls=n,
             bound=bound,
             by_tool=by_tool,
-            line=line,
+            line=lines[first],
         )
 
 
@@ -71,14 +72,17 @@ def _exploration(ctx: Context, bound: int) -> None:
     db.con.execute(
         """
         CREATE TABLE explored AS
-        SELECT s.run_first, s.first, s.seg, s.run, c.name, any_value(c.step) AS step,
+        WITH seg_calls AS (
+            SELECT c.rf, c.seg, c.sid, c.ord, c.step, g.name
+            FROM (SELECT * FROM calls c
+                  SEMI JOIN big_segs s ON s.run_first = c.rf AND s.seg = c.seg) c
+            JOIN sigs g USING (sid))
+        SELECT s.run_first, s.first, s.seg, c.name, any_value(c.step) AS step,
                min(c.ord) AS tool_first, count(DISTINCT c.sid) AS distinct_args
-        FROM (SELECT rf, seg, name FROM calls c
-              SEMI JOIN big_segs s ON s.run_first = c.rf AND s.seg = c.seg
-              GROUP BY ALL HAVING count(*) > ?) t
-        JOIN calls c USING (rf, seg, name)
+        FROM (SELECT rf, seg, name FROM seg_calls GROUP BY ALL HAVING count(*) > ?) t
+        JOIN seg_calls c USING (rf, seg, name)
         JOIN big_segs s ON s.run_first = c.rf AND s.seg = c.seg
-        GROUP BY s.run_first, s.first, s.seg, s.run, c.name
+        GROUP BY s.run_first, s.first, s.seg, c.name
         HAVING count(DISTINCT c.sid) > ?
         """,
         [bound, bound],
@@ -88,10 +92,12 @@ def _exploration(ctx: Context, bound: int) -> None:
     if total:
         rows = db.rows(
             """
-            SELECT e.run, e.step, e.name, e.distinct_args, list(c.sid ORDER BY c.ord)
+            SELECT u.run, e.step, e.name, e.distinct_args, list(c.sid ORDER BY c.ord)
             FROM (SELECT * FROM explored ORDER BY run_first, first, tool_first LIMIT ?) e
-            JOIN calls c ON c.rf = e.run_first AND c.seg = e.seg AND c.name = e.name
-            GROUP BY e.run, e.first, e.name, e.step, e.distinct_args, e.run_first, e.tool_first
+            JOIN calls c ON c.rf = e.run_first AND c.seg = e.seg
+            JOIN sigs g ON g.sid = c.sid AND g.name = e.name
+            JOIN runs u ON u.first = e.run_first
+            GROUP BY u.run, e.first, e.name, e.step, e.distinct_args, e.run_first, e.tool_first
             ORDER BY e.run_first, e.first, e.tool_first
             """,
             [ctx.limit],
