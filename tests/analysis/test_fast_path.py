@@ -310,3 +310,109 @@ def test_a_resource_over_two_megabytes_with_newlines_stays_whole(tmp_path: Path)
     assert got["counts"] == {"write-echo": 1}
     with python_reader():
         assert check_trace(path).to_dict() == got
+
+
+# JSON value texts as a writer may spell them, odd ones too (DuckDB reads NaN, infinities and
+# trailing commas; orjson refuses them, or reads a long exponent as infinity).
+_NUMBERS = ["1", "-0", "1.0", "1e5", "1E+400", "1e-400", "-1.5e300", "NaN", "-Infinity", "inf"]
+_NUMBERS += [str(1 << 70), "0.1234567890123456789012", "7" * 310]
+_STRINGS = ['"x"', '"0b7e1b2c-6a1f-4c1e-9a51-8f0b8f9b2a11"', '"\\ud800"', '"t\\u0073"', '"é"']
+_STRINGS += ['"/tmp/tmpab12/x"', '"info, inf"', '"a:1e400"']
+_KEYS = ["a", "b", "ts", "request_id", "time", "made_at", "t\\u0073", "é"]
+value_text = st.recursive(
+    st.sampled_from(_NUMBERS + _STRINGS + ["true", "null", "[]", "{}"]),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3).map(lambda vs: "[" + ",".join(vs) + "]"),
+        st.lists(st.tuples(st.sampled_from(_KEYS), inner), max_size=3).map(
+            lambda ms: "{" + ",".join(f'"{k}":{v}' for k, v in ms) + "}"
+        ),
+    ),
+    max_leaves=6,
+)
+object_text = st.tuples(
+    st.lists(st.tuples(st.sampled_from(_KEYS), value_text), max_size=5),
+    st.sampled_from([",", ", ", " , "]),  # how members are parted
+    st.booleans(),  # a trailing comma
+).map(lambda t: "{" + t[1].join(f'"{k}":{v}' for k, v in t[0]) + ("," if t[2] else "") + "}")
+
+
+def _without_unvolatile() -> Any:
+    return patch("tracetape.analysis.engine._unvolatile", lambda normalizer: "NULL")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    texts=st.lists(object_text, min_size=1, max_size=6),
+    picks=st.lists(st.integers(0, 5), min_size=1, max_size=12),
+    skip=st.booleans(),
+)
+def test_volatile_keys_dropped_in_sql_change_nothing(
+    texts: list[str], picks: list[int], skip: bool
+) -> None:
+    """Dropping top-level volatile keys in DuckDB before the Python walk (``_unvolatile``)
+    gives the report, or the error, of the walk alone, whatever the argument texts hold:
+    odd numbers, escapes, duplicate and nested volatile keys, NaN, trailing commas."""
+    lines = [GOOD]  # the first line tells the format: an odd one would stop both alike
+    lines += [
+        f'{{"run_id":"r","step":{i + 1},"tool":"t","args":{texts[p % len(texts)]},'
+        f'"output_sha":"o{i % 3}"}}'.encode()
+        for i, p in enumerate(picks)
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.jsonl"
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        got = _outcome(lambda: check_trace(path, skip_bad_lines=skip))
+        with _without_unvolatile():
+            expected = _outcome(lambda: check_trace(path, skip_bad_lines=skip))
+    assert got == expected
+
+
+_ODD_ARGS = ["NaN", "-Infinity", "inf", "1E+400", "7" * 310, '"\\ud800"', '{"x":NaN}']
+_ODD_ARGS += ["[" * 201 + "]" * 201]  # too deep: the Python reader judges the whole text
+_ODD_ARGS = [f'{{"ts":{v},"a":1}}' for v in _ODD_ARGS] + ['{"ts":1,"a":1,}', '[{"ts":1,"a":1}]']
+
+
+def _signed_texts(path: Path) -> tuple[Any, list[str]]:
+    """The outcome of check, and the tables ``_keys`` signed."""
+    signed: list[str] = []
+    keys = Calls._keys
+
+    def spy(self: Calls, texts: str) -> set[int]:
+        signed.append(texts)
+        return keys(self, texts)
+
+    with patch.object(Calls, "_keys", spy):
+        return _outcome(lambda: check_trace(path)), signed
+
+
+@pytest.mark.parametrize("skip", [False, True])
+@pytest.mark.parametrize("odd", _ODD_ARGS)
+def test_a_volatile_key_hides_no_error_of_its_value(tmp_path: Path, odd: str, skip: bool) -> None:
+    """Arguments that the Python reader refuses (or reads otherwise) where DuckDB could drop
+    a volatile key: the same error, skipped line or report as when the Python walk sees the
+    whole text."""
+    lines = [GOOD.decode()] + [
+        f'{{"run_id":"r","step":2,"tool":"t","args":{args},"output_sha":"o"}}'
+        for args in (odd, odd.replace('"a":1', '"a":2'), '{"ts":2,"a":1}')
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    got = _outcome(lambda: check_trace(path, skip_bad_lines=skip))
+    with _without_unvolatile():
+        assert _outcome(lambda: check_trace(path, skip_bad_lines=skip)) == got
+
+
+def test_texts_differing_in_volatile_keys_are_walked_once(tmp_path: Path) -> None:
+    """Texts that differ only in top-level volatile keys reach the Python walk as one text
+    (``dsign``), and the report is the walk's own."""
+    lines = [GOOD.decode()] + [
+        f'{{"run_id":"r","step":2,"tool":"t","args":{{"request_id":"{u}","a":1}},'
+        f'"output_sha":"o{i % 2}"}}'
+        for i, u in enumerate(UUIDS[:5])
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    got, signed = _signed_texts(path)
+    assert signed == ["dsign"]
+    with _without_unvolatile():
+        assert _signed_texts(path) == (got, ["dargs"])

@@ -21,10 +21,11 @@ that a call's ``ord`` (``ORD``: its file's index, then its rowid) orders the inp
 ``Calls.sign`` then gives each call its *signature*: the kind, the name and the canonical JSON
 text of the normalized arguments (never an inferred struct type: a missing key and an
 explicit null stay apart, a string that looks like a UUID stays a string). Normalization runs
-in Python once per distinct argument text, in batches; what comes back is that canonical
-text (the signature key: no digest, so no two values can collide) and the *resource* the
-arguments name (``resource_keys``), joined back by the argument text. A signature's id is
-the ``ord`` of its first call.
+in Python once per distinct argument text, in batches (once per distinct text without its
+top-level volatile keys, where DuckDB drops them exactly: ``_unvolatile``); what comes back
+is that canonical text (the signature key: no digest, so no two values can collide) and the
+*resource* the arguments name (``resource_keys``), joined back by the argument text. A
+signature's id is the ``ord`` of its first call.
 
 While Python signs, DuckDB (in another thread: the loop leaves a core free) puts the calls
 in order: one window over each run in call order marks the calls that open a step segment
@@ -744,22 +745,32 @@ class Calls:
         sides = f"({side_of}) > 0"
         con = self.con
         con.execute(
-            "DROP TABLE IF EXISTS dargs; DROP TABLE IF EXISTS dkey; DROP TABLE IF EXISTS dres"
+            "DROP TABLE IF EXISTS dargs; DROP TABLE IF EXISTS dsign; DROP TABLE IF EXISTS dkey; "
+            "DROP TABLE IF EXISTS dres"
         )
-        # Each distinct text, with what the loop below must do to it: walk it with the
-        # normalizer (1: it may change), check its depth (2: more brackets than MAX_DEPTH),
-        # look for a resource in it (4: it may name one). A text's id is its first call's ord.
+        # Each distinct text (a text's id is its first call's ord), with what the loop below
+        # must do to it (``_how``) and, where DuckDB can drop its top-level volatile keys
+        # exactly, the text without them (``norm``, see ``_unvolatile``).
+        normalizer = self.config.normalizer
         con.execute(
-            "CREATE TABLE dargs AS SELECT *, "
-            f"CASE WHEN {_may_change(self.config.normalizer)} THEN 1 ELSE 0 END "
-            f"+ CASE WHEN strlen(args) > {MAX_DEPTH} AND strlen(args) - "
-            f"strlen(replace(replace(args, '[', ''), '{{', '')) > {MAX_DEPTH} THEN 2 ELSE 0 END "
-            f"+ CASE WHEN {_may_name(self.config.resource_keys)} THEN 4 ELSE 0 END AS how FROM ("
+            "CREATE TABLE dargs AS SELECT *, CASE WHEN how & 1 = 0 THEN NULL "
+            f"ELSE {_unvolatile(normalizer)} END AS norm FROM ("
+            f"SELECT *, {self._how()} AS how FROM ("
             f"SELECT kind, name, args, min({ORD}) AS first FROM calls0 "
-            f"WHERE {sides} GROUP BY kind, name, args)"
+            f"WHERE {sides} GROUP BY kind, name, args))"
         )
         self._ordered = self._start(_ORDER.format(side_of=side_of))
-        failed = self._keys()
+        # The texts to sign: each distinct text, or where some lost volatile keys, each
+        # distinct text without them (a trace that stamps every call with a request id has a
+        # text a call, and a few without the ids), with its first text's id.
+        (dropped,) = self.one("SELECT count(norm) FROM dargs")
+        if dropped:
+            con.execute(
+                f"CREATE TABLE dsign AS SELECT *, {self._how()} AS how FROM ("
+                "SELECT kind, name, coalesce(norm, args) AS args, min(first) AS first "
+                "FROM dargs GROUP BY ALL)"
+            )
+        failed = self._keys("dsign" if dropped else "dargs")
         if failed:
             # A file of the fast path has an argument that only the Python reader judges
             # right (not JSON to it, or nested too deep): read those files with it.
@@ -770,22 +781,44 @@ class Calls:
         # A signature is (kind, name, the canonical JSON text of the normalized args); its
         # sid is its first call's ord, so sids follow the order of first appearance. Every
         # text of a signature normalizes to the same value, so it names the same resource.
-        con.execute("""
+        # A text's key is its signed text's (``signed``: that text's id).
+        texts = (
+            "SELECT d.kind, d.name, d.args, d.first, s.first AS signed FROM dargs d "
+            "JOIN dsign s ON s.kind = d.kind AND s.name = d.name "
+            "AND s.args = coalesce(d.norm, d.args)"
+            if dropped
+            else "SELECT kind, name, args, first, first AS signed FROM dargs"
+        )
+        con.execute(f"""
             CREATE TABLE dmap AS
             SELECT d.kind, d.name, d.args, d.first, r.resource,
-                   min(d.first) OVER (PARTITION BY d.kind, d.name, k.key) AS sid
-            FROM dargs d JOIN dkey k USING (first) LEFT JOIN dres r USING (first)
+                   min(d.signed) OVER (PARTITION BY d.kind, d.name, k.key) AS sid
+            FROM ({texts}) d JOIN dkey k ON k.first = d.signed
+            LEFT JOIN dres r ON r.first = d.signed
         """)
         con.execute(
             "CREATE TABLE sigs AS SELECT sid, kind, name, resource, first FROM dmap "
             "WHERE first = sid"
         )
-        con.execute("DROP TABLE dargs; DROP TABLE dkey; DROP TABLE dres")
+        con.execute(
+            "DROP TABLE dargs; DROP TABLE IF EXISTS dsign; DROP TABLE dkey; DROP TABLE dres"
+        )
         return set()
 
-    def _keys(self) -> set[int]:
-        """The Python loop of ``_sign``: each distinct text's signature key and resource,
-        into ``dkey`` and ``dres``; return the files of the fast path to read again."""
+    def _how(self) -> str:
+        """What the loop of ``_keys`` must do to an argument text (the column ``args``), as
+        SQL: walk it with the normalizer (1: it may change), check its depth (2: more
+        brackets than MAX_DEPTH), look for a resource in it (4: it may name one)."""
+        return (
+            f"CASE WHEN {_may_change(self.config.normalizer)} THEN 1 ELSE 0 END "
+            f"+ CASE WHEN {_DEEP} THEN 2 ELSE 0 END "
+            f"+ CASE WHEN {_may_name(self.config.resource_keys)} THEN 4 ELSE 0 END"
+        )
+
+    def _keys(self, texts: str) -> set[int]:
+        """The Python loop of ``_sign``: the signature key and resource of each text of the
+        table ``texts``, into ``dkey`` and ``dres``; return the files of the fast path to
+        read again."""
         con = self.con
         memo = MemoNormalizer(self.config.normalizer)
         resource_of = _resource_finder(self.config.resource_keys)
@@ -794,7 +827,7 @@ class Calls:
         cursor = self._cursor()
         # In no order (a sort of every distinct text would cost more than the loop saves):
         # of the texts that are not right, the first in the input is the error.
-        cursor.execute("SELECT first, args, how FROM dargs")
+        cursor.execute(f"SELECT first, args, how FROM {texts}")
         errors: list[tuple[int, str]] = []
         loads, dumps = orjson.loads, orjson.dumps
         # Each text's key (its canonical text) goes to DuckDB a batch at a time, one a line
@@ -915,6 +948,11 @@ class Calls:
         # engine's memory): a call's run is its run's first call (``runs`` names it), its
         # tool its signature's (``sigs``), and its line is computed from its ord (``lines``)
         # but where a reader other than the fast path gave it.
+        if len(self._first) < len(self.inputs):  # some lines were given by another reader
+            con.execute(
+                f"CREATE TABLE lines AS SELECT {ORD} AS ord, line FROM calls0 "
+                f"WHERE line IS NOT NULL AND ({side_of}) > 0"
+            )
         con.execute(f"""
             CREATE TABLE calls AS
             SELECT side, ord, step, out, effect, sid, resource,
@@ -926,11 +964,6 @@ class Calls:
             LEFT JOIN useg USING (ord)
             WHERE side > 0
         """)
-        if len(self._first) < len(self.inputs):  # some lines were given by another reader
-            con.execute(
-                f"CREATE TABLE lines AS SELECT {ORD} AS ord, line FROM calls0 "
-                f"WHERE line IS NOT NULL AND ({side_of}) > 0"
-            )
         # What the detectors read is in calls, runs, sigs and dmap: the input's rows go (at
         # 3M lines they are half the engine's memory, and the detectors would spill).
         (self.events,) = self.one("SELECT count(*) FROM calls0")
@@ -1022,6 +1055,42 @@ def _may_change(normalizer: Normalizer) -> str:
         "(contains(args, '\\') OR contains(args, '-') OR contains(args, '/tmp/') "
         f"OR contains(args, '/var/folders/') OR regexp_matches(args, '\"(?:{names})\"\\s*:'))"
     )
+
+
+# Whether an argument text (the column ``args``) has more brackets than MAX_DEPTH.
+_DEEP = (
+    f"strlen(args) > {MAX_DEPTH} AND "
+    f"strlen(args) - strlen(replace(replace(args, '[', ''), '{{', '')) > {MAX_DEPTH}"
+)
+
+
+def _unvolatile(normalizer: Normalizer) -> str:
+    """SQL: an argument text (the column ``args``) without its top-level volatile keys of
+    exact names, where DuckDB drops them exactly; else NULL. The normalizer drops those keys
+    anyway, so the text left normalizes to the same value (and names the same resource),
+    and one Python walk serves every text that differs only in them.
+
+    DuckDB's ``json_merge_patch`` with ``{"key": null, ...}`` drops them and writes the rest
+    as it was (numbers, duplicate keys and key order too). A text is patched only if it is an
+    object, not too deep to read (the Python reader judges those whole) and holds nothing
+    that the Python reader might refuse where DuckDB reads it: an escape (a lone surrogate),
+    NaN or infinity, a trailing comma, 300 digits in a row or an exponent of 3 digits (a
+    number orjson reads as infinity). Then both read it alike, and the dropped values can
+    hide no error."""
+    exact = [k for k in normalizer.volatile_keys if not any(c in k for c in "*?[")]
+    if not exact:
+        return "NULL"
+    names = "|".join(map(_key_pattern, exact))
+    patch = json.dumps(dict.fromkeys(exact)).replace("'", "''")
+    value = r"[:,[]\s*[+-]?"  # where a value starts: after a colon, a comma or a bracket
+    odd = rf"{value}(?i:nan|inf)|{value}[0-9.]+[eE][+-]?[0-9]{{3}}|[0-9]{{300}}|,\s*[]}}]"
+    # Each WHEN is tried on the texts the WHENs before it left (most texts name no volatile
+    # key, and are done with one test).
+    return f"""CASE
+        WHEN NOT regexp_matches(args, '"(?:{names})"\\s*:') THEN NULL
+        WHEN NOT starts_with(args, '{{') OR contains(args, '\\') THEN NULL
+        WHEN regexp_matches(args, '{odd}') OR ({_DEEP}) OR NOT json_valid(args) THEN NULL
+        ELSE nullif(json_merge_patch(args, '{patch}')::VARCHAR, args) END"""
 
 
 def _key_pattern(glob: str) -> str:
