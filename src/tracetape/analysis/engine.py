@@ -136,32 +136,45 @@ _JSONL_INSERT = f"""
     FROM read_json($1, format = 'newline_delimited', columns = {{fields}},
                    maximum_object_size = 33554432)
 """
-# Each call's place among its run's calls, in call order (one window over each run): whether
-# it opens a step segment (a stretch of calls with one step number: its step differs from
-# its predecessor's, or it opens its run with a step), and whether its step went back (or is
-# NULL). Then ``runs``; and, for the runs whose steps do go back, each call's segment
-# ``useg``: the ord of the latest call at or before it that opens one (a running maximum).
-# In every other run a segment is a step number: ``calls`` joins runs (few rows) and useg
-# (the calls of such runs only), not a table of every call.
+# ``runs`` (per run: first call, calls, tokens, step segments, highest step, whether its
+# steps ever go back) without putting every call in order: a run's calls are grouped by step
+# number, and its steps never go back when each step's calls all come before the next step's
+# (no NULL step, and a step's last call before the next step's first). Such a run's segments
+# (stretches of calls with one step number) are its steps. Only the calls of the other runs
+# are put in order (one window over each such run): a call opens a segment when its step
+# differs from its predecessor's, or it opens its run with a step; its segment ``useg`` is
+# the ord of the latest call at or before it that opens one, or opens its run (a running
+# maximum). In every other run a segment is a step number: ``calls`` joins runs (few rows)
+# and useg (the calls of such runs only), not a table of every call.
 _ORDER = f"""
-    CREATE TABLE ordered AS
-    SELECT {{side_of}} AS side, run, {ORD} AS ord, step, tokens,
-           lag({ORD}) OVER w IS NULL AS opens_run,
-           CASE WHEN lag({ORD}) OVER w IS NULL THEN step IS NOT NULL
-                ELSE step IS DISTINCT FROM lag(step) OVER w END AS new_seg,
-           step IS NULL OR coalesce(step < lag(step) OVER w, false) AS back
-    FROM calls0 WHERE ({{side_of}}) > 0
-    WINDOW w AS (PARTITION BY {{side_of}}, run ORDER BY {ORD});
-    CREATE TABLE runs AS
-    SELECT side, run, min(ord) AS first, count(*) AS calls,
-           sum(coalesce(tokens, 0))::BIGINT AS tokens, sum(new_seg::INTEGER) AS steps,
-           greatest(0, coalesce(max(step), 0)) AS max_step, bool_or(back) AS unordered
-    FROM ordered GROUP BY side, run;
+    CREATE TABLE run_steps AS
+    SELECT {{side_of}} AS side, run, step, min({ORD}) AS lo, max({ORD}) AS hi,
+           count(*) AS n, sum(coalesce(tokens, 0)) AS tokens
+    FROM calls0 WHERE ({{side_of}}) > 0 GROUP BY ALL;
+    CREATE TABLE runs0 AS
+    SELECT side, run, min(lo) AS first, sum(n)::BIGINT AS calls, sum(tokens)::BIGINT AS tokens,
+           count(*) AS steps, greatest(0, coalesce(max(step), 0)) AS max_step,
+           bool_or(step IS NULL OR lo < before) AS unordered
+    FROM (SELECT *, lag(hi) OVER (PARTITION BY side, run ORDER BY step) AS before
+          FROM run_steps)
+    GROUP BY side, run;
+    DROP TABLE run_steps;
     CREATE TABLE useg AS
-    SELECT ord, max(ord) FILTER (WHERE opens_run OR new_seg)
-                    OVER (PARTITION BY side, run ORDER BY ord ROWS UNBOUNDED PRECEDING) AS useg
-    FROM ordered SEMI JOIN (SELECT side, run FROM runs WHERE unordered) USING (side, run);
-    DROP TABLE ordered
+    SELECT side, run, ord, new_seg,
+           max(ord) FILTER (WHERE opens_run OR new_seg)
+               OVER (PARTITION BY side, run ORDER BY ord ROWS UNBOUNDED PRECEDING) AS useg
+    FROM (SELECT side, run, ord, lag(ord) OVER w IS NULL AS opens_run,
+                 CASE WHEN lag(ord) OVER w IS NULL THEN step IS NOT NULL
+                      ELSE step IS DISTINCT FROM lag(step) OVER w END AS new_seg
+          FROM (SELECT {{side_of}} AS side, run, {ORD} AS ord, step FROM calls0) c
+          SEMI JOIN (SELECT side, run FROM runs0 WHERE unordered) USING (side, run)
+          WINDOW w AS (PARTITION BY side, run ORDER BY ord));
+    CREATE TABLE runs AS
+    SELECT r.* REPLACE (coalesce(u.steps, r.steps) AS steps)
+    FROM runs0 r
+    LEFT JOIN (SELECT side, run, count(*) FILTER (WHERE new_seg) AS steps FROM useg GROUP BY ALL) u
+        USING (side, run);
+    DROP TABLE runs0
 """
 _READ_OUR_JSONL = "{" + ", ".join(f"{k}: '{v}'" for k, v in COLUMNS.items()) + "}"
 # ``RecordTexts`` into calls0: each record's fields read typed, and its ``call_args`` in SQL
@@ -781,21 +794,19 @@ class Calls:
         # A signature is (kind, name, the canonical JSON text of the normalized args); its
         # sid is its first call's ord, so sids follow the order of first appearance. Every
         # text of a signature normalizes to the same value, so it names the same resource.
-        # A text's key is its signed text's (``signed``: that text's id).
-        texts = (
-            "SELECT d.kind, d.name, d.args, d.first, s.first AS signed FROM dargs d "
-            "JOIN dsign s ON s.kind = d.kind AND s.name = d.name "
-            "AND s.args = coalesce(d.norm, d.args)"
-            if dropped
-            else "SELECT kind, name, args, first, first AS signed FROM dargs"
-        )
-        con.execute(f"""
-            CREATE TABLE dmap AS
-            SELECT d.kind, d.name, d.args, d.first, r.resource,
-                   min(d.signed) OVER (PARTITION BY d.kind, d.name, k.key) AS sid
-            FROM ({texts}) d JOIN dkey k ON k.first = d.signed
-            LEFT JOIN dres r ON r.first = d.signed
-        """)
+        # The signed texts' signatures first (a signed text's id is its texts' least); a
+        # text's is its signed text's.
+        signed = f"""
+            SELECT s.kind, s.name, s.args, s.first, r.resource,
+                   min(s.first) OVER (PARTITION BY s.kind, s.name, k.key) AS sid
+            FROM {"dsign" if dropped else "dargs"} s JOIN dkey k USING (first)
+            LEFT JOIN dres r USING (first)"""
+        if dropped:
+            signed = f"""
+                SELECT d.kind, d.name, d.args, d.first, s.resource, s.sid
+                FROM dargs d JOIN ({signed}) s ON s.kind = d.kind AND s.name = d.name
+                AND s.args = coalesce(d.norm, d.args)"""
+        con.execute(f"CREATE TABLE dmap AS {signed}")
         con.execute(
             "CREATE TABLE sigs AS SELECT sid, kind, name, resource, first FROM dmap "
             "WHERE first = sid"
