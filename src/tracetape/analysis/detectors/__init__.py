@@ -18,14 +18,15 @@ module             patterns
 ``divergence``     ``divergence``, ``divergent-write`` (diff only)
 =================  ===================================================================
 
-``detect`` runs them in groups that share no table they write, each group on a cursor and a
-thread of its own (DuckDB lets go of the GIL while a query runs): the Python work of one
-detector and the queries of another overlap, and a query that keeps one core busy leaves the
-other to the next group.
+``detect`` runs them in chains that share no table they write, two threads taking the chains
+in turn, each on a cursor of its own (DuckDB lets go of the GIL while a query runs): the
+Python work of one detector and the queries of another overlap, and a query that keeps one
+core busy leaves the other to the next chain.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -104,39 +105,55 @@ def _variants(ctx: Context) -> None:
 
 
 def detectors() -> list[list[Detector]]:
-    """Every detector, in groups that write no table another group reads (each group in
-    order). Each module is imported here, when asked."""
+    """Every detector, in chains that write no table another chain reads (each chain in
+    order), the longest first. Each module is imported here, when asked."""
     from . import budgets, divergence, drift, repeats, replay, steps
 
     return [
-        [steps.find, budgets.find, divergence.find],
-        [repeats.find, _variants, replay.find, drift.find],
+        [_variants, replay.find, drift.find],
+        [repeats.find],
+        [steps.find],
+        [divergence.find],
+        [budgets.find],
     ]
 
 
+# The threads that run chains at once: two keep two cores busy (a third thread made the
+# queries of the others wait).
+_WORKERS = 2
+
+
 def detect(ctx: Context) -> None:
-    """Run every detector on ``ctx``: the groups at the same time when the engine allows it
-    (``Calls.concurrent``), each on a cursor of its own; else one after another. The report
-    does not depend on which finishes first: each pattern is one detector's, and findings are
+    """Run every detector on ``ctx``: when the engine allows it (``Calls.concurrent``), two
+    threads take the chains in turn, each thread on a cursor of its own (a chain that ends
+    early leaves its thread to the next); else one chain after another. The report does not
+    depend on which finishes first: each pattern is one detector's, and findings are
     ordered by their evidence."""
-    groups = detectors()
+    chains = detectors()
     if not ctx.calls.concurrent:
-        for group in groups:
-            for find in group:
+        for chain in chains:
+            for find in chain:
                 find(ctx)
         return
-    forks = [replace(ctx, calls=ctx.calls.fork()) for _ in groups]
+    pending = iter(chains)
+    lock = threading.Lock()
+    forks = [replace(ctx, calls=ctx.calls.fork()) for _ in range(_WORKERS)]
 
-    def run(group: list[Detector], sub: Context) -> None:
+    def work(sub: Context) -> None:
         try:
-            for find in group:
-                find(sub)
+            while True:
+                with lock:
+                    chain = next(pending, None)
+                if chain is None:
+                    return
+                for find in chain:
+                    find(sub)
         finally:
             sub.calls.con.close()
 
-    jobs = [Background(partial(run, g, sub)) for g, sub in zip(groups, forks, strict=True)]
+    jobs = [Background(partial(work, sub)) for sub in forks]
     failures = []
-    for job in jobs:  # every group ends before any failure is raised: the first group's
+    for job in jobs:  # every thread ends before any failure is raised
         try:
             job.wait()
         except BaseException as exc:
