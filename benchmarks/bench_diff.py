@@ -204,7 +204,7 @@ for name in sys.argv[1:]:
 
 READ_JSON = """
 import duckdb, sys
-con = duckdb.connect(config={"memory_limit": "512MB"})
+con = duckdb.connect(config={"memory_limit": "640MB"})  # the analysis default
 con.execute("SET enable_progress_bar = false")
 con.execute("CREATE TABLE t AS SELECT * FROM read_json(?, format='newline_delimited')",
             [sys.argv[1:]])

@@ -295,7 +295,7 @@ class Workspace:
     opening a database per analysis (about 10 ms). The threads setting is the database's, so
     each analysis runs on one thread: concurrent requests are the parallelism."""
 
-    def __init__(self, memory_limit: str = "512MB"):
+    def __init__(self, memory_limit: str = "640MB"):
         self._tmp = tempfile.TemporaryDirectory(prefix="tracetape-workspace-")
         self.con = _connect(memory_limit, Path(self._tmp.name) / "spill")
         self.con.execute("SET threads = 1")
