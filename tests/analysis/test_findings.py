@@ -327,10 +327,13 @@ def test_a_capped_pattern_ends_with_how_many_more(tmp_path: Path) -> None:
     assert report.counts["duplicate-call"] == 5
 
 
-def _stretch_reference(runs: Any, calls: int, explore: int) -> dict[str, int]:
+def _stretch_reference(
+    runs: Any, calls: int, explore: int, max_steps: int | None = None
+) -> dict[str, int]:
     """fanout and exploration counted the plain way: a step segment is a stretch of
-    consecutive calls of a run with the same step."""
-    fanout = exploration = 0
+    consecutive calls of a run with the same step; and with ``max_steps``, step-budget (a
+    run's steps: its highest step or its segments, the more)."""
+    fanout = exploration = budget = 0
     for run in runs:
         stretches: list[tuple[int | None, list[tuple[str, int]]]] = []
         for step, tool, q in run:
@@ -338,13 +341,17 @@ def _stretch_reference(runs: Any, calls: int, explore: int) -> dict[str, int]:
                 stretches[-1][1].append((tool, q))
             else:
                 stretches.append((step, [(tool, q)]))
+        if max_steps is not None:
+            top = max([0, *(step for step, *_ in run if step is not None)])
+            budget += max(top, len(stretches)) > max_steps
         for _, made in stretches:
             fanout += len(made) > calls
             by_tool: dict[str, set[int]] = {}
             for tool, q in made:
                 by_tool.setdefault(tool, set()).add(q)
             exploration += sum(len(qs) > explore for qs in by_tool.values())
-    return {"fanout": fanout, "exploration": exploration}
+    found = {"fanout": fanout, "exploration": exploration}
+    return found if max_steps is None else found | {"step-budget": budget}
 
 
 _steps_runs = st.lists(
@@ -363,17 +370,19 @@ _steps_runs = st.lists(
 def test_step_segments_are_stretches_of_one_step(
     runs: list[list[tuple[int, str, int]]], calls: int, explore: int
 ) -> None:
-    """Whatever the order of a run's steps (up, down, back again), fanout and exploration
-    count what a plain walk over stretches of one step counts."""
+    """Whatever the order of a run's steps (up, down, back again), fanout, exploration and
+    step-budget count what a plain walk over stretches of one step counts."""
     records = [
         call(f"r{i}", step, tool, {"q": q}, "o")
         for i, run in enumerate(runs)
         for step, tool, q in run
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        report = check(Path(tmp), records, max_calls_per_step=calls, exploration=explore)
-    found = {p: report.counts.get(p, 0) for p in ("fanout", "exploration")}
-    assert found == _stretch_reference(runs, calls, explore)
+        report = check(
+            Path(tmp), records, max_calls_per_step=calls, exploration=explore, max_steps=2
+        )
+    found = {p: report.counts.get(p, 0) for p in ("fanout", "exploration", "step-budget")}
+    assert found == _stretch_reference(runs, calls, explore, max_steps=2)
 
 
 @settings(max_examples=40, deadline=None)

@@ -972,7 +972,7 @@ class Calls:
                   FROM calls0 c
                   JOIN dmap d ON d.kind = c.kind AND d.name = c.name AND d.args = c.args)
             JOIN runs r USING (side, run)
-            LEFT JOIN useg USING (ord)
+            LEFT JOIN (SELECT ord, useg FROM useg) USING (ord)
             WHERE side > 0
         """)
         # What the detectors read is in calls, runs, sigs and dmap: the input's rows go (at
