@@ -144,6 +144,22 @@ def test_bad_arguments_in_parquet_name_the_file_and_row(
         check_trace(path)
 
 
+def test_a_call_without_a_line_is_evidence_without_one(tmp_path: Path) -> None:
+    """A Parquet row with no line (NULL): its finding's evidence says none, as the row did;
+    a row with a line keeps it."""
+    import duckdb
+
+    path = tmp_path / "lines.parquet"
+    duckdb.connect().execute(
+        "COPY (SELECT i AS seq, CASE WHEN i < 3 THEN NULL ELSE i END::BIGINT AS line, "
+        "'r' || (i // 3) AS run, 1::BIGINT AS step, 'tool' AS kind, 'x' AS name, "
+        "'{}' AS args, 'o' AS out, NULL::VARCHAR AS effect, NULL::BIGINT AS tokens "
+        f"FROM range(1, 6) t(i)) TO '{path}' (FORMAT parquet)"
+    )
+    report = check_trace(path)
+    assert [(f.run, f.evidence["line"]) for f in report.findings] == [("r0", None), ("r1", 3)]
+
+
 @pytest.mark.parametrize("first_bad", ["not-json", "too-deep"])
 def test_of_many_bad_arguments_the_first_in_the_input_is_named(
     tmp_path: Path, first_bad: str

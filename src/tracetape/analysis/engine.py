@@ -500,10 +500,10 @@ class Calls:
             if o >> _ROW_BITS in self._first
         }
         rest = [o for o in ords if o not in found]
-        if rest:  # read by another reader, which gave the line
+        if rest:  # read by another reader, which gave the line (or none: NULL)
             query = "SELECT ord, line FROM lines WHERE ord IN (SELECT unnest($1::BIGINT[]))"
             found |= dict(self.rows(query, [rest]))
-        return found
+        return {o: found.get(o) for o in ords}
 
     def _watched(
         self,
