@@ -341,9 +341,9 @@ def _stretch_reference(
                 stretches[-1][1].append((tool, q))
             else:
                 stretches.append((step, [(tool, q)]))
-        if max_steps is not None:
+        if max_steps is not None:  # a first stretch with no step is no step
             top = max([0, *(step for step, *_ in run if step is not None)])
-            budget += max(top, len(stretches)) > max_steps
+            budget += max(top, len(stretches) - (stretches[0][0] is None)) > max_steps
         for _, made in stretches:
             fanout += len(made) > calls
             by_tool: dict[str, set[int]] = {}
@@ -404,7 +404,8 @@ def test_step_segments_with_no_step_are_stretches_too(
     runs: list[list[tuple[int | None, str, int]]], calls: int
 ) -> None:
     """Records without a step (a span, a cassette's tool calls) make stretches of their own:
-    calls with no step in a row are one segment, apart from any numbered step."""
+    calls with no step in a row are one segment, apart from any numbered step (and counted
+    as a step, but where they open their run)."""
     from tracetape.analysis import check_records
     from tracetape.record import Record
 
@@ -414,7 +415,7 @@ def test_step_segments_with_no_step_are_stretches_too(
         for i, run in enumerate(runs)
         for k, (step, tool, q) in enumerate(run)
     ]  # fmt: skip
-    config = AnalysisConfig(limits=Limits().merged(max_calls_per_step=calls, exploration=1))
-    report = check_records(records, config=config)
-    found = {p: report.counts.get(p, 0) for p in ("fanout", "exploration")}
-    assert found == _stretch_reference(runs, calls, 1)
+    limits = Limits().merged(max_calls_per_step=calls, exploration=1, max_steps=2)
+    report = check_records(records, config=AnalysisConfig(limits=limits))
+    found = {p: report.counts.get(p, 0) for p in ("fanout", "exploration", "step-budget")}
+    assert found == _stretch_reference(runs, calls, 1, max_steps=2)

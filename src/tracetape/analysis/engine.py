@@ -140,41 +140,43 @@ _JSONL_INSERT = f"""
 # steps ever go back) without putting every call in order: a run's calls are grouped by step
 # number, and its steps never go back when each step's calls all come before the next step's
 # (no NULL step, and a step's last call before the next step's first). Such a run's segments
-# (stretches of calls with one step number) are its steps. Only the calls of the other runs
-# are put in order (one window over each such run): a call opens a segment when its step
-# differs from its predecessor's, or it opens its run with a step; its segment ``useg`` is
-# the ord of the latest call at or before it that opens one, or opens its run (a running
-# maximum). In every other run a segment is a step number: ``calls`` joins runs (few rows)
-# and useg (the calls of such runs only), not a table of every call.
+# (stretches of calls with one step number) are its steps, and a call's segment is its step
+# number; ``prepare`` puts in order only the calls of the other runs (see ``_SEGMENTS``).
 _ORDER = f"""
     CREATE TABLE run_steps AS
     SELECT {{side_of}} AS side, run, step, min({ORD}) AS lo, max({ORD}) AS hi,
            count(*) AS n, sum(coalesce(tokens, 0)) AS tokens
     FROM calls0 WHERE ({{side_of}}) > 0 GROUP BY ALL;
-    CREATE TABLE runs0 AS
+    CREATE TABLE runs AS
     SELECT side, run, min(lo) AS first, sum(n)::BIGINT AS calls, sum(tokens)::BIGINT AS tokens,
            count(*) AS steps, greatest(0, coalesce(max(step), 0)) AS max_step,
-           bool_or(step IS NULL OR lo < before) AS unordered
+           bool_or(step IS NULL OR coalesce(lo < before, false)) AS unordered
     FROM (SELECT *, lag(hi) OVER (PARTITION BY side, run ORDER BY step) AS before
           FROM run_steps)
     GROUP BY side, run;
-    DROP TABLE run_steps;
-    CREATE TABLE useg AS
-    SELECT side, run, ord, new_seg,
-           max(ord) FILTER (WHERE opens_run OR new_seg)
-               OVER (PARTITION BY side, run ORDER BY ord ROWS UNBOUNDED PRECEDING) AS useg
-    FROM (SELECT side, run, ord, lag(ord) OVER w IS NULL AS opens_run,
-                 CASE WHEN lag(ord) OVER w IS NULL THEN step IS NOT NULL
-                      ELSE step IS DISTINCT FROM lag(step) OVER w END AS new_seg
-          FROM (SELECT {{side_of}} AS side, run, {ORD} AS ord, step FROM calls0) c
-          SEMI JOIN (SELECT side, run FROM runs0 WHERE unordered) USING (side, run)
-          WINDOW w AS (PARTITION BY side, run ORDER BY ord));
-    CREATE TABLE runs AS
-    SELECT r.* REPLACE (coalesce(u.steps, r.steps) AS steps)
-    FROM runs0 r
-    LEFT JOIN (SELECT side, run, count(*) FILTER (WHERE new_seg) AS steps FROM useg GROUP BY ALL) u
-        USING (side, run);
-    DROP TABLE runs0
+    DROP TABLE run_steps
+"""
+# ``calls``: the signed calls (``{signed}``) of the analyzed runs, each with its run (``rf``)
+# and its step segment (``seg``): its step number where its run's steps never go back; else
+# (``_UNORDERED``: one window over each such run, in call order) the ord of the latest call
+# at or before it that opens a segment: the run's first call, or one whose step differs
+# from its predecessor's. Every call keeps its row: no table of every call is joined by ord.
+_SEGMENTS = """
+    CREATE TABLE calls AS
+    WITH signed AS (
+        SELECT c.side, c.ord, c.step, c.out, c.effect, c.sid, c.resource, r.first AS rf,
+               r.unordered
+        FROM ({signed}) c JOIN runs r USING (side, run) WHERE side > 0)
+    SELECT * EXCLUDE (unordered), step AS seg FROM signed WHERE NOT unordered
+"""
+_UNORDERED = """
+    UNION ALL
+    SELECT * EXCLUDE (opens),
+           max(ord) FILTER (WHERE opens) OVER (PARTITION BY rf ORDER BY ord
+                                               ROWS UNBOUNDED PRECEDING) AS seg
+    FROM (SELECT * EXCLUDE (unordered),
+                 lag(ord) OVER w IS NULL OR step IS DISTINCT FROM lag(step) OVER w AS opens
+          FROM signed WHERE unordered WINDOW w AS (PARTITION BY rf ORDER BY ord))
 """
 _READ_OUR_JSONL = "{" + ", ".join(f"{k}: '{v}'" for k, v in COLUMNS.items()) + "}"
 # ``RecordTexts`` into calls0: each record's fields read typed, and its ``call_args`` in SQL
@@ -335,7 +337,7 @@ class Calls:
     _bytes: int = 0  # of the inputs read so far
     _threads: int = field(init=False)  # DuckDB's default, taken past _PARALLEL_BYTES
     _schema: str = ""  # in a workspace, this analysis's own
-    _ordered: Background | None = None  # builds runs and useg beside signing (see sign)
+    _ordered: Background | None = None  # builds runs beside signing (see sign)
     events: int = 0  # the calls read (prepare drops calls0)
     _facts: str = ""  # see facts()
 
@@ -788,7 +790,7 @@ class Calls:
             # A file of the fast path has an argument that only the Python reader judges
             # right (not JSON to it, or nested too deep): read those files with it.
             self._wait_ordered()
-            con.execute("DROP TABLE useg; DROP TABLE runs")
+            con.execute("DROP TABLE runs")
             return failed
         con.execute("DROP TABLE IF EXISTS sigs; DROP TABLE IF EXISTS dmap")
         # A signature is (kind, name, the canonical JSON text of the normalized args); its
@@ -964,21 +966,27 @@ class Calls:
                 f"CREATE TABLE lines AS SELECT {ORD} AS ord, line FROM calls0 "
                 f"WHERE line IS NOT NULL AND ({side_of}) > 0"
             )
-        con.execute(f"""
-            CREATE TABLE calls AS
-            SELECT side, ord, step, out, effect, sid, resource,
-                   coalesce(useg, step) AS seg, r.first AS rf
-            FROM (SELECT c.*, {side_of} AS side, {_ORD_C} AS ord, d.sid, d.resource
-                  FROM calls0 c
-                  JOIN dmap d ON d.kind = c.kind AND d.name = c.name AND d.args = c.args)
-            JOIN runs r USING (side, run)
-            LEFT JOIN (SELECT ord, useg FROM useg) USING (ord)
-            WHERE side > 0
-        """)
+        signed = f"""
+            SELECT c.*, {side_of} AS side, {_ORD_C} AS ord, d.sid, d.resource
+            FROM calls0 c
+            JOIN dmap d ON d.kind = c.kind AND d.name = c.name AND d.args = c.args"""
+        (unordered,) = self.one("SELECT coalesce(bool_or(unordered), false) FROM runs")
+        con.execute(_SEGMENTS.format(signed=signed) + (_UNORDERED if unordered else ""))
         # What the detectors read is in calls, runs, sigs and dmap: the input's rows go (at
         # 3M lines they are half the engine's memory, and the detectors would spill).
         (self.events,) = self.one("SELECT count(*) FROM calls0")
-        con.execute("DROP TABLE useg; DROP TABLE calls0")
+        con.execute("DROP TABLE calls0")
+        if unordered:
+            # A run whose steps go back: its segments, less the first where its first call has
+            # no step (that segment opens the run, but is no step).
+            con.execute("""
+                UPDATE runs SET steps = s.steps
+                FROM (SELECT rf, count(DISTINCT seg) - coalesce(
+                                 min(ord) FILTER (WHERE step IS NULL) = min(ord), false)::INTEGER
+                                 AS steps
+                      FROM calls WHERE rf IN (SELECT first FROM runs WHERE unordered) GROUP BY rf) s
+                WHERE runs.first = s.rf
+            """)
         writes, untagged = self.one(
             f"SELECT coalesce(bool_or(effect IN {_WRITES}), false), "
             "coalesce(bool_or(effect IS NULL), false) FROM calls"
