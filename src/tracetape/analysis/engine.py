@@ -27,15 +27,16 @@ is that canonical text (the signature key: no digest, so no two values can colli
 *resource* the arguments name (``resource_keys``), joined back by the argument text. A
 signature's id is the ``ord`` of its first call.
 
-While Python signs, DuckDB (in another thread: the loop leaves a core free) puts the calls
-in order: one window over each run in call order marks the calls that open a step segment
-and whether the run's steps ever go down, for ``runs`` (per run: first call, calls, tokens,
-steps). ``Calls.prepare`` then builds ``calls``: the signed calls of the analyzed runs, each
-with its run (``rf``: its run's first call) and its step segment (``seg``). Whether a write
+While Python signs, DuckDB (in another thread: the loop leaves a core free) builds ``runs``
+(per run: first call, calls, tokens, steps, and whether its steps ever go back) from each
+run's calls grouped by step, with no sort of every call (``_ORDER``). ``Calls.prepare`` then
+builds ``calls``: the signed calls of the analyzed runs, each with its run (``rf``: its run's
+first call) and its step segment (``seg``: its step, or in a run whose steps go back, from
+one window over that run's calls in call order: ``_SEGMENTS``). Whether a write
 came before a call in its run (to anything, to an unnamed resource, to the call's own
 resource) and whether an untagged call came so far are comparisons with the first such call,
 found by grouping; ``Calls.facts`` joins them where a detector reads them. ``Calls.fork``
-gives the detectors a cursor each, so that groups of them run at the same time (see
+gives the detectors a cursor each, so that chains of them run at the same time (see
 ``detectors``).
 
 DuckDB runs with a ``memory_limit`` and spills to a temporary directory beyond it, so memory
@@ -707,8 +708,8 @@ class Calls:
         """Build ``sigs`` (sid, kind, name, resource, first) and ``dmap`` (each distinct
         argument text of the calls with a side, ``side_of`` being a SQL expression over
         ``calls0``, mapped to its signature), normalizing each distinct argument text once, in
-        Python. Meanwhile DuckDB, in another thread, puts the calls in order (``_ORDER``): the
-        Python loop leaves a core free."""
+        Python. Meanwhile DuckDB, in another thread, builds ``runs`` (``_ORDER``): the Python
+        loop leaves a core free."""
         while True:
             failed = self._sign(side_of)
             if not failed:
@@ -951,8 +952,9 @@ class Calls:
 
     def prepare(self, side_of: str) -> None:
         """Build ``calls``: the signed calls with a side (``side_of``, a SQL expression over
-        ``calls0``; 0 leaves a call out), each with its run and step segment (see the module
-        docstring; ``runs`` was built beside the signing), and the tables ``facts`` joins:
+        ``calls0``; 0 leaves a call out), each with its run and step segment (``_SEGMENTS``;
+        ``runs`` was built beside the signing, and gets the steps of runs whose steps go
+        back here), and the tables ``facts`` joins:
         whether a write (or an untagged call) came before a call is a comparison with the
         first such call of its run, or of its run and resource, found by grouping."""
         con = self.con
