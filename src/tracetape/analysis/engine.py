@@ -953,10 +953,10 @@ class Calls:
     def prepare(self, side_of: str) -> None:
         """Build ``calls``: the signed calls with a side (``side_of``, a SQL expression over
         ``calls0``; 0 leaves a call out), each with its run and step segment (``_SEGMENTS``;
-        ``runs`` was built beside the signing, and gets the steps of runs whose steps go
-        back here), and the tables ``facts`` joins:
-        whether a write (or an untagged call) came before a call is a comparison with the
-        first such call of its run, or of its run and resource, found by grouping."""
+        ``runs`` was built beside the signing, and gets here the steps of the runs whose steps
+        go back), and the tables ``facts`` joins: whether a write (or an untagged call) came
+        before a call is a comparison with the first such call of its run, or of its run and
+        resource, found by grouping."""
         con = self.con
         self._wait_ordered()
         # As narrow as the detectors allow (at 3M lines calls and calls0 are most of the
