@@ -115,7 +115,7 @@ def _diff(
     if files_b:
         side_of = f"CASE WHEN file < {len(files_a)} THEN {SIDE_A} ELSE {SIDE_B} END"
     else:
-        side_of = _pick(runs or [r for (r,) in calls.rows(_FIRST_RUNS.format(where="true"))])
+        side_of = _pick(runs or [r for (r,) in calls.rows(_FIRST_RUNS)])
     # The first run of each side (one pass; the runs are listed only for an error).
     firsts: dict[int, str] = dict(calls.rows(_FIRSTS.format(side=side_of)))
     _missing_runs(calls, side_of, firsts, runs, files_a=files_a, files_b=files_b)
@@ -124,10 +124,7 @@ def _diff(
     return _analyze(ctx, side_of, [*files_a, *files_b])
 
 
-_FIRST_RUNS = f"""
-    SELECT run FROM calls0 WHERE {{where}} GROUP BY run ORDER BY min({ORD})
-    LIMIT 2
-"""
+_FIRST_RUNS = f"SELECT run FROM calls0 GROUP BY run ORDER BY min({ORD}) LIMIT 2"
 _FIRSTS = f"""
     SELECT side, arg_min(run, ord) FROM (SELECT run, {{side}} AS side, {ORD} AS ord
                                          FROM calls0)

@@ -142,7 +142,8 @@ _JSONL_INSERT = f"""
 # number, and its steps never go back when each step's calls all come before the next step's
 # (no NULL step, and a step's last call before the next step's first). Such a run's segments
 # (stretches of calls with one step number) are its steps, and a call's segment is its step
-# number; ``prepare`` puts in order only the calls of the other runs (see ``_SEGMENTS``).
+# number; ``prepare`` puts in order only the calls of the other runs (see ``_SEGMENTS``), and
+# sets their steps from the segments it finds.
 _ORDER = f"""
     CREATE TABLE run_steps AS
     SELECT {{side_of}} AS side, run, step, min({ORD}) AS lo, max({ORD}) AS hi,
@@ -483,14 +484,14 @@ class Calls:
                 self._report(index)
         return slow
 
-    def line(self, table: str = "") -> str:
-        """The line of a row of calls0 (named ``table`` in the query), as SQL: its ``line``,
-        or on the fast path its offset among its file's rows."""
-        t = f"{table}." if table else ""
+    def line(self) -> str:
+        """The line of a row of calls0, as SQL: its ``line``, or on the fast path its offset
+        among its file's rows (``lines`` computes the same from an ord, once calls0 is
+        gone)."""
         if not self._first:
-            return f"{t}line"
+            return "line"
         starts = [self._first.get(i, 0) - 1 for i in range(len(self.inputs))]
-        return f"coalesce({t}line, {t}rowid - {starts}[{t}file + 1])"
+        return f"coalesce(line, rowid - {starts}[file + 1])"
 
     def lines(self, ords: Iterable[int]) -> dict[int, int | None]:
         """The lines of the calls at ``ords`` (for the evidence of findings): a call of the
