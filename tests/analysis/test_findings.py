@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tracetape.analysis import (
@@ -385,6 +385,54 @@ def test_step_segments_are_stretches_of_one_step(
     assert found == _stretch_reference(runs, calls, explore, max_steps=2)
 
 
+_lone_runs = st.lists(
+    st.one_of(
+        # One call a step, the steps in any order (up, down, back again).
+        st.integers(1, 12).flatmap(
+            lambda k: st.permutations(range(k)).flatmap(
+                lambda steps: st.tuples(
+                    *(
+                        st.tuples(st.just(step), st.sampled_from(["s", "t"]), st.integers(0, 3))
+                        for step in steps
+                    )
+                ).map(list)
+            )
+        ),
+        _steps_runs.map(lambda runs: runs[0]),  # or any steps, a step called more than once
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(runs=_lone_runs, files=st.integers(1, 3), calls=st.integers(1, 3))
+def test_step_segments_of_runs_spread_over_files(
+    runs: list[list[tuple[int, str, int]]], files: int, calls: int
+) -> None:
+    """Runs whose calls go round several files (read one after another, so that a run's
+    steps go back), one call a step or not: fanout, exploration and step-budget count what a
+    plain walk over the calls in the files' order counts."""
+    parts: list[list[dict[str, Any]]] = [[] for _ in range(files)]
+    for i, run in enumerate(runs):
+        for k, (step, tool, q) in enumerate(run):
+            parts[k % files].append(call(f"r{i}", step, tool, {"q": q}, "o"))
+    in_order: dict[str, list[tuple[int, str, int]]] = {}
+    for part in parts:
+        for rec in part:
+            in_order.setdefault(rec["run_id"], []).append(
+                (rec["step"], rec["tool"], rec["args"]["q"])
+            )
+    limits = Limits().merged(max_calls_per_step=calls, exploration=1, max_steps=2)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [
+            write_jsonl(Path(tmp) / f"t{n}.jsonl", part) for n, part in enumerate(parts) if part
+        ]
+        report = check_trace(paths, config=AnalysisConfig(limits=limits))
+    found = {p: report.counts.get(p, 0) for p in ("fanout", "exploration", "step-budget")}
+    assert found == _stretch_reference(list(in_order.values()), calls, 1, max_steps=2)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     runs=st.lists(
@@ -400,6 +448,8 @@ def test_step_segments_are_stretches_of_one_step(
     ),
     calls=st.integers(1, 3),
 )
+# One call a step, the steps going back, the first call with none: two steps, not three.
+@example(runs=[[(None, "s", 0), (2, "s", 1), (0, "s", 2)]], calls=1)
 def test_step_segments_with_no_step_are_stretches_too(
     runs: list[list[tuple[int | None, str, int]]], calls: int
 ) -> None:

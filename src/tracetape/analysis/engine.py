@@ -31,8 +31,9 @@ While Python signs, DuckDB (in another thread: the loop leaves a core free) buil
 (per run: first call, calls, tokens, steps, and whether its steps ever go back) from each
 run's calls grouped by step, with no sort of every call (``_ORDER``). ``Calls.prepare`` then
 builds ``calls``: the signed calls of the analyzed runs, each with its run (``rf``: its run's
-first call) and its step segment (``seg``: its step, or in a run whose steps go back, from
-one window over that run's calls in call order: ``_SEGMENTS``). Whether a write
+first call) and its step segment (``seg``: its step, or in a run whose steps go back with
+more than one call a step, from one window over that run's calls in call order:
+``_SEGMENTS``). Whether a write
 came before a call in its run (to anything, to an unnamed resource, to the call's own
 resource) and whether an untagged call came so far are comparisons with the first such call,
 found by grouping; ``Calls.facts`` joins them where a detector reads them. ``Calls.fork``
@@ -138,47 +139,58 @@ _JSONL_INSERT = f"""
                    maximum_object_size = 33554432)
 """
 # ``runs`` (per run: first call, calls, tokens, step segments, highest step, whether its
-# steps ever go back) without putting every call in order: a run's calls are grouped by step
-# number, and its steps never go back when each step's calls all come before the next step's
-# (no NULL step, and a step's last call before the next step's first). Such a run's segments
-# (stretches of calls with one step number) are its steps, and a call's segment is its step
-# number; ``prepare`` puts in order only the calls of the other runs (see ``_SEGMENTS``), and
-# sets their steps from the segments it finds.
+# segments need its calls in order) without putting every call in order: a run's calls are
+# grouped by step number. A run that makes one call a step, none without a step, has a
+# segment a call, whatever the order of its steps (runs spread over several files, read
+# one after another, go back): its steps are its segments. Of the other runs, one whose
+# steps never go back (no NULL step, each step's calls all before the next step's: a window
+# over its steps, not its calls) has its steps as its segments too. Then a call's segment
+# is its step number; ``prepare`` puts in order only the calls of the runs left
+# (``windowed``, see ``_SEGMENTS``), and sets their steps from the segments it finds.
 _ORDER = f"""
     CREATE TABLE run_steps AS
     SELECT {{side_of}} AS side, run, step, min({ORD}) AS lo, max({ORD}) AS hi,
            count(*) AS n, sum(coalesce(tokens, 0)) AS tokens
     FROM calls0 WHERE ({{side_of}}) > 0 GROUP BY ALL;
     CREATE TABLE runs AS
-    SELECT side, run, min(lo) AS first, sum(n)::BIGINT AS calls, sum(tokens)::BIGINT AS tokens,
-           count(*) AS steps, greatest(0, coalesce(max(step), 0)) AS max_step,
-           bool_or(step IS NULL OR coalesce(lo < before, false)) AS unordered
-    FROM (SELECT *, lag(hi) OVER (PARTITION BY side, run ORDER BY step) AS before
-          FROM run_steps)
-    GROUP BY side, run;
+    WITH g AS (
+        SELECT side, run, min(lo) AS first, sum(n)::BIGINT AS calls,
+               sum(tokens)::BIGINT AS tokens, count(*) AS steps,
+               greatest(0, coalesce(max(step), 0)) AS max_step,
+               bool_and(n = 1 AND step IS NOT NULL) AS lone
+        FROM run_steps GROUP BY side, run),
+    back AS (
+        SELECT side, run FROM (
+            SELECT side, run, step, lo,
+                   lag(hi) OVER (PARTITION BY side, run ORDER BY step) AS before
+            FROM run_steps SEMI JOIN (SELECT side, run FROM g WHERE NOT lone) USING (side, run))
+        GROUP BY side, run HAVING bool_or(step IS NULL OR coalesce(lo < before, false)))
+    SELECT g.* EXCLUDE (lone), b.run IS NOT NULL AS windowed
+    FROM g LEFT JOIN back b USING (side, run);
     DROP TABLE run_steps
 """
 # ``calls``: the signed calls (``{signed}``) of the analyzed runs, each with its run (``rf``)
-# and its step segment (``seg``): its step number where its run's steps never go back; else
-# (``_UNORDERED``: one window over each such run, in call order) the ord of the latest call
-# at or before it that opens a segment: the run's first call, or one whose step differs
-# from its predecessor's. Every call keeps its row: no table of every call is joined by ord.
+# and its step segment (``seg``): its step number where its run's steps never go back, or
+# go back one call a step; else (``_WINDOWED``: one window over each such run, in call
+# order) the ord of the latest call at or before it that opens a segment: the run's first
+# call, or one whose step differs from its predecessor's. Every call keeps its row: no
+# table of every call is joined by ord.
 _SEGMENTS = """
     CREATE TABLE calls AS
     WITH signed AS (
         SELECT c.side, c.ord, c.step, c.out, c.effect, c.sid, c.resource, r.first AS rf,
-               r.unordered
+               r.windowed
         FROM ({signed}) c JOIN runs r USING (side, run) WHERE side > 0)
-    SELECT * EXCLUDE (unordered), step AS seg FROM signed WHERE NOT unordered
+    SELECT * EXCLUDE (windowed), step AS seg FROM signed WHERE NOT windowed
 """
-_UNORDERED = """
+_WINDOWED = """
     UNION ALL
     SELECT * EXCLUDE (opens),
            max(ord) FILTER (WHERE opens) OVER (PARTITION BY rf ORDER BY ord
                                                ROWS UNBOUNDED PRECEDING) AS seg
-    FROM (SELECT * EXCLUDE (unordered),
+    FROM (SELECT * EXCLUDE (windowed),
                  lag(ord) OVER w IS NULL OR step IS DISTINCT FROM lag(step) OVER w AS opens
-          FROM signed WHERE unordered WINDOW w AS (PARTITION BY rf ORDER BY ord))
+          FROM signed WHERE windowed WINDOW w AS (PARTITION BY rf ORDER BY ord))
 """
 _READ_OUR_JSONL = "{" + ", ".join(f"{k}: '{v}'" for k, v in COLUMNS.items()) + "}"
 # ``RecordTexts`` into calls0: each record's fields read typed, and its ``call_args`` in SQL
@@ -973,21 +985,21 @@ class Calls:
             SELECT c.*, {side_of} AS side, {_ORD_C} AS ord, d.sid, d.resource
             FROM calls0 c
             JOIN dmap d ON d.kind = c.kind AND d.name = c.name AND d.args = c.args"""
-        (unordered,) = self.one("SELECT coalesce(bool_or(unordered), false) FROM runs")
-        con.execute(_SEGMENTS.format(signed=signed) + (_UNORDERED if unordered else ""))
+        (windowed,) = self.one("SELECT coalesce(bool_or(windowed), false) FROM runs")
+        con.execute(_SEGMENTS.format(signed=signed) + (_WINDOWED if windowed else ""))
         # What the detectors read is in calls, runs, sigs and dmap: the input's rows go (at
         # 3M lines they are half the engine's memory, and the detectors would spill).
         (self.events,) = self.one("SELECT count(*) FROM calls0")
         con.execute("DROP TABLE calls0")
-        if unordered:
-            # A run whose steps go back: its segments, less the first where its first call has
-            # no step (that segment opens the run, but is no step).
+        if windowed:
+            # A run whose segments came from the window: its segments, less the first where
+            # its first call has no step (that segment opens the run, but is no step).
             con.execute("""
                 UPDATE runs SET steps = s.steps
                 FROM (SELECT rf, count(DISTINCT seg) - coalesce(
                                  min(ord) FILTER (WHERE step IS NULL) = min(ord), false)::INTEGER
                                  AS steps
-                      FROM calls WHERE rf IN (SELECT first FROM runs WHERE unordered) GROUP BY rf) s
+                      FROM calls WHERE rf IN (SELECT first FROM runs WHERE windowed) GROUP BY rf) s
                 WHERE runs.first = s.rf
             """)
         writes, untagged = self.one(
