@@ -327,6 +327,81 @@ def test_a_capped_pattern_ends_with_how_many_more(tmp_path: Path) -> None:
     assert report.counts["duplicate-call"] == 5
 
 
+def _repeat_reference(runs: Any, max_repeats: int) -> dict[str, int]:
+    """The repeat findings counted the plain way: per run, the calls of one tool with the
+    same arguments; ``duplicate-*`` when every output is the first's, else
+    ``repeat-changed-output`` when a later call's output differs with no write before it in
+    its run that explains the change (to no named resource, or to the call's own)."""
+    found = dict.fromkeys(
+        ["repeat-budget", "duplicate-call", "duplicate-write", "repeat-changed-output"], 0
+    )
+    for run in runs:
+        groups: dict[tuple[str, int, str | None], list[tuple[str | None, bool]]] = {}
+        writes: list[str | None] = []  # the resources written so far in the run
+        for tool, q, path, out, effect in run:
+            explained = any(w is None or w == path for w in writes)
+            groups.setdefault((tool, q, path), []).append((out, explained))
+            if effect in ("write", "irreversible"):
+                writes.append(path)
+        for (_, q, path), made in groups.items():
+            if len(made) < 2:
+                continue
+            found["repeat-budget"] += len(made) - 1 > max_repeats
+            first = made[0][0]
+            if all(out == first for out, _ in made):
+                effect = next(e for t, qq, pp, o, e in run if (qq, pp) == (q, path))
+                write = effect in ("write", "irreversible")
+                found["duplicate-write" if write else "duplicate-call"] += 1
+            elif any(out != first and not explained for out, explained in made[1:]):
+                found["repeat-changed-output"] += 1
+    return found
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    runs=st.lists(
+        st.lists(
+            st.tuples(
+                st.just("t"),
+                st.integers(0, 2),
+                st.none() | st.sampled_from(["/a", "/b"]),
+                st.none() | st.sampled_from(["o1", "o2"]),
+                st.none() | st.sampled_from(["read", "write", "irreversible"]),
+            ),
+            min_size=1,
+            max_size=12,
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    max_repeats=st.integers(0, 3),
+)
+def test_repeats_are_what_a_plain_walk_finds(runs: Any, max_repeats: int) -> None:
+    """Repeat findings over calls with and without outputs, effect tags and resources, writes
+    before and after: the counts of a plain walk over each run."""
+    from tracetape.analysis import check_records
+    from tracetape.record import Record
+
+    records = [
+        Record(
+            kind="tool",
+            run=f"r{i}",
+            name=tool,
+            step=k + 1,
+            input={"args": {"q": q} if path is None else {"q": q, "path": path}},
+            out_digest=out,
+            effect=effect,
+            line=k + 1,
+        )
+        for i, run in enumerate(runs)
+        for k, (tool, q, path, out, effect) in enumerate(run)
+    ]
+    limits = Limits().merged(max_repeats=max_repeats)
+    report = check_records(records, config=AnalysisConfig(limits=limits))
+    expected = _repeat_reference(runs, max_repeats)
+    assert {p: report.counts.get(p, 0) for p in expected} == expected
+
+
 def _stretch_reference(
     runs: Any, calls: int, explore: int, max_steps: int | None = None
 ) -> dict[str, int]:

@@ -138,9 +138,10 @@ _JSONL_INSERT = f"""
     FROM read_json($1, format = 'newline_delimited', columns = {{fields}},
                    maximum_object_size = 33554432)
 """
-# ``runs`` (per run: first call, calls, tokens, step segments, highest step, whether its
-# segments need its calls in order) without putting every call in order: a run's calls are
-# grouped by step number. A run that makes one call a step, none without a step, has a
+# ``runs`` (per run: first call, calls, tokens, step segments, highest step, the most calls
+# of one step: no segment, a stretch of one step's calls, is longer; whether its segments
+# need its calls in order) without putting every call in order: a run's calls are grouped
+# by step number. A run that makes one call a step, none without a step, has a
 # segment a call, whatever the order of its steps (runs spread over several files, read
 # one after another, go back): its steps are its segments. Of the other runs, one whose
 # steps never go back (no NULL step, each step's calls all before the next step's: a window
@@ -156,7 +157,7 @@ _ORDER = f"""
     WITH g AS (
         SELECT side, run, min(lo) AS first, sum(n)::BIGINT AS calls,
                sum(tokens)::BIGINT AS tokens, count(*) AS steps,
-               greatest(0, coalesce(max(step), 0)) AS max_step,
+               greatest(0, coalesce(max(step), 0)) AS max_step, max(n) AS most,
                bool_and(n = 1 AND step IS NOT NULL) AS lone
         FROM run_steps GROUP BY side, run),
     back AS (
@@ -332,6 +333,44 @@ class Workspace:
         with suppress(Exception):
             self.con.close()
         self._tmp.cleanup()
+
+
+class _CsvFile:
+    """Records for a table, written to a CSV file a batch at a time and read by DuckDB once
+    (``load``), with ``dialect``. DuckDB's CSV reader refuses a record over 2 MB unless told
+    the longest."""
+
+    def __init__(self, path: Path, dialect: str):
+        self.path = path
+        self.dialect = dialect
+        self.longest = 0
+        self._fh = path.open("wb")
+
+    def __enter__(self) -> _CsvFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._fh.close()
+
+    def write(self, records: list[bytes]) -> None:
+        """Add ``records``, one a line."""
+        if records:
+            self._fh.write(b"\n".join(records) + b"\n")
+            self.longest = max(self.longest, *map(len, records))
+
+    def load(self, con: duckdb.DuckDBPyConnection, table: str, columns: dict[str, str]) -> None:
+        """Create ``table`` (``columns``: names and types) from the records written."""
+        self._fh.close()
+        if not self.longest:  # no record: DuckDB cannot sniff an empty file
+            con.execute(f"CREATE TABLE {table} ({', '.join(map(' '.join, columns.items()))})")
+            return
+        struct = ", ".join(f"'{name}': '{kind}'" for name, kind in columns.items())
+        con.execute(
+            f"CREATE TABLE {table} AS SELECT * FROM read_csv(?, header = false, "
+            f"{self.dialect}, allow_quoted_nulls = false, columns = {{{struct}}}, "
+            "max_line_size = ?)",
+            [str(self.path), max(2_000_000, self.longest + 2)],
+        )
 
 
 @dataclass
@@ -718,9 +757,9 @@ class Calls:
     # -- signatures ----------------------------------------------------------------------------
 
     def sign(self, side_of: str) -> None:
-        """Build ``sigs`` (sid, kind, name, resource, first) and ``dmap`` (each distinct
-        argument text of the calls with a side, ``side_of`` being a SQL expression over
-        ``calls0``, mapped to its signature), normalizing each distinct argument text once, in
+        """Build ``dmap``: each distinct argument text of the calls with a side (``side_of``
+        being a SQL expression over ``calls0``) mapped to its signature (``sid``, ``resource``;
+        ``prepare`` keeps each signature's first text in ``sigs``), normalizing each text once, in
         Python. Meanwhile DuckDB, in another thread, builds ``runs`` (``_ORDER``): the Python
         loop leaves a core free."""
         while True:
@@ -824,10 +863,6 @@ class Calls:
                 AND s.args = coalesce(d.norm, d.args)"""
         con.execute(f"CREATE TABLE dmap AS {signed}")
         con.execute(
-            "CREATE TABLE sigs AS SELECT sid, kind, name, resource, first FROM dmap "
-            "WHERE first = sid"
-        )
-        con.execute(
             "DROP TABLE dargs; DROP TABLE IF EXISTS dsign; DROP TABLE dkey; DROP TABLE dres"
         )
         return set()
@@ -857,73 +892,53 @@ class Calls:
         cursor.execute(f"SELECT first, args, how FROM {texts}")
         errors: list[tuple[int, str]] = []
         loads, dumps = orjson.loads, orjson.dumps
-        # Each text's key (its canonical text) goes to DuckDB a batch at a time, one a line
+        # Each text's key (its canonical text) goes to a file a batch at a time, one a line
         # after its id (JSON holds no raw control character, so \x01 parts them, unquoted),
-        # and signatures are grouped there: Python holds one batch, whatever the number of
-        # distinct texts (a set of them all cost ~250 bytes a text: 1.5M distinct texts took
-        # check past 1 GiB). The few resources go apart, quoted.
-        con.execute("CREATE TABLE dkey (first BIGINT, key VARCHAR)")
-        con.execute("CREATE TABLE dres (first BIGINT, resource VARCHAR)")
-        keys = Path(self._tmp.name) / "keys.txt"
-        named = Path(self._tmp.name) / "resources.csv"
-        while rows := cursor.fetchmany(_BATCH):
-            out: list[bytes] = []
-            res: list[str] = []
-            for first, text, how in rows:
-                try:
-                    value = loads(text)
-                except orjson.JSONDecodeError:
-                    if first >> _ROW_BITS in fast:
+        # which DuckDB reads once at the end (in parallel: a read a batch took twice the
+        # time), and signatures are grouped there: Python holds one batch, whatever the
+        # number of distinct texts (a set of them all cost ~250 bytes a text: 1.5M distinct
+        # texts took check past 1 GiB). The few resources go apart, quoted.
+        tmp = Path(self._tmp.name)
+        keys = _CsvFile(tmp / "keys.txt", "delim = '\x01', quote = '', escape = ''")
+        named = _CsvFile(tmp / "resources.csv", "quote = '\"', escape = '\"'")
+        with keys, named:
+            while rows := cursor.fetchmany(_BATCH):
+                out: list[bytes] = []
+                res: list[bytes] = []
+                for first, text, how in rows:
+                    try:
+                        value = loads(text)
+                    except orjson.JSONDecodeError:
+                        if first >> _ROW_BITS in fast:
+                            failed.add(first >> _ROW_BITS)
+                            continue
+                        try:
+                            value = json.loads(text)  # beyond orjson (an int past 64 bits)
+                        except ValueError as exc:
+                            errors.append((first, f"not JSON ({exc})"))
+                            continue
+                    if how & 2 and not readable(value):
+                        if first >> _ROW_BITS not in fast:
+                            errors.append((first, TOO_DEEP))
                         failed.add(first >> _ROW_BITS)
                         continue
+                    normalized = memo(value) if how & 1 else value
                     try:
-                        value = json.loads(text)  # beyond orjson (an int past 64 bits)
-                    except ValueError as exc:
-                        errors.append((first, f"not JSON ({exc})"))
-                        continue
-                if how & 2 and not readable(value):
-                    if first >> _ROW_BITS not in fast:
-                        errors.append((first, TOO_DEEP))
-                    failed.add(first >> _ROW_BITS)
-                    continue
-                normalized = memo(value) if how & 1 else value
-                try:
-                    out.append(b"%d\x01%b" % (first, dumps(normalized, option=_SORT)))
-                except TypeError:
-                    out.append(b"%d\x01%b" % (first, canonical_json(normalized).encode()))
-                if how & 4 and (resource := resource_of(normalized)) is not None:
-                    res.append(f'{first},"{resource.replace(chr(34), chr(34) * 2)}"')
-            if out:
-                self._insert_csv(
-                    "dkey",
-                    keys,
-                    out,
-                    "delim = '\x01', quote = '', escape = '', "
-                    "columns = {'first': 'BIGINT', 'key': 'VARCHAR'}",
-                )
-            if res:  # a quoted resource may hold a newline: each is one record
-                self._insert_csv(
-                    "dres",
-                    named,
-                    [r.encode() for r in res],
-                    "quote = '\"', escape = '\"', allow_quoted_nulls = false, "
-                    "columns = {'first': 'BIGINT', 'resource': 'VARCHAR'}",
-                )
+                        out.append(b"%d\x01%b" % (first, dumps(normalized, option=_SORT)))
+                    except TypeError:
+                        out.append(b"%d\x01%b" % (first, canonical_json(normalized).encode()))
+                    if how & 4 and (resource := resource_of(normalized)) is not None:
+                        # a quoted resource may hold a newline: each is still one record
+                        quoted = resource.replace('"', '""')
+                        res.append(f'{first},"{quoted}"'.encode())
+                keys.write(out)
+                named.write(res)
         cursor.close()
         if errors:
             raise self._bad(*min(errors))
+        keys.load(con, "dkey", {"first": "BIGINT", "key": "VARCHAR"})
+        named.load(con, "dres", {"first": "BIGINT", "resource": "VARCHAR"})
         return failed & fast
-
-    def _insert_csv(self, table: str, path: Path, records: list[bytes], dialect: str) -> None:
-        """Insert ``records`` into ``table`` through a CSV file of them, one a line, read with
-        ``dialect``. DuckDB's CSV reader refuses a record over 2 MB unless told the longest."""
-        path.write_bytes(b"\n".join(records))
-        longest = max(2_000_000, max(map(len, records), default=0) + 2)
-        self.con.execute(
-            f"INSERT INTO {table} SELECT * FROM read_csv(?, header = false, {dialect}, "
-            "max_line_size = ?)",
-            [str(path), longest],
-        )
 
     def _bad(self, first: int, message: str) -> TraceError:
         """The error for the argument text of the call at ``first`` (its ``ORD``)."""
@@ -935,30 +950,23 @@ class Calls:
             field="args",
         )
 
-    def _parse(self, text: str, first: int) -> Any:
-        try:
-            return json.loads(text)
-        except ValueError as exc:
-            raise self._bad(first, f"not JSON ({exc})") from None
-
     def sig_args(self, sids: Sequence[int]) -> dict[int, Any]:
         """The normalized arguments of signatures, as their first call gave them (key order
         kept), for the evidence of findings."""
         if not sids:
             return {}
-        # A signature's first text is the one whose first call is the sid.
         rows = self.con.execute(
-            "SELECT first, args FROM dmap WHERE first IN (SELECT unnest($1::BIGINT[]))",
+            "SELECT sid, args FROM sigs WHERE sid IN (SELECT unnest($1::BIGINT[]))",
             [list(set(sids))],
         ).fetchall()
         memo = MemoNormalizer(self.config.normalizer)
         out = {}
-        for first, text in rows:
+        for sid, text in rows:
             try:
                 value = orjson.loads(text)
             except orjson.JSONDecodeError:
-                value = self._parse(text, first)  # signed already: it parses
-            out[first] = memo(value)
+                value = json.loads(text)  # signed already: it parses (an int past 64 bits)
+            out[sid] = memo(value)
         return out
 
     # -- the table the detectors read ----------------------------------------------------------
@@ -967,8 +975,9 @@ class Calls:
         """Build ``calls``: the signed calls with a side (``side_of``, a SQL expression over
         ``calls0``; 0 leaves a call out), each with its run and step segment (``_SEGMENTS``;
         ``runs`` was built beside the signing, and gets here the steps of the runs whose steps
-        go back), and the tables ``facts`` joins: whether a write (or an untagged call) came
-        before a call is a comparison with the first such call of its run, or of its run and
+        go back), ``sigs`` (each signature's kind, name, resource and first argument text),
+        and the tables ``facts`` joins: whether a write (or an untagged call) came before a
+        call is a comparison with the first such call of its run, or of its run and
         resource, found by grouping."""
         con = self.con
         self._wait_ordered()
@@ -987,10 +996,14 @@ class Calls:
             JOIN dmap d ON d.kind = c.kind AND d.name = c.name AND d.args = c.args"""
         (windowed,) = self.one("SELECT coalesce(bool_or(windowed), false) FROM runs")
         con.execute(_SEGMENTS.format(signed=signed) + (_WINDOWED if windowed else ""))
-        # What the detectors read is in calls, runs, sigs and dmap: the input's rows go (at
-        # 3M lines they are half the engine's memory, and the detectors would spill).
+        # What the detectors read is in calls, runs and sigs: the input's rows go (at 3M
+        # lines they are half the engine's memory, and the detectors would spill), and of
+        # the argument texts, each signature's first (its evidence) stays, in ``sigs``.
         (self.events,) = self.one("SELECT count(*) FROM calls0")
-        con.execute("DROP TABLE calls0")
+        con.execute(
+            "DROP TABLE calls0; CREATE TABLE sigs AS SELECT sid, kind, name, resource, args "
+            "FROM dmap WHERE first = sid; DROP TABLE dmap"
+        )
         if windowed:
             # A run whose segments came from the window: its segments, less the first where
             # its first call has no step (that segment opens the run, but is no step).

@@ -13,28 +13,34 @@ from __future__ import annotations
 
 from . import WRITES, Context, brief
 
-# The first call's fields and the first five steps are filtered aggregates on the call's
-# rank in its repeat (ordered aggregates sort each group again: 3x the time).
-_REPEATS = f"""
+# One hash aggregate over each run's repeated calls, no sort of them: the first five calls by
+# ord (a top-n aggregate; a struct keeps a call with no step), and what ``same`` and
+# ``unexplained`` need of the outputs: all of a repeat's outputs are its first call's where
+# their least and greatest are (or all are NULL where it is). A call with no write before it
+# that explains a change is one of ``u``; the first call is among them or not, whatever its
+# output: it gives its own.
+_REPEATS = """
     CREATE TABLE repeats AS
-    SELECT rf AS run_first, sid, count(*) AS n,
-           min(ord) FILTER (WHERE rk = 2) AS second,
-           {{'step': any_value(step) FILTER (WHERE rk = 1),
-             'out': any_value(out) FILTER (WHERE rk = 1),
-             'ord': min(ord),
-             'effect': any_value(effect) FILTER (WHERE rk = 1)}} AS f,
-           list_value({", ".join(f"any_value(step) FILTER (WHERE rk = {k})" for k in range(1, 6))})
-               [1:least(count(*), 5)] AS steps,
-           bool_and(out IS NOT DISTINCT FROM fout) AS same,
-           bool_or(rk > 1 AND out IS DISTINCT FROM fout AND NOT explained)
-               AS unexplained
+    SELECT run_first, sid, n, firsts[2].ord AS second,
+           {'step': firsts[1].step, 'out': fout, 'ord': firsts[1].ord,
+            'effect': firsts[1].effect} AS f,
+           [c.step FOR c IN firsts] AS steps,
+           CASE WHEN fout IS NULL THEN outs = 0
+                ELSE outs = n AND lo = fout AND hi = fout END AS same,
+           u > 0 AND CASE WHEN fout IS NULL THEN u_outs > 0
+                          ELSE u_outs < u OR u_lo <> fout OR u_hi <> fout END AS unexplained
     FROM (
-        SELECT rf, sid, ord, step, out, effect, explained,
-               row_number() OVER w AS rk, first_value(out) OVER w AS fout
-        FROM ({{facts}})
-        WINDOW w AS (PARTITION BY rf, sid ORDER BY ord)
-    )
-    GROUP BY rf, sid
+        SELECT *, firsts[1].out AS fout FROM (
+            SELECT rf AS run_first, sid, count(*) AS n,
+                   min_by({'ord': ord, 'step': step, 'out': out, 'effect': effect}, ord, 5)
+                       AS firsts,
+                   count(out) AS outs, min(out) AS lo, max(out) AS hi,
+                   count(*) FILTER (WHERE NOT explained) AS u,
+                   count(out) FILTER (WHERE NOT explained) AS u_outs,
+                   min(out) FILTER (WHERE NOT explained) AS u_lo,
+                   max(out) FILTER (WHERE NOT explained) AS u_hi
+            FROM ({facts})
+            GROUP BY rf, sid))
 """
 
 

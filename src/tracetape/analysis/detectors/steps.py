@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from . import Context
 
-# The segments over the smaller bound (one pass over the calls: a segment is two integers),
-# with their first call.
+# The segments over the smaller bound, with their first call: one pass over the calls of the
+# runs that have a step over it (a segment is a stretch of one step's calls: ``runs.most``).
 _BIG = """
     CREATE TABLE big_segs AS
     SELECT rf AS run_first, seg, count(*) AS n, min(ord) AS first
-    FROM calls GROUP BY rf, seg HAVING count(*) > ?
+    FROM calls SEMI JOIN (SELECT first FROM runs WHERE most > $1) r ON calls.rf = r.first
+    GROUP BY rf, seg HAVING count(*) > $1
 """
 
 
