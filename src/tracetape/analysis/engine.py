@@ -28,12 +28,12 @@ is that canonical text (the signature key: no digest, so no two values can colli
 signature's id is the ``ord`` of its first call.
 
 While Python signs, DuckDB (in another thread: the loop leaves a core free) builds ``runs``
-(per run: first call, calls, tokens, steps, and whether its steps ever go back) from each
-run's calls grouped by step, with no sort of every call (``_ORDER``). ``Calls.prepare`` then
-builds ``calls``: the signed calls of the analyzed runs, each with its run (``rf``: its run's
-first call) and its step segment (``seg``: its step, or in a run whose steps go back with
-more than one call a step, from one window over that run's calls in call order:
-``_SEGMENTS``). Whether a write
+(per run: first call, calls, tokens, steps, the most calls of one step, and whether its
+calls must be put in order for their segments) from each run's calls grouped by step, with
+no sort of every call (``_ORDER``). ``Calls.prepare`` then builds ``calls``: the signed
+calls of the analyzed runs, each with its run (``rf``: its run's first call) and its step
+segment (``seg``: its step, or in a run whose steps go back with more than one call a step,
+from one window over that run's calls in call order: ``_SEGMENTS``). Whether a write
 came before a call in its run (to anything, to an unnamed resource, to the call's own
 resource) and whether an untagged call came so far are comparisons with the first such call,
 found by grouping; ``Calls.facts`` joins them where a detector reads them. ``Calls.fork``
@@ -894,8 +894,8 @@ class Calls:
         loads, dumps = orjson.loads, orjson.dumps
         # Each text's key (its canonical text) goes to a file a batch at a time, one a line
         # after its id (JSON holds no raw control character, so \x01 parts them, unquoted),
-        # which DuckDB reads once at the end (in parallel: a read a batch took twice the
-        # time), and signatures are grouped there: Python holds one batch, whatever the
+        # which DuckDB reads once at the end (in parallel: a read a batch took three times
+        # as long), and signatures are grouped there: Python holds one batch, whatever the
         # number of distinct texts (a set of them all cost ~250 bytes a text: 1.5M distinct
         # texts took check past 1 GiB). The few resources go apart, quoted.
         tmp = Path(self._tmp.name)

@@ -2,8 +2,8 @@
 
 A run's *step segment* is a stretch of consecutive calls with the same step number; the
 engine gives each call its run (``rf``, the ord of its first call) and its segment in the run
-(``seg``: its step number in a run whose steps never go down, else the ord of the segment's
-first call).
+(``seg``: its step number, or in a run whose steps go back with several calls a step, the
+ord of the segment's first call).
 ``fanout``: a segment with more calls than ``max_calls_per_step``. ``exploration``: one tool
 called with more than ``exploration`` distinct (normalized) arguments in one segment; its
 examples are the first three in call order.
