@@ -106,6 +106,21 @@ def test_resources_with_quotes_commas_and_newlines_stay_whole(tmp_path: Path) ->
     assert drift == {name: "write-echo", "": "external-drift"}
 
 
+def test_resources_of_many_batches_stay_whole(tmp_path: Path) -> None:
+    """More distinct argument texts than the signing loop holds at once (its keys and
+    resources go to DuckDB in one file each, read in parallel): every signature keeps its
+    resource, quotes, commas and newlines in it, and its own signature."""
+    n = 70_000  # over one batch of the loop (65,536)
+    names = [f'r"{i}",\n{"x" * (i % 7)}' for i in range(n)]
+    records = [call("A", i + 1, "get", {"path": name}, "v") for i, name in enumerate(names)]
+    with Calls(AnalysisConfig()) as calls:
+        calls.load([Input(write_jsonl(tmp_path / "t.jsonl", records))])
+        calls.sign("1")
+        calls.prepare("1")
+        found = calls.rows("SELECT resource FROM sigs ORDER BY sid")
+    assert [r for (r,) in found] == names
+
+
 def test_no_temporary_file_is_left_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The engine's spill folder and load files go when the analysis ends, also on an error."""
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
