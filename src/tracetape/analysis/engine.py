@@ -849,13 +849,19 @@ class Calls:
         # A signature is (kind, name, the canonical JSON text of the normalized args); its
         # sid is its first call's ord, so sids follow the order of first appearance. Every
         # text of a signature normalizes to the same value, so it names the same resource.
-        # The signed texts' signatures first (a signed text's id is its texts' least); a
-        # text's is its signed text's.
+        # The signed texts' signatures first (a signed text's id is its texts' least), by a
+        # GROUP BY of their keys joined back (a window partitioned by the key sorted them:
+        # 0.08 against 0.06 s at 150,000 texts, 0.9 against 0.8 s at 1.5M); a text's is its
+        # signed text's.
         signed = f"""
-            SELECT s.kind, s.name, s.args, s.first, r.resource,
-                   min(s.first) OVER (PARTITION BY s.kind, s.name, k.key) AS sid
-            FROM {"dsign" if dropped else "dargs"} s JOIN dkey k USING (first)
-            LEFT JOIN dres r USING (first)"""
+            WITH keyed AS (
+                SELECT s.kind, s.name, s.args, s.first, k.key
+                FROM {"dsign" if dropped else "dargs"} s JOIN dkey k USING (first))
+            SELECT t.kind, t.name, t.args, t.first, r.resource, g.sid
+            FROM keyed t
+            JOIN (SELECT kind, name, key, min(first) AS sid FROM keyed GROUP BY ALL) g
+                USING (kind, name, key)
+            LEFT JOIN dres r ON r.first = t.first"""
         if dropped:
             signed = f"""
                 SELECT d.kind, d.name, d.args, d.first, s.resource, s.sid
