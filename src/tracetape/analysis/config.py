@@ -81,7 +81,7 @@ class AnalysisConfig:
     resource_keys: tuple[str, ...] = DEFAULT_RESOURCE_KEYS
     max_examples: int = 200
     # The engine's memory (a DuckDB size); beyond it, work spills to a temporary directory.
-    # At 640 MB, check of a 3M-line trace peaks at 740-770 MiB RSS (the bound is 1 GiB); at
+    # At 640 MB, check of a 3M-line trace peaks at 710-780 MiB RSS (the bound is 1 GiB); at
     # 512 MB it spilled more and took 7-9% longer.
     memory_limit: str = "640MB"
 

@@ -140,14 +140,14 @@ _JSONL_INSERT = f"""
 """
 # ``runs`` (per run: first call, calls, tokens, step segments, highest step, the most calls
 # of one step: no segment, a stretch of one step's calls, is longer; whether its segments
-# need its calls in order) without putting every call in order: a run's calls are grouped
-# by step number. A run that makes one call a step, none without a step, has a
-# segment a call, whatever the order of its steps (runs spread over several files, read
-# one after another, go back): its steps are its segments. Of the other runs, one whose
-# steps never go back (no NULL step, each step's calls all before the next step's: a window
-# over its steps, not its calls) has its steps as its segments too. Then a call's segment
-# is its step number; ``prepare`` puts in order only the calls of the runs left
-# (``windowed``, see ``_SEGMENTS``), and sets their steps from the segments it finds.
+# need its calls in order) without putting every call in order: a run's calls are grouped by
+# step number. A run that makes one call a step, none without a step, has a segment a call,
+# whatever the order of its steps (runs spread over several files, read one after another,
+# go back): its steps are its segments. Of the other runs, one whose steps never go back (no
+# NULL step, each step's calls all before the next step's: a window over its steps, not its
+# calls) has its steps as its segments too. Then a call's segment is its step number;
+# ``prepare`` puts in order only the calls of the runs left (``windowed``, see
+# ``_SEGMENTS``), and sets their steps from the segments it finds.
 _ORDER = f"""
     CREATE TABLE run_steps AS
     SELECT {{side_of}} AS side, run, step, min({ORD}) AS lo, max({ORD}) AS hi,
@@ -845,7 +845,6 @@ class Calls:
             self._wait_ordered()
             con.execute("DROP TABLE runs")
             return failed
-        con.execute("DROP TABLE IF EXISTS sigs; DROP TABLE IF EXISTS dmap")
         # A signature is (kind, name, the canonical JSON text of the normalized args); its
         # sid is its first call's ord, so sids follow the order of first appearance. Every
         # text of a signature normalizes to the same value, so it names the same resource.
