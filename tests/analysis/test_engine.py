@@ -3,6 +3,7 @@ through SQL (resources with quotes, commas and newlines)."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tracetape.analysis import AnalysisConfig, TraceError, check_trace, diff_traces
+from tracetape.analysis import AnalysisConfig, TraceError, check_trace, diff_traces, engine
 from tracetape.analysis.api import export_parquet
 from tracetape.analysis.engine import ORD, Calls, Input
 from tracetape.cli import main
@@ -121,6 +122,50 @@ def test_resources_of_many_batches_stay_whole(tmp_path: Path) -> None:
     assert [r for (r,) in found] == names
 
 
+def test_keys_of_many_batches_pair_with_their_texts(tmp_path: Path) -> None:
+    """The keys of the texts that need no walk come back one a line, in the order of the
+    table, and are paired with their texts by position: over several batches, read on
+    several threads, with a text orjson cannot read in the second batch (its batch is signed
+    again, row by row). Each text in two key orders is one signature, its own."""
+    n = 66_000  # two texts each: over two batches of the loop (65,536)
+    big = 1 << 70  # past 64 bits: orjson does not read it
+    lines = []
+    for i in range(n):
+        a = big if i == 40_000 else i
+        lines.append(json.dumps(call("A", 2 * i + 1, "get", {"a": a, "b": 0}, "v")))
+        lines.append(json.dumps(call("A", 2 * i + 2, "get", {"b": 0, "a": a}, "v")))
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with Calls(AnalysisConfig()) as calls:
+        calls.load([Input(path)])
+        calls.con.execute("SET threads = 4")
+        calls.sign("1")
+        calls.prepare("1")
+        found = calls.rows("SELECT c.ord, s.args FROM calls c JOIN sigs s USING (sid)")
+        lines_of = calls.lines(o for o, _ in found)
+        (sigs,) = calls.one("SELECT count(*) FROM sigs")
+    assert sigs == n
+    got = {lines_of[o]: json.loads(args)["a"] for o, args in found}
+    assert got == {
+        line: big if (line - 1) // 2 == 40_000 else (line - 1) // 2 for line in range(1, 2 * n + 1)
+    }
+
+
+def test_a_key_past_its_bound_is_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lines of keys are bounded by the longest text for DuckDB's reader; a key longer
+    than the bound (none is, but for a bound too tight) is measured, and read whole."""
+    monkeypatch.setattr(engine, "_KEY_GROWTH", 0)
+    records = [call("r", 1, "t", {"b": "x" * (3 << 20), "a": 1}, "o1"), call("r", 2, "t", {}, "o2")]
+    with Calls(AnalysisConfig()) as calls:
+        calls.load([Input(write_jsonl(tmp_path / "t.jsonl", records))])
+        calls.sign("1")
+        calls.prepare("1")
+        found = calls.rows("SELECT args FROM sigs ORDER BY sid")
+    assert [json.loads(a) for (a,) in found] == [r["args"] for r in records]
+
+
 def test_no_temporary_file_is_left_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The engine's spill folder and load files go when the analysis ends, also on an error."""
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
@@ -156,6 +201,22 @@ def test_bad_arguments_in_parquet_name_the_file_and_row(
         f"NULL::BIGINT AS tokens) TO '{path}' (FORMAT parquet)"
     )
     with pytest.raises(TraceError, match=match):
+        check_trace(path)
+
+
+def test_a_bad_argument_past_a_batch_names_its_row(tmp_path: Path) -> None:
+    """Texts past the first batch of the signing loop: the bad one is named by its row (the
+    batch it is in is signed again with the ids of its texts)."""
+    import duckdb
+
+    path = tmp_path / "bad.parquet"
+    duckdb.connect().execute(
+        "COPY (SELECT i AS seq, i AS line, 'r' AS run, i AS step, 'tool' AS kind, 'x' AS name, "
+        "CASE WHEN i = 70000 THEN '{not json' ELSE '{\"i\":' || i || '}' END AS args, 'o' AS out, "
+        "NULL::VARCHAR AS effect, NULL::BIGINT AS tokens FROM range(1, 70002) t(i)) "
+        f"TO '{path}' (FORMAT parquet)"
+    )
+    with pytest.raises(TraceError, match=r"\.parquet:70000: field 'args': not JSON"):
         check_trace(path)
 
 
