@@ -151,6 +151,29 @@ def test_keys_of_many_batches_pair_with_their_texts(tmp_path: Path) -> None:
     }
 
 
+def test_texts_whose_keys_hashes_collide_are_told_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A text whose key's hash no other shares is its own signature; texts that share one
+    (the same value written twice, or a collision: here every few) are grouped by their
+    keys. The report is the same as with few collisions."""
+    records = [
+        call(
+            f"r{i % 7}",
+            i,
+            "t",
+            {"k": i % 23, "x": i % 5} if i % 2 else {"x": i % 5, "k": i % 23},
+            f"o{i % 3}",
+        )
+        for i in range(1, 400)
+    ]
+    path = write_jsonl(tmp_path / "t.jsonl", records)
+    expected = check_trace(path).to_dict()
+    monkeypatch.setattr(engine, "_KEY_HASH", "strlen(k.key) % 3")
+    assert check_trace(path).to_dict() == expected
+    assert expected["signatures"] == 23 * 5
+
+
 def test_a_key_past_its_bound_is_read_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
