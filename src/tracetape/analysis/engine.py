@@ -93,8 +93,6 @@ _WRITES = "('write', 'irreversible')"
 # The files of signature keys: one a line, after its id where it has one (JSON holds no raw
 # control character, so \x01 parts them, unquoted).
 _KEY_DIALECT = "delim = '\x01', quote = '', escape = ''"
-# A bound on how much longer a canonical text is than its text as DuckDB wrote it (see _keys).
-_KEY_GROWTH = 2
 # A signed text's key's hash (of ``s``, its text, and ``k``, its key): texts whose key's hash
 # no other text shares are their own signatures (see _sign).
 _KEY_HASH = "hash(s.kind, s.name, k.key)"
@@ -367,7 +365,8 @@ class _CsvFile:
             self.longest = max(self.longest, *map(len, records))
 
     def write_block(self, block: bytes | bytearray) -> None:
-        """Add ``block``: records, each ending with a newline (``longest`` is to be set)."""
+        """Add ``block``: records, each ending with a newline, none over 2 MB unless
+        ``measure`` is called."""
         self._fh.write(block)
         self.longest = max(self.longest, bool(block))
 
@@ -1006,12 +1005,6 @@ class Calls:
             return failed & fast
         from .db import duckdb
 
-        if plain.longest:
-            # No key is much longer than its text (as DuckDB wrote it: minified, its numbers
-            # as short as they read back): the longest text, with room, bounds the lines for
-            # DuckDB's reader, and the lines are measured only if one is longer.
-            (longest,) = self.one(f"SELECT max(strlen(args)) FROM {texts} WHERE how = 0")
-            plain.longest = int(longest * _KEY_GROWTH) + 64
         query = (
             f"CREATE TABLE dkey AS SELECT * FROM (SELECT first FROM {texts} WHERE how = 0) "
             "POSITIONAL JOIN {} UNION ALL SELECT * FROM {}"
@@ -1019,7 +1012,7 @@ class Calls:
         columns = {"first": "BIGINT", "key": "VARCHAR"}
         try:
             self.con.execute(query.format(plain.scan({"key": "VARCHAR"}), keys.scan(columns)))
-        except duckdb.InvalidInputException:  # a line over the bound
+        except duckdb.InvalidInputException:  # a key over 2 MB: the lines are measured
             plain.measure()
             self.con.execute(query.format(plain.scan({"key": "VARCHAR"}), keys.scan(columns)))
         named.load(self.con, "dres", {"first": "BIGINT", "resource": "VARCHAR"})
