@@ -931,7 +931,7 @@ class Calls:
                     failed.add(first >> _ROW_BITS)
                     return None
                 try:
-                    value = json.loads(text)  # beyond orjson (an int past 64 bits)
+                    value = json.loads(text)  # beyond orjson (NaN, a lone surrogate, 400 digits)
                 except ValueError as exc:
                     errors.append((first, f"not JSON ({exc})"))
                     return None
