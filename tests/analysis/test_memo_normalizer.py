@@ -103,9 +103,35 @@ def test_a_text_that_names_no_resource_key_has_no_resource(
         assert _resource_finder(keys)(value) is None
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    value=_json,
+    volatile=st.sampled_from([None, ("ts", "*_at", "x?z", "q"), ("a-b", "it's", "é*", "")]),
+    keys=st.sampled_from([("path", "file", "url", "id"), ("a-b", "x y", "é", 'q"'), ()]),
+)
+def test_what_the_loop_does_to_a_text_is_told_in_one_pass(
+    value: Any, volatile: tuple[str, ...] | None, keys: tuple[str, ...]
+) -> None:
+    """What the signing loop must do to a text (walk it, look for a resource) is told by one
+    pass of both key patterns first: the same as testing each pattern."""
+    from tracetape.analysis.engine import _DEEP, _how, _may_change, _may_name
+
+    core = Normalizer() if volatile is None else Normalizer(volatile_keys=volatile)
+    each = (
+        f"CASE WHEN {_may_change(core)} THEN 1 ELSE 0 END + CASE WHEN {_DEEP} THEN 2 ELSE 0 END"
+        f" + CASE WHEN {_may_name(keys)} THEN 4 ELSE 0 END"
+    )
+    assert _sql_values(_how(core, keys), value) == _sql_values(each, value)
+
+
 def _sql_test(test: str, value: Any) -> list[bool]:
-    """A SQL test on the column ``args`` run by DuckDB on ``value``'s JSON text as each writer
-    writes it: the standard library (non-ASCII raw and escaped) and orjson."""
+    """A SQL test on the column ``args``: ``_sql_values``, as booleans."""
+    return list(map(bool, _sql_values(test, value)))
+
+
+def _sql_values(expression: str, value: Any) -> list[Any]:
+    """A SQL expression over the column ``args``, run by DuckDB on ``value``'s JSON text as
+    each writer writes it: the standard library (non-ASCII raw and escaped) and orjson."""
     import contextlib
     import json
 
@@ -114,5 +140,5 @@ def _sql_test(test: str, value: Any) -> list[bool]:
     texts = [json.dumps(value, ensure_ascii=False), json.dumps(value)]
     with contextlib.suppress(TypeError):  # an int past 64 bits: orjson does not write it
         texts.append(orjson.dumps(value).decode())
-    query = f"SELECT {test} FROM (SELECT $1 AS args)"
-    return [bool(row[0]) for text in texts if (row := _DUCK.execute(query, [text]).fetchone())]
+    query = f"SELECT {expression} FROM (SELECT $1 AS args)"
+    return [row[0] for text in texts if (row := _DUCK.execute(query, [text]).fetchone())]

@@ -901,14 +901,8 @@ class Calls:
         return set()
 
     def _how(self) -> str:
-        """What the loop of ``_keys`` must do to an argument text (the column ``args``), as
-        SQL: walk it with the normalizer (1: it may change), check its depth (2: more
-        brackets than MAX_DEPTH), look for a resource in it (4: it may name one)."""
-        return (
-            f"CASE WHEN {_may_change(self.config.normalizer)} THEN 1 ELSE 0 END "
-            f"+ CASE WHEN {_DEEP} THEN 2 ELSE 0 END "
-            f"+ CASE WHEN {_may_name(self.config.resource_keys)} THEN 4 ELSE 0 END"
-        )
+        """What the loop of ``_keys`` must do to an argument text: ``_how``."""
+        return _how(self.config.normalizer, self.config.resource_keys)
 
     def _keys(self, texts: str) -> set[int]:
         """The Python loop of ``_sign``: the signature key and resource of each text of the
@@ -1165,21 +1159,52 @@ class Calls:
         return count, examples
 
 
-def _may_change(normalizer: Normalizer) -> str:
+def _how(normalizer: Normalizer, keys: Sequence[str]) -> str:
+    """What the loop of ``Calls._keys`` must do to an argument text (the column ``args``), as
+    SQL: walk it with the normalizer (1: it may change), check its depth (2: more brackets
+    than MAX_DEPTH), look for a resource in it (4: it may name one). The first and the last
+    each look for keys spelled in the text: most texts spell none of either, which one pass
+    of both patterns tells (0.22 against 0.36 s for two passes over 1.5M texts)."""
+
+    def how(spelled: bool) -> str:
+        return (
+            f"CASE WHEN {_may_change(normalizer, spelled)} THEN 1 ELSE 0 END "
+            f"+ CASE WHEN {_DEEP} THEN 2 ELSE 0 END "
+            f"+ CASE WHEN {_may_name(keys, spelled)} THEN 4 ELSE 0 END"
+        )
+
+    volatile, named = _volatile_pattern(normalizer), _resource_pattern(keys)
+    if volatile is None or named is None:
+        return how(True)
+    either = f"regexp_matches(args, '{volatile}|{named}')"
+    return f"CASE WHEN {either} THEN {how(True)} ELSE {how(False)} END"
+
+
+def _may_change(normalizer: Normalizer, spelled: bool = True) -> str:
     """A SQL test on an argument's JSON text (the column ``args``) that is false only when
     normalizing cannot change it: no volatile key (as the text spells keys: no escape in it),
     nothing a built-in mask needs (a UUID and an ISO time hold a dash, a temp path names /tmp/
     or /var/folders/), and no custom masks nor character classes in the volatile keys. Then
     the normalizer's walk is skipped: the value is its own normalized form. DuckDB runs it on
-    every distinct text at once, in parallel, where a Python test cost ~0.7 us a text."""
-    if normalizer.masks or any("[" in k for k in normalizer.volatile_keys):
+    every distinct text at once, in parallel, where a Python test cost ~0.7 us a text. Not
+    ``spelled``: the test for a text known to spell no volatile key."""
+    pattern = _volatile_pattern(normalizer)
+    if pattern is None:
         return "true"  # anything may change: walk every value
-    names = "|".join(map(_key_pattern, normalizer.volatile_keys))
-    # A key spelled between quotes, then a colon (RE2: what DuckDB's regexp_matches runs).
+    regex = f" OR regexp_matches(args, '{pattern}')" if spelled else ""
     return (
         "(contains(args, '\\') OR contains(args, '-') OR contains(args, '/tmp/') "
-        f"OR contains(args, '/var/folders/') OR regexp_matches(args, '\"(?:{names})\"\\s*:'))"
+        f"OR contains(args, '/var/folders/'){regex})"
     )
+
+
+def _volatile_pattern(normalizer: Normalizer) -> str | None:
+    """RE2 (what DuckDB's regexp_matches runs): a volatile key spelled between quotes, then a
+    colon. None: the normalizer may change any value (custom masks, character classes)."""
+    if normalizer.masks or any("[" in k for k in normalizer.volatile_keys):
+        return None
+    names = "|".join(map(_key_pattern, normalizer.volatile_keys))
+    return f'"(?:{names})"\\s*:'
 
 
 # Whether an argument text (the column ``args``) has more brackets than MAX_DEPTH.
@@ -1229,14 +1254,23 @@ def _literal(char: str) -> str:
     return char if char.isascii() and (char.isalnum() or char == "_") else f"\\x{{{ord(char):X}}}"
 
 
-def _may_name(keys: Sequence[str]) -> str:
+def _may_name(keys: Sequence[str], spelled: bool = True) -> str:
     """A SQL test on an argument's JSON text (the column ``args``) that is false only when its
     value holds none of the resource ``keys``: the text spells none of them between quotes and
-    has no escape (with which a writer may spell a key: ``"\\u00e9"``, ``"q\\""``)."""
-    if not keys:
+    has no escape (with which a writer may spell a key: ``"\\u00e9"``, ``"q\\""``). Not
+    ``spelled``: the test for a text known to spell none."""
+    pattern = _resource_pattern(keys)
+    if pattern is None:
         return "false"
-    names = "|".join("".join(map(_literal, key)) for key in keys)
-    return f"(contains(args, '\\') OR regexp_matches(args, '\"(?:{names})\"'))"
+    regex = f" OR regexp_matches(args, '{pattern}')" if spelled else ""
+    return f"(contains(args, '\\'){regex})"
+
+
+def _resource_pattern(keys: Sequence[str]) -> str | None:
+    """RE2: a resource key spelled between quotes (None: no key)."""
+    if not keys:
+        return None
+    return '"(?:' + "|".join("".join(map(_literal, key)) for key in keys) + ')"'
 
 
 def _resource_finder(keys: Sequence[str]) -> Callable[[Any], str | None]:
