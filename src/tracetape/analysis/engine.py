@@ -23,9 +23,11 @@ text of the normalized arguments (never an inferred struct type: a missing key a
 explicit null stay apart, a string that looks like a UUID stays a string). Normalization runs
 in Python once per distinct argument text, in batches (once per distinct text without its
 top-level volatile keys, where DuckDB drops them exactly: ``_unvolatile``); what comes back
-is that canonical text (the signature key: no digest, so no two values can collide) and the
-*resource* the arguments name (``resource_keys``), joined back by the argument text. A
-signature's id is the ``ord`` of its first call.
+is that canonical text (the signature key) and the *resource* the arguments name
+(``resource_keys``), joined back by the argument text (most texts' keys come back alone, in
+the order of the texts, and are paired with them by position). A signature's id is the
+``ord`` of its first call. Keys are grouped where their hashes meet, and compared whole
+there: no digest stands for a value, so no two values can collide.
 
 While Python signs, DuckDB (in another thread: the loop leaves a core free) builds ``runs``
 (per run: first call, calls, tokens, steps, the most calls of one step, and whether its
