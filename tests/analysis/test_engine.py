@@ -178,7 +178,7 @@ def test_texts_whose_keys_hashes_collide_are_told_apart(
     ]
     path = write_jsonl(tmp_path / "t.jsonl", records)
     expected = check_trace(path).to_dict()
-    monkeypatch.setattr(engine, "_KEY_HASH", "strlen(k.key) % 3")
+    monkeypatch.setattr(engine, "_KEY_HASH", "strlen(key) % 3")
     assert check_trace(path).to_dict() == expected
     assert expected["signatures"] == 23 * 5
 

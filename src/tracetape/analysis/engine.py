@@ -95,9 +95,9 @@ _WRITES = "('write', 'irreversible')"
 # The files of signature keys: one a line, after its id where it has one (JSON holds no raw
 # control character, so \x01 parts them, unquoted).
 _KEY_DIALECT = "delim = '\x01', quote = '', escape = ''"
-# A signed text's key's hash (of ``s``, its text, and ``k``, its key): texts whose key's hash
-# no other text shares are their own signatures (see _sign).
-_KEY_HASH = "hash(s.kind, s.name, k.key)"
+# A signed text's key's hash (of dkey's columns): texts whose key's hash no other text shares
+# are their own signatures (see _sign).
+_KEY_HASH = "hash(kind, name, key)"
 
 # The columns of calls0, in order.
 COLUMNS = {
@@ -876,10 +876,10 @@ class Calls:
         # no other key has is its own signature, and only the texts that share a hash
         # (``twins``: the same value written twice, or a collision) are grouped by their
         # keys, joined back (grouping every key cost 0.78 against 0.45 s at 1.5M texts).
+        # ``dkey`` holds no argument text: the texts take their signatures from the few
+        # twins (a join of every text with its key cost 0.17 s more at 1.5M texts).
         signed = f"""
-            WITH keyed AS (
-                SELECT s.kind, s.name, s.args, s.first, k.key, {_KEY_HASH} AS h
-                FROM {"dsign" if dropped else "dargs"} s JOIN dkey k USING (first)),
+            WITH keyed AS (SELECT *, {_KEY_HASH} AS h FROM dkey),
             twins AS (
                 SELECT * FROM keyed
                 SEMI JOIN (SELECT h FROM keyed GROUP BY h HAVING count(*) > 1) USING (h)),
@@ -888,7 +888,7 @@ class Calls:
                 JOIN (SELECT kind, name, key, min(first) AS sid FROM twins GROUP BY ALL) g
                     USING (kind, name, key))
             SELECT t.kind, t.name, t.args, t.first, r.resource, coalesce(g.sid, t.first) AS sid
-            FROM keyed t
+            FROM {"dsign" if dropped else "dargs"} t
             LEFT JOIN grouped g USING (first)
             LEFT JOIN dres r ON r.first = t.first"""
         if dropped:
@@ -1002,8 +1002,9 @@ class Calls:
         from .db import duckdb
 
         query = (
-            f"CREATE TABLE dkey AS SELECT * FROM (SELECT first FROM {texts} WHERE how = 0) "
-            "POSITIONAL JOIN {} UNION ALL SELECT * FROM {}"
+            f"CREATE TABLE dkey AS SELECT * FROM (SELECT first, kind, name FROM {texts} "
+            "WHERE how = 0) POSITIONAL JOIN {} "
+            f"UNION ALL SELECT first, kind, name, key FROM {texts} JOIN {{}} USING (first)"
         )
         columns = {"first": "BIGINT", "key": "VARCHAR"}
         try:
