@@ -345,8 +345,8 @@ class Workspace:
 
 class _CsvFile:
     """Records for a table, written to a CSV file a batch at a time and read by DuckDB once
-    (``load``), with ``dialect``. DuckDB's CSV reader refuses a record over 2 MB unless told
-    the longest."""
+    (``load``, or ``scan`` within a statement), with ``dialect``. DuckDB's CSV reader
+    refuses a record over 2 MB unless told the longest."""
 
     def __init__(self, path: Path, dialect: str):
         self.path = path
