@@ -367,10 +367,9 @@ class _CsvFile:
             self.longest = max(self.longest, *map(len, records))
 
     def write_block(self, block: bytes | bytearray) -> None:
-        """Add ``block``: records, each ending with a newline, none over 2 MB unless
-        ``measure`` is called."""
+        """Add ``block``: records, each ending with a newline, not measured (a record over
+        2 MB makes the read fail: then ``measure``)."""
         self._fh.write(block)
-        self.longest = max(self.longest, bool(block))
 
     def measure(self) -> None:
         """Set ``longest`` from the records written."""
@@ -381,7 +380,7 @@ class _CsvFile:
     def scan(self, columns: dict[str, str]) -> str:
         """The records written, as SQL (``columns``: names and types)."""
         self._fh.close()
-        if not self.longest:  # no record: DuckDB cannot sniff an empty file
+        if not self.path.stat().st_size:  # no record: DuckDB cannot sniff an empty file
             nulls = ", ".join(f"NULL::{kind} AS {name}" for name, kind in columns.items())
             return f"(SELECT {nulls} LIMIT 0)"
         struct = ", ".join(f"'{name}': '{kind}'" for name, kind in columns.items())
@@ -916,6 +915,7 @@ class Calls:
         failed: set[int] = set()
         errors: list[tuple[int, str]] = []
         loads, dumps = orjson.loads, orjson.dumps
+        res: list[bytes] = []  # the resources of a batch
 
         def key(first: int, text: str, how: int) -> bytes | None:
             """A text's key; None where it is not right (then ``failed`` or ``errors`` says
@@ -957,7 +957,6 @@ class Calls:
         plain = _CsvFile(tmp / "plain.txt", _KEY_DIALECT)
         keys = _CsvFile(tmp / "keys.txt", _KEY_DIALECT)
         named = _CsvFile(tmp / "resources.csv", "quote = '\"', escape = '\"'")
-        res: list[bytes] = []
         cursor = self._cursor()
         with plain, keys, named:
             # Most texts need no walk, no depth check and no resource (``how`` 0): only their
