@@ -377,9 +377,9 @@ def _signed_texts(path: Path) -> tuple[Any, list[str]]:
     signed: list[str] = []
     keys = Calls._keys
 
-    def spy(self: Calls, texts: str) -> set[int]:
+    def spy(self: Calls, texts: str, bare: str) -> set[int]:
         signed.append(texts)
-        return keys(self, texts)
+        return keys(self, texts, bare)
 
     with patch.object(Calls, "_keys", spy):
         return _outcome(lambda: check_trace(path)), signed

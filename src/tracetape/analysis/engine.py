@@ -98,6 +98,24 @@ _KEY_DIALECT = "delim = '\x01', quote = '', escape = ''"
 # A signed text's key's hash (of dkey's columns): texts whose key's hash no other text shares
 # are their own signatures (see _sign).
 _KEY_HASH = "hash(kind, name, key)"
+# A text's *shape* (see ``Calls._to_sign``), where the loop need not walk it (``how`` 0) and
+# no object is an element of an array: its JSON structure (its keys in their order at each
+# level, each value's type), and its number of keys (a key ends with '":', found nowhere else
+# in a text with no escape, where no string holds a quote).
+_SHAPE = (
+    "CASE WHEN how = 0 AND NOT (contains(args, '[{') OR contains(args, ',{')) THEN "
+    "json_structure(args)::VARCHAR END AS shape, CASE WHEN how = 0 THEN "
+    "(strlen(args) - strlen(replace(args, '\":', ''))) // 2 END AS keys"
+)
+_NO_SHAPE = "NULL::VARCHAR AS shape, NULL::BIGINT AS keys"
+# Beyond this many shapes, texts are not told alone by their shapes (see ``_alone``); the
+# calls whose texts' shapes are sampled first (``Calls._shaped``).
+_SHAPES = 10_000
+_SAMPLE = 8192
+# The types of JSON structure that a value written one way only has: a string with no
+# escape, an integer of 64 bits, a boolean, null (a float, or a mixed array: "JSON", may be
+# written in more ways than one).
+_PLAIN_TYPES = frozenset({"VARCHAR", "UBIGINT", "BIGINT", "BOOLEAN", "NULL"})
 
 # The columns of calls0, in order.
 COLUMNS = {
@@ -406,6 +424,7 @@ class Calls:
     sources: list[TraceSource] = field(default_factory=list)
     inputs: list[Input] = field(default_factory=list)
     _fast: set[int] = field(default_factory=set)
+    _verbatim: bool = False  # a Parquet input's argument texts are as written (see _to_sign)
     _first: dict[int, int] = field(default_factory=dict)  # a fast file's first rowid
     _tmp: tempfile.TemporaryDirectory[str] = field(init=False)
     workspace: Workspace | None = None
@@ -640,6 +659,7 @@ class Calls:
                 f"writes ({str(exc).splitlines()[0]})",
                 path=path,
             ) from None
+        self._verbatim = True
         self._report(index)
 
     def _load_records(self, index: int) -> None:
@@ -836,15 +856,17 @@ class Calls:
         con = self.con
         con.execute(
             "DROP TABLE IF EXISTS dargs; DROP TABLE IF EXISTS dsign; DROP TABLE IF EXISTS dkey; "
-            "DROP TABLE IF EXISTS dres"
+            "DROP TABLE IF EXISTS dres; DROP TABLE IF EXISTS dplain; DROP TABLE IF EXISTS dalone"
         )
         # Each distinct text (a text's id is its first call's ord), with what the loop below
         # must do to it (``_how``) and, where DuckDB can drop its top-level volatile keys
         # exactly, the text without them (``norm``, see ``_unvolatile``).
         normalizer = self.config.normalizer
+        shaped = self._shaped(sides)
+        shape = _SHAPE if shaped else _NO_SHAPE
         con.execute(
             "CREATE TABLE dargs AS SELECT *, CASE WHEN how & 1 = 0 THEN NULL "
-            f"ELSE {_unvolatile(normalizer)} END AS norm FROM ("
+            f"ELSE {_unvolatile(normalizer)} END AS norm, {shape} FROM ("
             f"SELECT *, {self._how()} AS how FROM ("
             f"SELECT kind, name, args, min({ORD}) AS first FROM calls0 "
             f"WHERE {sides} GROUP BY kind, name, args))"
@@ -856,11 +878,15 @@ class Calls:
         (dropped,) = self.one("SELECT count(norm) FROM dargs")
         if dropped:
             con.execute(
-                f"CREATE TABLE dsign AS SELECT *, {self._how()} AS how FROM ("
-                "SELECT kind, name, coalesce(norm, args) AS args, min(first) AS first "
-                "FROM dargs GROUP BY ALL)"
+                f"CREATE TABLE dsign AS SELECT *, {shape} FROM (SELECT *, {self._how()} AS how "
+                "FROM (SELECT kind, name, coalesce(norm, args) AS args, min(first) AS first "
+                "FROM dargs GROUP BY ALL))"
             )
-        failed = self._keys("dsign" if dropped else "dargs")
+        texts = "dsign" if dropped else "dargs"
+        bare = (self._to_sign(texts) if shaped else None) or (
+            f"(SELECT first, kind, name, args FROM {texts} WHERE how = 0)"
+        )
+        failed = self._keys(texts, bare)
         if failed:
             # A file of the fast path has an argument that only the Python reader judges
             # right (not JSON to it, or nested too deep): read those files with it.
@@ -887,7 +913,7 @@ class Calls:
                 JOIN (SELECT kind, name, key, min(first) AS sid FROM twins GROUP BY ALL) g
                     USING (kind, name, key))
             SELECT t.kind, t.name, t.args, t.first, r.resource, coalesce(g.sid, t.first) AS sid
-            FROM {"dsign" if dropped else "dargs"} t
+            FROM {texts} t
             LEFT JOIN grouped g USING (first)
             LEFT JOIN dres r ON r.first = t.first"""
         if dropped:
@@ -897,7 +923,8 @@ class Calls:
                 AND s.args = coalesce(d.norm, d.args)"""
         con.execute(f"CREATE TABLE dmap AS {signed}")
         con.execute(
-            "DROP TABLE dargs; DROP TABLE IF EXISTS dsign; DROP TABLE dkey; DROP TABLE dres"
+            "DROP TABLE dargs; DROP TABLE IF EXISTS dsign; DROP TABLE dkey; DROP TABLE dres; "
+            "DROP TABLE IF EXISTS dplain; DROP TABLE IF EXISTS dalone"
         )
         return set()
 
@@ -905,10 +932,64 @@ class Calls:
         """What the loop of ``_keys`` must do to an argument text: ``_how``."""
         return _how(self.config.normalizer, self.config.resource_keys)
 
-    def _keys(self, texts: str) -> set[int]:
+    def _to_sign(self, texts: str) -> str | None:
+        """The texts of the table ``texts`` that need no walk (``how`` 0) and whose keys
+        ``_keys`` must find, where some are alone (a table of the others); else None (all).
+
+        A text is alone if no other text can hold its value. Texts of one kind and name
+        whose values share a shape up to key order (a class) are told apart by their text
+        where they are written one way only: minified (so no input is a Parquet file, whose
+        texts are as written), with no escape (``how`` 0), each value a string, an integer
+        of 64 bits, a boolean or null (``_PLAIN_TYPES``), no object an element of an array
+        and no key twice in an object (then the shape names the key order of every object).
+        Two such texts with the same shape are two values if their texts differ. So where
+        every text of a kind and name is written one way only, and a class's texts all have
+        one shape, each of them is alone: its own signature, with no key (a key cost a Python
+        parse and write, ~0.9 us a text). A class with two shapes (the same keys in two
+        orders) is signed as any other text."""
+        shapes = self.rows(
+            f"SELECT kind, name, how = 0, shape, keys, count(*) FROM {texts} GROUP BY ALL "
+            f"LIMIT {_SHAPES + 1}"
+        )
+        found = _alone(shapes)
+        if found is None:
+            return None
+        alone, rest = found
+        if not rest:
+            return f"(SELECT first, kind, name, args FROM {texts} LIMIT 0)"
+        self.con.execute(
+            "CREATE TABLE dalone AS SELECT unnest($1) AS kind, unnest($2) AS name, "
+            "unnest($3) AS shape, unnest($4)::BIGINT AS keys",
+            [list(column) for column in zip(*alone, strict=True)],
+        )
+        self.con.execute(
+            f"CREATE TABLE dplain AS SELECT first, kind, name, args FROM {texts} "
+            "ANTI JOIN dalone USING (kind, name, shape, keys) WHERE how = 0"
+        )
+        return "dplain"
+
+    def _shaped(self, sides: str) -> bool:
+        """Whether to find the shapes of the texts (``_to_sign``): not where some are as
+        written (a Parquet input's), nor where a sample of the texts (of every n-th call,
+        about ``_SAMPLE`` calls) has too few alone to pay for them. A shape costs DuckDB
+        about 0.9 us a text: a trace that writes each value in two key orders, whose texts
+        are never alone, took 25% longer with them."""
+        if self._verbatim:
+            return False
+        (rows,) = self.one("SELECT count(*) FROM calls0")
+        sample = self.rows(
+            f"SELECT kind, name, how = 0, shape, keys, count(*) FROM (SELECT *, {_SHAPE} FROM "
+            f"(SELECT *, {self._how()} AS how FROM (SELECT DISTINCT kind, name, args FROM "
+            f"calls0 WHERE rowid % {max(1, rows // _SAMPLE)} = 0 AND {sides}))) "
+            f"GROUP BY ALL LIMIT {_SHAPES + 1}"
+        )
+        return _alone(sample) is not None
+
+    def _keys(self, texts: str, bare: str) -> set[int]:
         """The Python loop of ``_sign``: the signature key and resource of each text of the
-        table ``texts``, into ``dkey`` and ``dres``; return the files of the fast path to
-        read again."""
+        table ``texts`` that is not alone (``bare``: those with ``how`` 0 to sign, in an
+        order that two scans of it keep), into ``dkey`` and ``dres``; return the files of
+        the fast path to read again."""
         memo = MemoNormalizer(self.config.normalizer)
         resource_of = _resource_finder(self.config.resource_keys)
         fast = self._fast
@@ -964,7 +1045,7 @@ class Calls:
             # pairs them with their texts by position), appended to one buffer: 0.09 against
             # 0.14 s for 150,000 texts with their ids (formatting an id cost 0.2 us), or
             # 0.20 s for a list of the keys orjson returns (each stays in a block of its own).
-            cursor.execute(f"SELECT args FROM {texts} WHERE how = 0")
+            cursor.execute(f"SELECT args FROM {bare}")
             done = 0
             while rows := cursor.fetchmany(_BATCH):
                 block = bytearray()
@@ -976,7 +1057,7 @@ class Calls:
                     # A text orjson cannot read or write: the batch again, with the ids.
                     block = bytearray()
                     firsts = self.rows(
-                        f"SELECT first FROM {texts} WHERE how = 0 LIMIT ? OFFSET ?",
+                        f"SELECT first FROM {bare} LIMIT ? OFFSET ?",
                         [len(rows), done],
                     )
                     for (first,), (text,) in zip(firsts, rows, strict=True):
@@ -1001,8 +1082,8 @@ class Calls:
         from .db import duckdb
 
         query = (
-            f"CREATE TABLE dkey AS SELECT * FROM (SELECT first, kind, name FROM {texts} "
-            "WHERE how = 0) POSITIONAL JOIN {} "
+            f"CREATE TABLE dkey AS SELECT * FROM (SELECT first, kind, name FROM {bare}) "
+            "POSITIONAL JOIN {} "
             f"UNION ALL SELECT first, kind, name, key FROM {texts} JOIN {{}} USING (first)"
         )
         columns = {"first": "BIGINT", "key": "VARCHAR"}
@@ -1180,6 +1261,56 @@ def _how(normalizer: Normalizer, keys: Sequence[str]) -> str:
         return how(True)
     either = f"regexp_matches(args, '{volatile}|{named}')"
     return f"CASE WHEN {either} THEN {how(True)} ELSE {how(False)} END"
+
+
+def _alone(
+    shapes: Sequence[tuple[str, str, bool, str | None, int | None, int]],
+) -> tuple[list[tuple[str, str, str, int]], int] | None:
+    """Of the shapes of texts (kind, name, whether ``how`` is 0, shape, keys, texts: see
+    ``Calls._to_sign``), those whose texts are alone, and the number of the other texts of
+    ``how`` 0; None where the shapes are too many to tell (over ``_SHAPES``) or the texts
+    alone too few to be worth it (under an eighth: the others are copied for ``_keys``)."""
+    if len(shapes) > _SHAPES:
+        return None
+    mixed: set[tuple[str, str]] = set()  # a kind and name with a text not written one way
+    classes: dict[tuple[str, str, bytes], list[tuple[str, int, int]]] = {}
+    for kind, name, zero, shape, keys, count in shapes:
+        label = _label(shape, keys) if zero and shape is not None and keys is not None else None
+        if label is None:
+            mixed.add((kind, name))
+        else:
+            classes.setdefault((kind, name, label), []).append((shape or "", keys or 0, count))
+    alone = [
+        (kind, name, members[0])
+        for (kind, name, _), members in classes.items()
+        if len(members) == 1 and (kind, name) not in mixed
+    ]
+    count = sum(n for *_, (_, _, n) in alone)
+    rest = sum(n for _, _, zero, _, _, n in shapes if zero) - count
+    if not alone or count * 7 < rest:
+        return None
+    return [(kind, name, shape, keys) for kind, name, (shape, keys, _) in alone], rest
+
+
+def _label(shape: str, keys: int) -> bytes | None:
+    """A shape up to key order (its keys sorted), if its texts are written one way only:
+    each value of a type of ``_PLAIN_TYPES``, and as many keys in it as in its texts (an
+    object that holds a key twice has one in its shape); else None."""
+    found = 0
+
+    def plain(value: Any) -> bool:
+        nonlocal found
+        if type(value) is dict:
+            found += len(value)
+            return all(plain(v) for v in value.values())
+        if type(value) is list:
+            return all(plain(v) for v in value)
+        return value in _PLAIN_TYPES
+
+    structure = orjson.loads(shape)
+    if not plain(structure) or found != keys:
+        return None
+    return orjson.dumps(structure, option=_SORT)
 
 
 def _may_change(normalizer: Normalizer, spelled: bool = True) -> str:
