@@ -4,12 +4,18 @@ through SQL (resources with quotes, commas and newlines)."""
 from __future__ import annotations
 
 import json
+import random
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracetape.analysis import AnalysisConfig, TraceError, check_trace, diff_traces, engine
 from tracetape.analysis.api import export_parquet
@@ -185,14 +191,169 @@ def test_texts_whose_keys_hashes_collide_are_told_apart(
 
 def test_a_key_over_the_csv_readers_line_is_read_whole(tmp_path: Path) -> None:
     """Keys are read one a line by DuckDB's CSV reader, whose lines stop at 2 MB unless it is
-    told the longest: a longer key has its lines measured, and is read whole."""
+    told the longest: a longer key has its lines measured, and is read whole (its value is
+    written in two key orders too, so that its texts are keyed, not alone)."""
     records = [call("r", 1, "t", {"b": "x" * (3 << 20), "a": 1}, "o1"), call("r", 2, "t", {}, "o2")]
+    records.append(call("r", 3, "t", {"a": 1, "b": "x" * (3 << 20)}, "o3"))
     with Calls(AnalysisConfig()) as calls:
         calls.load([Input(write_jsonl(tmp_path / "t.jsonl", records))])
         calls.sign("1")
         calls.prepare("1")
         found = calls.rows("SELECT args FROM sigs ORDER BY sid")
-    assert [json.loads(a) for (a,) in found] == [r["args"] for r in records]
+    assert [json.loads(a) for (a,) in found] == [r["args"] for r in records[:2]]
+
+
+# -- texts alone in their shape (Calls._to_sign) --------------------------------------------
+
+
+@contextmanager
+def _shapes(found: bool) -> Iterator[list[str | None]]:
+    """Shapes found (or not) whatever a sample says; yields what ``_to_sign`` returned."""
+    told: list[str | None] = []
+    to_sign = Calls._to_sign
+
+    def spy(self: Calls, texts: str) -> str | None:
+        told.append(to_sign(self, texts))
+        return told[-1]
+
+    with (
+        patch.object(Calls, "_shaped", lambda self, sides: found and not self._verbatim),
+        patch.object(Calls, "_to_sign", spy),
+    ):
+        yield told
+
+
+def _alone_and_keyed(path: Path) -> tuple[Any, Any]:
+    """The outcome of check with texts told alone by their shapes, and with every text
+    keyed; and that some were told alone."""
+    with _shapes(True) as told:
+        alone = _outcome(lambda: check_trace(path))
+    assert told and all(t is not None for t in told)
+    with _shapes(False) as told:
+        keyed = _outcome(lambda: check_trace(path))
+    assert not told
+    return alone, keyed
+
+
+def _outcome(run: Any) -> Any:
+    try:
+        return run().to_dict()
+    except TraceError as exc:
+        return (str(exc), exc.line, exc.field)
+
+
+def _filled(path: Path, texts: list[str], outs: list[str]) -> Path:
+    """A trace of ``texts`` (tool ``t``, one call a step) after 100 calls whose texts are
+    alone (tool ``f``), so that shapes are worth finding."""
+    lines = [
+        f'{{"run_id":"r","step":{i + 1},"tool":"f","args":{{"i":{i}}},"output_sha":"f"}}'
+        for i in range(100)
+    ]
+    lines += [
+        f'{{"run_id":"r","step":{i + 101},"tool":"t","args":{text},"output_sha":"{out}"}}'
+        for i, (text, out) in enumerate(zip(texts, outs, strict=True))
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        pytest.param(['{"a":1,"b":2}', '{"b":2,"a":1}'], id="key-order"),
+        pytest.param(['{"o":{"a":1,"b":"x"},"p":0}', '{"o":{"b":"x","a":1},"p":0}'], id="nested"),
+        pytest.param(['{"l":[{"a":1,"b":2}]}', '{"l":[{"b":2,"a":1}]}'], id="object-in-array"),
+        pytest.param(['{"l":[0,{"a":1,"b":2}]}', '{"l":[0,{"b":2,"a":1}]}'], id="object-after"),
+        pytest.param(
+            ['{"l":[{"a":1,"b":2},{"b":2,"a":1}]}', '{"l":[{"a":1,"b":2},{"a":1,"b":2}]}'],
+            id="objects-in-array",
+        ),
+        pytest.param(['{"a":1,"a":2}', '{"a":[],"a":2}'], id="key-twice"),
+        pytest.param(['{"a":"x","a":"y"}', '{"a":"z","a":"y"}'], id="key-twice-same-type"),
+        pytest.param(['{"n":' + "1" * 30 + "}", '{"n":' + "1" * 29 + "2}"], id="past-64-bits"),
+        pytest.param(['{"n":18446744073709551616}', '{"n":1.8446744073709552e19}'], id="2**64"),
+        pytest.param(['{"x":1e2}', '{"x":100.0}'], id="float"),
+        pytest.param(['{"x":[1,"a"]}', '{"x":[1, "a"]}'], id="mixed-array"),
+        pytest.param(['{"a":"x y","b":1}', '{"b":1,"a":"x y"}', '{"a":"x","b":1}'], id="spaces"),
+        pytest.param(['{"k":"a\\u0062"}', '{"k":"ab"}'], id="escape"),
+    ],
+)
+def test_texts_of_one_value_are_one_signature_whatever_their_shapes(
+    tmp_path: Path, texts: list[str]
+) -> None:
+    """Texts of one value written in different ways (key orders, at any depth, in an array;
+    a key twice; numbers past 64 bits or written as floats; an escape): one signature, as
+    when every text is keyed; the other texts are alone."""
+    path = _filled(tmp_path / "t.jsonl", texts, [f"o{i}" for i in range(len(texts))])
+    alone, keyed = _alone_and_keyed(path)
+    assert alone == keyed
+    assert alone["signatures"] == 100 + 1 + (len(texts) == 3)
+
+
+def _written(value: Any, rnd: random.Random) -> str:
+    """``value`` as minified JSON text, each object's keys in a random order, some written
+    twice (the first value is lost: JSON readers keep the last), strings with or without
+    escapes."""
+    if isinstance(value, dict):
+        items = [f"{json.dumps(k)}:{_written(v, rnd)}" for k, v in value.items()]
+        rnd.shuffle(items)
+        if value and rnd.random() < 0.2:
+            items.insert(0, f"{json.dumps(rnd.choice(list(value)))}:{rnd.choice(['0', '[]'])}")
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_written(v, rnd) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=rnd.random() < 0.5)
+
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(0, 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet='ab :,{}[]"é-', max_size=4)
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(alphabet="abc", max_size=2), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    values=st.lists(st.dictionaries(st.text(alphabet="abc", max_size=2), _values), min_size=1),
+    picks=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 2**16)), min_size=1, max_size=12),
+)
+def test_texts_alone_by_their_shape_are_signed_as_keyed_texts(
+    values: list[dict[str, Any]], picks: list[tuple[int, int]]
+) -> None:
+    """Any values, each written in several ways (``_written``), among texts that are alone:
+    the report of check is the one of every text keyed."""
+    texts = [_written(values[i % len(values)], random.Random(seed)) for i, seed in picks]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = _filled(Path(tmp) / "t.jsonl", texts, [f"o{seed % 3}" for _, seed in picks])
+        alone, keyed = _alone_and_keyed(path)
+    assert alone == keyed
+
+
+def test_texts_of_parquet_are_as_written_and_never_alone(tmp_path: Path) -> None:
+    """A Parquet file's texts are as written (here with spaces and without): never told apart
+    by their shapes, which see no spaces."""
+    import duckdb
+
+    texts = [f'{{"i":{i}}}' for i in range(100)] + ['{"a": 1, "b": 2}', '{"a":1,"b":2}']
+    path = tmp_path / "t.parquet"
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT unnest(?) AS args", [texts])
+    con.execute(
+        "COPY (SELECT rowid + 1 AS seq, rowid + 1 AS line, 'r' AS run, rowid + 1 AS step, "
+        "'tool' AS kind, 'get' AS name, args, 'o' || rowid AS out, NULL::VARCHAR AS effect, "
+        f"NULL::BIGINT AS tokens FROM t ORDER BY rowid) TO '{path}' (FORMAT parquet)"
+    )
+    assert check_trace(path).signatures == 101
 
 
 def test_no_temporary_file_is_left_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
