@@ -339,6 +339,45 @@ def test_texts_alone_by_their_shape_are_signed_as_keyed_texts(
     assert alone == keyed
 
 
+@pytest.mark.parametrize("orders", [1, 2])
+def test_shapes_are_found_where_a_sample_finds_texts_alone(tmp_path: Path, orders: int) -> None:
+    """Past ``_SHAPED_FROM`` calls, a sample of the texts tells whether shapes pay: where a
+    trace writes each value in one key order, they do (and every text is alone); where it
+    writes them in two (one file each), they do not, and every text is keyed. The report is
+    the same either way."""
+    n = engine._SHAPED_FROM // 2 + 1
+    paths = [
+        write_jsonl(
+            tmp_path / f"{side}.jsonl",
+            [
+                call(
+                    "r",
+                    i,
+                    "t",
+                    {"q": f"x {i}", "n": i} if side or orders == 1 else {"n": i, "q": f"x {i}"},
+                    f"o{i % 7}",
+                )
+                for i in range(n)
+            ],
+        )
+        for side in range(2)
+    ]
+    told: list[str | None] = []
+    to_sign = Calls._to_sign
+
+    def spy(self: Calls, texts: str) -> str | None:
+        told.append(to_sign(self, texts))
+        return told[-1]
+
+    with patch.object(Calls, "_to_sign", spy):
+        report = check_trace(paths).to_dict()
+    assert (told == []) == (orders == 2)
+    assert all(t is not None and "LIMIT 0" in t for t in told)
+    with _shapes(False):
+        assert check_trace(paths).to_dict() == report
+    assert report["signatures"] == n
+
+
 def test_texts_of_parquet_are_as_written_and_never_alone(tmp_path: Path) -> None:
     """A Parquet file's texts are as written (here with spaces and without): never told apart
     by their shapes, which see no spaces."""

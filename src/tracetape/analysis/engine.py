@@ -27,7 +27,11 @@ is that canonical text (the signature key) and the *resource* the arguments name
 (``resource_keys``), joined back by the argument text (most texts' keys come back alone, in
 the order of the texts, and are paired with them by position). A signature's id is the
 ``ord`` of its first call. Keys are grouped where their hashes meet, and compared whole
-there: no digest stands for a value, so no two values can collide.
+there: no digest stands for a value, so no two values can collide. A text that no other
+text can equal is its own signature and needs no key: one written one way only (minified,
+no escape, no float), where the texts of its kind and name that hold the same keys all
+hold them in one order at every level (their JSON structure, found by DuckDB: a *shape*,
+see ``Calls._to_sign``). A trace whose writer keeps one key order has few texts to key.
 
 While Python signs, DuckDB (in another thread: the loop leaves a core free) builds ``runs``
 (per run: first call, calls, tokens, steps, the most calls of one step, and whether its
@@ -112,6 +116,9 @@ _NO_SHAPE = "NULL::VARCHAR AS shape, NULL::BIGINT AS keys"
 # calls whose texts' shapes are sampled first (``Calls._shaped``).
 _SHAPES = 10_000
 _SAMPLE = 8192
+# Below this many calls, no text is told alone: their queries cost ~10 ms more than they
+# save (a check of 2,000 calls took 75 against 90 ms, of 20,000 calls 155 against 151 ms).
+_SHAPED_FROM = 32_768
 # The types of JSON structure that a value written one way only has: a string with no
 # escape, an integer of 64 bits, a boolean, null (a float, or a mixed array: "JSON", may be
 # written in more ways than one).
@@ -983,13 +990,15 @@ class Calls:
 
     def _shaped(self, sides: str) -> bool:
         """Whether to find the shapes of the texts (``_to_sign``): not where some are as
-        written (a Parquet input's), nor where a sample of the texts (of every n-th call,
-        about ``_SAMPLE`` calls) has too few alone to pay for them. A shape costs DuckDB
-        about 0.9 us a text: a trace that writes each value in two key orders, whose texts
-        are never alone, took 25% longer with them."""
+        written (a Parquet input's), nor for fewer than ``_SHAPED_FROM`` calls, nor where a
+        sample of the texts (of every n-th call, about ``_SAMPLE`` calls) has too few alone
+        to pay for them. A shape costs DuckDB about 0.9 us a text: a trace that writes each
+        value in two key orders, whose texts are never alone, took 25% longer with them."""
         if self._verbatim:
             return False
         (rows,) = self.one("SELECT count(*) FROM calls0")
+        if rows < _SHAPED_FROM:
+            return False
         sample = self.rows(
             f"SELECT kind, name, how = 0, shape, keys, count(*) FROM (SELECT *, {_SHAPE} FROM "
             f"(SELECT *, {self._how()} AS how FROM (SELECT DISTINCT kind, name, args FROM "
