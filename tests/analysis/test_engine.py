@@ -339,26 +339,25 @@ def test_texts_alone_by_their_shape_are_signed_as_keyed_texts(
     assert alone == keyed
 
 
-@pytest.mark.parametrize("orders", [1, 2])
-def test_shapes_are_found_where_a_sample_finds_texts_alone(tmp_path: Path, orders: int) -> None:
+def _layout(layout: str, side: int, i: int) -> dict[str, Any]:
+    if layout == "two orders" and side:
+        return {"n": i, "q": f"x {i}"}
+    if layout == "keys name values":
+        return {f"q{i}": f"x {i}", "n": i}
+    return {"q": f"x {i}", "n": i}
+
+
+@pytest.mark.parametrize("layout", ["one order", "two orders", "keys name values"])
+def test_shapes_are_found_where_a_sample_finds_texts_alone(tmp_path: Path, layout: str) -> None:
     """Past ``_SHAPED_FROM`` calls, a sample of the texts tells whether shapes pay: where a
     trace writes each value in one key order, they do (and every text is alone); where it
-    writes them in two (one file each), they do not, and every text is keyed. The report is
-    the same either way."""
+    writes them in two (one file each), or its keys name values (a shape a text), they do
+    not, and every text is keyed. The report is the same either way."""
     n = engine._SHAPED_FROM // 2 + 1
     paths = [
         write_jsonl(
             tmp_path / f"{side}.jsonl",
-            [
-                call(
-                    "r",
-                    i,
-                    "t",
-                    {"q": f"x {i}", "n": i} if side or orders == 1 else {"n": i, "q": f"x {i}"},
-                    f"o{i % 7}",
-                )
-                for i in range(n)
-            ],
+            [call("r", i, "t", _layout(layout, side, i), f"o{i % 7}") for i in range(n)],
         )
         for side in range(2)
     ]
@@ -371,7 +370,7 @@ def test_shapes_are_found_where_a_sample_finds_texts_alone(tmp_path: Path, order
 
     with patch.object(Calls, "_to_sign", spy):
         report = check_trace(paths).to_dict()
-    assert (told == []) == (orders == 2)
+    assert (told == []) == (layout != "one order")
     assert all(t is not None and "LIMIT 0" in t for t in told)
     with _shapes(False):
         assert check_trace(paths).to_dict() == report

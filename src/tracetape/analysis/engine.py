@@ -116,6 +116,7 @@ _NO_SHAPE = "NULL::VARCHAR AS shape, NULL::BIGINT AS keys"
 # calls whose texts' shapes are sampled first (``Calls._shaped``).
 _SHAPES = 10_000
 _SAMPLE = 8192
+_REPEATS = 16
 # Below this many calls, no text is told alone: their queries cost ~10 ms more than they
 # save (a check of 2,000 calls took 75 against 90 ms, of 20,000 calls 155 against 151 ms).
 _SHAPED_FROM = 32_768
@@ -992,8 +993,10 @@ class Calls:
         """Whether to find the shapes of the texts (``_to_sign``): not where some are as
         written (a Parquet input's), nor for fewer than ``_SHAPED_FROM`` calls, nor where a
         sample of the texts (of every n-th call, about ``_SAMPLE`` calls) has too few alone
-        to pay for them. A shape costs DuckDB about 0.9 us a text: a trace that writes each
-        value in two key orders, whose texts are never alone, took 25% longer with them."""
+        to pay for them, or shapes that repeat less than ``_REPEATS`` times on average. A
+        shape costs DuckDB about 0.9 us a text: a trace that writes each value in two key
+        orders, whose texts are never alone, took 25% longer with them; one whose keys name
+        values (each text a shape of its own) took 10% longer."""
         if self._verbatim:
             return False
         (rows,) = self.one("SELECT count(*) FROM calls0")
@@ -1005,7 +1008,9 @@ class Calls:
             f"calls0 WHERE rowid % {max(1, rows // _SAMPLE)} = 0 AND {sides}))) "
             f"GROUP BY ALL LIMIT {_SHAPES + 1}"
         )
-        return _alone(sample) is not None
+        # Shapes that seldom repeat (a trace whose keys name values) are too many to tell.
+        texts = sum(n for *_, n in sample)
+        return len(sample) * _REPEATS <= texts and _alone(sample) is not None
 
     def _keys(self, texts: str, bare: str) -> set[int]:
         """The Python loop of ``_sign``: the signature key and resource of each text of the
