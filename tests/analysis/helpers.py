@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import orjson
+
+from tracetape.analysis.engine import Calls
 
 
 def call(
@@ -42,3 +47,18 @@ SEED_A = [
 SEED_B = [
     call("run_0043", 1, "search_issues", {"q": "broken:true", "page": 1}, "d4e5f6", tokens=817)
 ]
+
+
+@contextmanager
+def told_to_sign() -> Iterator[list[str | None]]:
+    """Yield what each ``Calls._to_sign`` of the analyses run inside returned (the texts to
+    key where some are alone; None: all)."""
+    told: list[str | None] = []
+    to_sign = Calls._to_sign
+
+    def spy(self: Calls, texts: str) -> str | None:
+        told.append(to_sign(self, texts))
+        return told[-1]
+
+    with patch.object(Calls, "_to_sign", spy):
+        yield told

@@ -23,7 +23,7 @@ from tracetape.analysis.engine import ORD, Calls, Input
 from tracetape.cli import main
 from tracetape.errors import ConfigError
 
-from .helpers import SEED_A, SEED_B, call, write_jsonl
+from .helpers import SEED_A, SEED_B, call, told_to_sign, write_jsonl
 
 
 def _many(tmp_path: Path, n: int = 20_000) -> Path:
@@ -128,13 +128,26 @@ def test_resources_of_many_batches_stay_whole(tmp_path: Path) -> None:
     assert [r for (r,) in found] == names
 
 
+def _parquet(path: Path, texts: list[str], out: str) -> Path:
+    """A Parquet export of one run of a call a step, a text each (``out``: SQL, its output)."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t AS SELECT unnest(?) AS args", [texts])
+    con.execute(
+        "COPY (SELECT rowid + 1 AS seq, rowid + 1 AS line, 'r' AS run, rowid + 1 AS step, "
+        f"'tool' AS kind, 'get' AS name, args, {out} AS out, NULL::VARCHAR AS effect, "
+        f"NULL::BIGINT AS tokens FROM t ORDER BY rowid) TO '{path}' (FORMAT parquet)"
+    )
+    return path
+
+
 def test_keys_of_many_batches_pair_with_their_texts(tmp_path: Path) -> None:
     """The keys of the texts that need no walk come back one a line, in the order of the
     table, and are paired with their texts by position: over several batches, read on
     several threads, with texts orjson cannot read (400 digits) in batches past the first
     (such a batch is signed again, row by row). Each text in two key orders is one
     signature, its own."""
-    import duckdb
 
     n = 66_000  # two texts each: over two batches of the loop (65,536)
     huge = "1" * 400
@@ -145,14 +158,7 @@ def test_keys_of_many_batches_pair_with_their_texts(tmp_path: Path) -> None:
     texts = [
         t for i in range(n) for t in (f'{{"a":{value(i)},"b":0}}', f'{{"b":0,"a":{value(i)}}}')
     ]
-    path = tmp_path / "t.parquet"
-    con = duckdb.connect()
-    con.execute("CREATE TABLE t AS SELECT unnest(?) AS args", [texts])
-    con.execute(
-        "COPY (SELECT rowid + 1 AS seq, rowid + 1 AS line, 'r' AS run, rowid + 1 AS step, "
-        "'tool' AS kind, 'get' AS name, args, 'o' AS out, NULL::VARCHAR AS effect, "
-        f"NULL::BIGINT AS tokens FROM t ORDER BY rowid) TO '{path}' (FORMAT parquet)"
-    )
+    path = _parquet(tmp_path / "t.parquet", texts, "'o'")
     with Calls(AnalysisConfig()) as calls:
         calls.load([Input(path)])
         calls.con.execute("SET threads = 4")
@@ -209,16 +215,9 @@ def test_a_key_over_the_csv_readers_line_is_read_whole(tmp_path: Path) -> None:
 @contextmanager
 def _shapes(found: bool) -> Iterator[list[str | None]]:
     """Shapes found (or not) whatever a sample says; yields what ``_to_sign`` returned."""
-    told: list[str | None] = []
-    to_sign = Calls._to_sign
-
-    def spy(self: Calls, texts: str) -> str | None:
-        told.append(to_sign(self, texts))
-        return told[-1]
-
     with (
         patch.object(Calls, "_shaped", lambda self, sides: found and not self._verbatim),
-        patch.object(Calls, "_to_sign", spy),
+        told_to_sign() as told,
     ):
         yield told
 
@@ -361,14 +360,7 @@ def test_shapes_are_found_where_a_sample_finds_texts_alone(tmp_path: Path, layou
         )
         for side in range(2)
     ]
-    told: list[str | None] = []
-    to_sign = Calls._to_sign
-
-    def spy(self: Calls, texts: str) -> str | None:
-        told.append(to_sign(self, texts))
-        return told[-1]
-
-    with patch.object(Calls, "_to_sign", spy):
+    with told_to_sign() as told:
         report = check_trace(paths).to_dict()
     assert (told == []) == (layout != "one order")
     assert all(t is not None and "LIMIT 0" in t for t in told)
@@ -380,18 +372,8 @@ def test_shapes_are_found_where_a_sample_finds_texts_alone(tmp_path: Path, layou
 def test_texts_of_parquet_are_as_written_and_never_alone(tmp_path: Path) -> None:
     """A Parquet file's texts are as written (here with spaces and without): never told apart
     by their shapes, which see no spaces."""
-    import duckdb
-
     texts = [f'{{"i":{i}}}' for i in range(100)] + ['{"a": 1, "b": 2}', '{"a":1,"b":2}']
-    path = tmp_path / "t.parquet"
-    con = duckdb.connect()
-    con.execute("CREATE TABLE t AS SELECT unnest(?) AS args", [texts])
-    con.execute(
-        "COPY (SELECT rowid + 1 AS seq, rowid + 1 AS line, 'r' AS run, rowid + 1 AS step, "
-        "'tool' AS kind, 'get' AS name, args, 'o' || rowid AS out, NULL::VARCHAR AS effect, "
-        f"NULL::BIGINT AS tokens FROM t ORDER BY rowid) TO '{path}' (FORMAT parquet)"
-    )
-    assert check_trace(path).signatures == 101
+    assert check_trace(_parquet(tmp_path / "t.parquet", texts, "'o' || rowid")).signatures == 101
 
 
 def test_no_temporary_file_is_left_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

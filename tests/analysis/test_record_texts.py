@@ -15,6 +15,8 @@ from tracetape.analysis import AnalysisConfig, check_records, diff_records
 from tracetape.analysis.engine import ORD, Calls
 from tracetape.record import Record, RecordTexts
 
+from .helpers import told_to_sign
+
 _encode = msgspec.json.Encoder().encode
 
 scalars = st.one_of(
@@ -166,7 +168,6 @@ def test_texts_alone_in_a_workspace_keep_apart() -> None:
     """Past the size where texts are told alone by their shapes (and ``dmap`` is a view of
     the analysis's own texts), analyses at once in one workspace give each its own report."""
     from concurrent.futures import ThreadPoolExecutor
-    from unittest.mock import patch
 
     from tracetape.analysis.engine import _SHAPED_FROM, Workspace
 
@@ -179,17 +180,10 @@ def test_texts_alone_in_a_workspace_keep_apart() -> None:
         ]  # fmt: skip
 
     pairs = [(_texts(run(k)), _texts(run(k + 1))) for k in range(1, 3)]
-    told: list[str | None] = []
-    to_sign = Calls._to_sign
-
-    def spy(self: Calls, texts: str) -> str | None:
-        told.append(to_sign(self, texts))
-        return told[-1]
-
     alone = [diff_records(a, b).to_dict() for a, b in pairs]
     workspace = Workspace()
     try:
-        with patch.object(Calls, "_to_sign", spy), ThreadPoolExecutor(2) as pool:
+        with told_to_sign() as told, ThreadPoolExecutor(2) as pool:
             shared = list(pool.map(lambda ab: diff_records(*ab, workspace=workspace), pairs * 2))
         assert [r.to_dict() for r in shared] == alone * 2
         assert len(told) == 4 and all(t is not None for t in told)
