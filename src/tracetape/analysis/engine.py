@@ -112,18 +112,40 @@ _SHAPE = (
     "(strlen(args) - strlen(replace(args, '\":', ''))) // 2 END AS keys"
 )
 _NO_SHAPE = "NULL::VARCHAR AS shape, NULL::BIGINT AS keys"
-# Beyond this many shapes, texts are not told alone by their shapes (see ``_alone``); the
-# calls whose texts' shapes are sampled first (``Calls._shaped``).
-_SHAPES = 10_000
+# The calls whose texts' shapes are sampled first (``Calls._shaped``).
 _SAMPLE = 8192
-_REPEATS = 16
 # Below this many calls, no text is told alone: their queries cost ~10 ms more than they
 # save (a check of 2,000 calls took 75 against 90 ms, of 20,000 calls 155 against 151 ms).
 _SHAPED_FROM = 32_768
 # The types of JSON structure that a value written one way only has: a string with no
 # escape, an integer of 64 bits, a boolean, null (a float, or a mixed array: "JSON", may be
-# written in more ways than one).
-_PLAIN_TYPES = frozenset({"VARCHAR", "UBIGINT", "BIGINT", "BOOLEAN", "NULL"})
+# written in more ways than one). A shape without them holds no value type (a string
+# followed by a comma, a bracket or its end: in a shape, a key is followed by a colon).
+_PLAIN_TYPES = ("UBIGINT", "BIGINT", "VARCHAR", "BOOLEAN", "NULL")
+_UNPLAIN = "shape"
+for _type in _PLAIN_TYPES:
+    _UNPLAIN = f"replace({_UNPLAIN}, '\"{_type}\"', '')"
+_UNPLAIN = f"regexp_matches({_UNPLAIN}, '\"[,}}\\]]|\"$')".replace("}", "}}")
+# The shapes of a table of texts (``{texts}``) whose texts are alone (see
+# ``Calls._to_sign``), with their number of texts (``n``): of a kind and name whose every
+# text is written one way only (``plain``), the shapes that no other shape of the kind and
+# name shares a class with. A shape's class: its number of keys and its length, the same
+# for any shape of the same keys in another order (a class may hold shapes of other keys
+# too: their texts are keyed, as they might be equal; sorted top-level keys in the class cost
+# 0.165 against 0.009 s for 150,000 shapes).
+_ALONE = f"""
+    WITH shapes AS (
+        SELECT kind, name, shape, keys, count(*) AS n, bool_and(how = 0) AS zero
+        FROM {{texts}} GROUP BY ALL),
+    plain AS (
+        SELECT *, coalesce(zero AND keys = (strlen(shape) - strlen(replace(shape, '":', ''))) // 2
+                           AND NOT {_UNPLAIN}, false) AS plain
+        FROM shapes)
+    SELECT kind, name, shape, keys, n FROM (
+        SELECT *, count(*) OVER (PARTITION BY kind, name, keys, strlen(shape)) AS ways
+        FROM plain ANTI JOIN (SELECT kind, name FROM plain WHERE NOT plain) USING (kind, name))
+    WHERE ways = 1
+"""
 
 # The columns of calls0, in order.
 COLUMNS = {
@@ -866,7 +888,8 @@ class Calls:
         self._dmap = "TABLE"
         con.execute(
             "DROP TABLE IF EXISTS dargs; DROP TABLE IF EXISTS dsign; DROP TABLE IF EXISTS dkey; "
-            "DROP TABLE IF EXISTS dres; DROP TABLE IF EXISTS dplain; DROP TABLE IF EXISTS dalone"
+            "DROP TABLE IF EXISTS dres; DROP TABLE IF EXISTS dplain; DROP TABLE IF EXISTS dalone; "
+            "DROP TABLE IF EXISTS dsample"
         )
         # Each distinct text (a text's id is its first call's ord), with what the loop below
         # must do to it (``_how``) and, where DuckDB can drop its top-level volatile keys
@@ -957,60 +980,58 @@ class Calls:
         """The texts of the table ``texts`` that need no walk (``how`` 0) and whose keys
         ``_keys`` must find, where some are alone (a table of the others); else None (all).
 
-        A text is alone if no other text can hold its value. Texts of one kind and name
-        whose values share a shape up to key order (a class) are told apart by their text
-        where they are written one way only: minified (so no input is a Parquet file, whose
-        texts are as written), with no escape (``how`` 0), each value a string, an integer
-        of 64 bits, a boolean or null (``_PLAIN_TYPES``), no object an element of an array
-        and no key twice in an object (then the shape names the key order of every object).
-        Two such texts with the same shape are two values if their texts differ. So where
-        every text of a kind and name is written one way only, and a class's texts all have
-        one shape, each of them is alone: its own signature, with no key (a key cost a Python
-        parse and write, ~0.9 us a text). A class with two shapes (the same keys in two
-        orders) is signed as any other text."""
-        shapes = self.rows(
-            f"SELECT kind, name, how = 0, shape, keys, count(*) FROM {texts} GROUP BY ALL "
-            f"LIMIT {_SHAPES + 1}"
-        )
-        found = _alone(shapes)
-        if found is None:
+        A text is alone if no other text can hold its value. Texts written one way only are
+        told apart by their text where they share a shape: minified (so no input is a
+        Parquet file, whose texts are as written), with no escape (``how`` 0), each value a
+        string, an integer of 64 bits, a boolean or null (``_PLAIN_TYPES``), no object an
+        element of an array and no key twice in an object (then the shape names the key
+        order of every object). Two such texts with the same shape are two values if their
+        texts differ; two with shapes of different classes (``_ALONE``) are two values too.
+        So where every text of a kind and name is written one way only, a shape alone in its
+        class has each of its texts alone: its own signature, with no key (a key cost a
+        Python parse and write, ~0.9 us a text). A class with two shapes (the same keys in
+        two orders) has its texts signed as any other text."""
+        self.con.execute(f"CREATE TABLE dalone AS {_ALONE.format(texts=texts)}")
+        alone, rest = self._counts(texts)
+        if _few(alone, rest):
             return None
-        alone, rest = found
         if not rest:
             return f"(SELECT first, kind, name, args FROM {texts} LIMIT 0)"
-        self.con.execute(
-            "CREATE TABLE dalone AS SELECT unnest($1) AS kind, unnest($2) AS name, "
-            "unnest($3) AS shape, unnest($4)::BIGINT AS keys",
-            [list(column) for column in zip(*alone, strict=True)],
-        )
         self.con.execute(
             f"CREATE TABLE dplain AS SELECT first, kind, name, args FROM {texts} "
             "ANTI JOIN dalone USING (kind, name, shape, keys) WHERE how = 0"
         )
         return "dplain"
 
+    def _counts(self, texts: str) -> tuple[int, int]:
+        """The texts of ``dalone``'s shapes, and the other texts of ``how`` 0 of ``texts``."""
+        alone, zero = self.one(
+            "SELECT (SELECT coalesce(sum(n), 0) FROM dalone), "
+            f"(SELECT count(*) FROM {texts} WHERE how = 0)"
+        )
+        return int(alone), int(zero) - int(alone)
+
     def _shaped(self, sides: str) -> bool:
         """Whether to find the shapes of the texts (``_to_sign``): not where some are as
         written (a Parquet input's), nor for fewer than ``_SHAPED_FROM`` calls, nor where a
         sample of the texts (of every n-th call, about ``_SAMPLE`` calls) has too few alone
-        to pay for them, or shapes that repeat less than ``_REPEATS`` times on average. A
-        shape costs DuckDB about 0.9 us a text: a trace that writes each value in two key
-        orders, whose texts are never alone, took 25% longer with them; one whose keys name
-        values (each text a shape of its own) took 10% longer."""
+        to pay for them. A shape costs DuckDB about 0.9 us a text: a trace that writes each
+        value in two key orders, whose texts are never alone, took 25% longer with them; one
+        whose keys name values (a shape a text, many a class) 10% longer."""
         if self._verbatim:
             return False
         (rows,) = self.one("SELECT count(*) FROM calls0")
         if rows < _SHAPED_FROM:
             return False
-        sample = self.rows(
-            f"SELECT kind, name, how = 0, shape, keys, count(*) FROM (SELECT *, {_SHAPE} FROM "
-            f"(SELECT *, {self._how()} AS how FROM (SELECT DISTINCT kind, name, args FROM "
-            f"calls0 WHERE rowid % {max(1, rows // _SAMPLE)} = 0 AND {sides}))) "
-            f"GROUP BY ALL LIMIT {_SHAPES + 1}"
+        self.con.execute(
+            f"CREATE TABLE dsample AS SELECT *, {_SHAPE} FROM (SELECT *, {self._how()} AS how "
+            f"FROM (SELECT DISTINCT kind, name, args FROM calls0 "
+            f"WHERE rowid % {max(1, rows // _SAMPLE)} = 0 AND {sides}))"
         )
-        # Shapes that seldom repeat (a trace whose keys name values) are too many to tell.
-        texts = sum(n for *_, n in sample)
-        return len(sample) * _REPEATS <= texts and _alone(sample) is not None
+        self.con.execute(f"CREATE TABLE dalone AS {_ALONE.format(texts='dsample')}")
+        alone, rest = self._counts("dsample")
+        self.con.execute("DROP TABLE dalone; DROP TABLE dsample")
+        return not _few(alone, rest)
 
     def _keys(self, texts: str, bare: str) -> set[int]:
         """The Python loop of ``_sign``: the signature key and resource of each text of the
@@ -1290,54 +1311,10 @@ def _how(normalizer: Normalizer, keys: Sequence[str]) -> str:
     return f"CASE WHEN {either} THEN {how(True)} ELSE {how(False)} END"
 
 
-def _alone(
-    shapes: Sequence[tuple[str, str, bool, str | None, int | None, int]],
-) -> tuple[list[tuple[str, str, str, int]], int] | None:
-    """Of the shapes of texts (kind, name, whether ``how`` is 0, shape, keys, texts: see
-    ``Calls._to_sign``), those whose texts are alone, and the number of the other texts of
-    ``how`` 0; None where the shapes are too many to tell (over ``_SHAPES``) or the texts
-    alone too few to be worth it (under an eighth: the others are copied for ``_keys``)."""
-    if len(shapes) > _SHAPES:
-        return None
-    mixed: set[tuple[str, str]] = set()  # a kind and name with a text not written one way
-    classes: dict[tuple[str, str, bytes], list[tuple[str, int, int]]] = {}
-    for kind, name, zero, shape, keys, count in shapes:
-        label = _label(shape, keys) if zero and shape is not None and keys is not None else None
-        if label is None:
-            mixed.add((kind, name))
-        else:
-            classes.setdefault((kind, name, label), []).append((shape or "", keys or 0, count))
-    alone = [
-        (kind, name, members[0])
-        for (kind, name, _), members in classes.items()
-        if len(members) == 1 and (kind, name) not in mixed
-    ]
-    count = sum(n for *_, (_, _, n) in alone)
-    rest = sum(n for _, _, zero, _, _, n in shapes if zero) - count
-    if not alone or count * 7 < rest:
-        return None
-    return [(kind, name, shape, keys) for kind, name, (shape, keys, _) in alone], rest
-
-
-def _label(shape: str, keys: int) -> bytes | None:
-    """A shape up to key order (its keys sorted), if its texts are written one way only:
-    each value of a type of ``_PLAIN_TYPES``, and as many keys in it as in its texts (an
-    object that holds a key twice has one in its shape); else None."""
-    found = 0
-
-    def plain(value: Any) -> bool:
-        nonlocal found
-        if type(value) is dict:
-            found += len(value)
-            return all(plain(v) for v in value.values())
-        if type(value) is list:
-            return all(plain(v) for v in value)
-        return value in _PLAIN_TYPES
-
-    structure = orjson.loads(shape)
-    if not plain(structure) or found != keys:
-        return None
-    return orjson.dumps(structure, option=_SORT)
+def _few(alone: int, rest: int) -> bool:
+    """Whether texts alone are too few to be worth copying the others for ``_keys``: none,
+    or under an eighth of the texts of ``how`` 0."""
+    return not alone or alone * 7 < rest
 
 
 def _may_change(normalizer: Normalizer, spelled: bool = True) -> str:
