@@ -148,7 +148,6 @@ def test_keys_of_many_batches_pair_with_their_texts(tmp_path: Path) -> None:
     several threads, with texts orjson cannot read (400 digits) in batches past the first
     (such a batch is signed again, row by row). Each text in two key orders is one
     signature, its own."""
-
     n = 66_000  # two texts each: over two batches of the loop (65,536)
     huge = "1" * 400
 

@@ -102,50 +102,62 @@ _KEY_DIALECT = "delim = '\x01', quote = '', escape = ''"
 # A signed text's key's hash (of dkey's columns): texts whose key's hash no other text shares
 # are their own signatures (see _sign).
 _KEY_HASH = "hash(kind, name, key)"
+
+
+def _keys_in(text: str) -> str:
+    """SQL: the number of keys of a JSON text with no escape (a key ends with '":', found
+    nowhere else where no string holds a quote), or of a shape."""
+    return f"(strlen({text}) - strlen(replace({text}, '\":', ''))) // 2"
+
+
 # A text's *shape* (see ``Calls._to_sign``), where the loop need not walk it (``how`` 0) and
 # no object is an element of an array: its JSON structure (its keys in their order at each
-# level, each value's type), and its number of keys (a key ends with '":', found nowhere else
-# in a text with no escape, where no string holds a quote).
+# level, each value's type), and its number of keys.
+_SHAPED_TEXT = "how = 0 AND NOT (contains(args, '[{') OR contains(args, ',{'))"
 _SHAPE = (
-    "CASE WHEN how = 0 AND NOT (contains(args, '[{') OR contains(args, ',{')) THEN "
-    "json_structure(args)::VARCHAR END AS shape, CASE WHEN how = 0 THEN "
-    "(strlen(args) - strlen(replace(args, '\":', ''))) // 2 END AS keys"
+    f"CASE WHEN {_SHAPED_TEXT} THEN json_structure(args)::VARCHAR END AS shape, "
+    f"CASE WHEN {_SHAPED_TEXT} THEN {_keys_in('args')} END AS keys"
 )
 _NO_SHAPE = "NULL::VARCHAR AS shape, NULL::BIGINT AS keys"
+# The tables that signing builds on its way to ``dmap`` (besides ``dargs``).
+_SIGNING = ("dsign", "dkey", "dres", "dplain", "dalone", "dsample")
 # The calls whose texts' shapes are sampled first (``Calls._shaped``).
 _SAMPLE = 8192
-# Below this many calls, no text is told alone: their queries cost ~10 ms more than they
-# save (a check of 2,000 calls took 75 against 90 ms, of 20,000 calls 155 against 151 ms).
+# Below this many calls, no text is told alone: their queries cost more than they save (a
+# diff of 4,000 calls in a fresh process took 264 against 252 ms with them, of 30,000 calls
+# 371 against 368 ms).
 _SHAPED_FROM = 32_768
 # The types of JSON structure that a value written one way only has: a string with no
 # escape, an integer of 64 bits, a boolean, null (a float, or a mixed array: "JSON", may be
 # written in more ways than one). A shape without them holds no value type (a string
 # followed by a comma, a bracket or its end: in a shape, a key is followed by a colon).
 _PLAIN_TYPES = ("UBIGINT", "BIGINT", "VARCHAR", "BOOLEAN", "NULL")
-_UNPLAIN = "shape"
-for _type in _PLAIN_TYPES:
-    _UNPLAIN = f"replace({_UNPLAIN}, '\"{_type}\"', '')"
-_UNPLAIN = f"regexp_matches({_UNPLAIN}, '\"[,}}\\]]|\"$')".replace("}", "}}")
-# The shapes of a table of texts (``{texts}``) whose texts are alone (see
-# ``Calls._to_sign``), with their number of texts (``n``): of a kind and name whose every
-# text is written one way only (``plain``), the shapes that no other shape of the kind and
-# name shares a class with. A shape's class: its number of keys and its length, the same
-# for any shape of the same keys in another order (a class may hold shapes of other keys
-# too: their texts are keyed, as they might be equal; sorted top-level keys in the class cost
-# 0.165 against 0.009 s for 150,000 shapes).
-_ALONE = f"""
-    WITH shapes AS (
-        SELECT kind, name, shape, keys, count(*) AS n, bool_and(how = 0) AS zero
-        FROM {{texts}} GROUP BY ALL),
-    plain AS (
-        SELECT *, coalesce(zero AND keys = (strlen(shape) - strlen(replace(shape, '":', ''))) // 2
-                           AND NOT {_UNPLAIN}, false) AS plain
-        FROM shapes)
-    SELECT kind, name, shape, keys, n FROM (
-        SELECT *, count(*) OVER (PARTITION BY kind, name, keys, strlen(shape)) AS ways
-        FROM plain ANTI JOIN (SELECT kind, name FROM plain WHERE NOT plain) USING (kind, name))
-    WHERE ways = 1
-"""
+
+
+def _alone(texts: str) -> str:
+    """SQL: the shapes of the table ``texts`` whose texts are alone (see ``Calls._to_sign``),
+    with their number of texts (``n``): of a kind and name whose every text is written one
+    way only (``plain``), the shapes that no other shape of the kind and name shares a class
+    with. A shape's class: its number of keys and its length, the same for any shape of the
+    same keys in another order (a class may hold shapes of other keys too: their texts are
+    keyed, as they might be equal; sorted top-level keys in the class cost 0.165 against
+    0.009 s for 150,000 shapes)."""
+    stripped = "shape"
+    for name in _PLAIN_TYPES:
+        stripped = f"replace({stripped}, '\"{name}\"', '')"
+    return f"""
+        WITH shapes AS (
+            SELECT kind, name, shape, keys, count(*) AS n, bool_and(how = 0) AS zero
+            FROM {texts} GROUP BY ALL),
+        plain AS (
+            SELECT *, coalesce(zero AND keys = {_keys_in("shape")}
+                               AND NOT regexp_matches({stripped}, '"[,}}\\]]|"$'), false) AS plain
+            FROM shapes)
+        SELECT kind, name, shape, keys, n FROM (
+            SELECT *, count(*) OVER (PARTITION BY kind, name, keys, strlen(shape)) AS ways
+            FROM plain ANTI JOIN (SELECT kind, name FROM plain WHERE NOT plain) USING (kind, name))
+        WHERE ways = 1"""
+
 
 # The columns of calls0, in order.
 COLUMNS = {
@@ -885,12 +897,7 @@ class Calls:
     def _sign(self, side_of: str) -> set[int]:
         sides = f"({side_of}) > 0"
         con = self.con
-        self._dmap = "TABLE"
-        con.execute(
-            "DROP TABLE IF EXISTS dargs; DROP TABLE IF EXISTS dsign; DROP TABLE IF EXISTS dkey; "
-            "DROP TABLE IF EXISTS dres; DROP TABLE IF EXISTS dplain; DROP TABLE IF EXISTS dalone; "
-            "DROP TABLE IF EXISTS dsample"
-        )
+        self._drop("dargs", *_SIGNING)
         # Each distinct text (a text's id is its first call's ord), with what the loop below
         # must do to it (``_how``) and, where DuckDB can drop its top-level volatile keys
         # exactly, the text without them (``norm``, see ``_unvolatile``).
@@ -926,16 +933,16 @@ class Calls:
             self._wait_ordered()
             con.execute("DROP TABLE runs")
             return failed
-        (keyed,) = self.one("SELECT (SELECT count(*) FROM dkey) + (SELECT count(*) FROM dres)")
+        (keyed,) = self.one("SELECT count(*) FROM dkey")  # a text with a resource is keyed
         if not keyed and not dropped:
             # Every text is alone: its own signature, named by a view of dargs (a copy of
             # 1.5M texts cost 0.1-0.4 s).
             con.execute(
                 "CREATE VIEW dmap AS SELECT kind, name, args, first, NULL::VARCHAR AS resource, "
-                "first AS sid FROM dargs; DROP TABLE dkey; DROP TABLE dres; "
-                "DROP TABLE IF EXISTS dplain; DROP TABLE IF EXISTS dalone"
+                "first AS sid FROM dargs"
             )
             self._dmap = "VIEW"
+            self._drop(*_SIGNING)
             return set()
         # A signature is (kind, name, the canonical JSON text of the normalized args); its
         # sid is its first call's ord, so sids follow the order of first appearance. Every
@@ -966,11 +973,12 @@ class Calls:
                 FROM dargs d JOIN ({signed}) s ON s.kind = d.kind AND s.name = d.name
                 AND s.args = coalesce(d.norm, d.args)"""
         con.execute(f"CREATE TABLE dmap AS {signed}")
-        con.execute(
-            "DROP TABLE dargs; DROP TABLE IF EXISTS dsign; DROP TABLE dkey; DROP TABLE dres; "
-            "DROP TABLE IF EXISTS dplain; DROP TABLE IF EXISTS dalone"
-        )
+        self._drop("dargs", *_SIGNING)
         return set()
+
+    def _drop(self, *tables: str) -> None:
+        """Drop ``tables``, those that exist."""
+        self.con.execute("".join(f"DROP TABLE IF EXISTS {table};" for table in tables))
 
     def _how(self) -> str:
         """What the loop of ``_keys`` must do to an argument text: ``_how``."""
@@ -986,12 +994,12 @@ class Calls:
         string, an integer of 64 bits, a boolean or null (``_PLAIN_TYPES``), no object an
         element of an array and no key twice in an object (then the shape names the key
         order of every object). Two such texts with the same shape are two values if their
-        texts differ; two with shapes of different classes (``_ALONE``) are two values too.
+        texts differ; two with shapes of different classes (``_alone``) are two values too.
         So where every text of a kind and name is written one way only, a shape alone in its
         class has each of its texts alone: its own signature, with no key (a key cost a
         Python parse and write, ~0.9 us a text). A class with two shapes (the same keys in
         two orders) has its texts signed as any other text."""
-        self.con.execute(f"CREATE TABLE dalone AS {_ALONE.format(texts=texts)}")
+        self.con.execute(f"CREATE TABLE dalone AS {_alone(texts)}")
         alone, rest = self._counts(texts)
         if _few(alone, rest):
             return None
@@ -1028,9 +1036,9 @@ class Calls:
             f"FROM (SELECT DISTINCT kind, name, args FROM calls0 "
             f"WHERE rowid % {max(1, rows // _SAMPLE)} = 0 AND {sides}))"
         )
-        self.con.execute(f"CREATE TABLE dalone AS {_ALONE.format(texts='dsample')}")
+        self.con.execute(f"CREATE TABLE dalone AS {_alone('dsample')}")
         alone, rest = self._counts("dsample")
-        self.con.execute("DROP TABLE dalone; DROP TABLE dsample")
+        self._drop("dalone", "dsample")
         return not _few(alone, rest)
 
     def _keys(self, texts: str, bare: str) -> set[int]:
@@ -1135,11 +1143,15 @@ class Calls:
             f"UNION ALL SELECT first, kind, name, key FROM {texts} JOIN {{}} USING (first)"
         )
         columns = {"first": "BIGINT", "key": "VARCHAR"}
-        try:
+
+        def create() -> None:
             self.con.execute(query.format(plain.scan({"key": "VARCHAR"}), keys.scan(columns)))
+
+        try:
+            create()
         except duckdb.InvalidInputException:  # a key over 2 MB: the lines are measured
             plain.measure()
-            self.con.execute(query.format(plain.scan({"key": "VARCHAR"}), keys.scan(columns)))
+            create()
         named.load(self.con, "dres", {"first": "BIGINT", "resource": "VARCHAR"})
         return set()
 
