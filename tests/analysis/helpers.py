@@ -62,3 +62,19 @@ def told_to_sign() -> Iterator[list[str | None]]:
 
     with patch.object(Calls, "_to_sign", spy):
         yield told
+
+
+@contextmanager
+def families() -> Iterator[list[int]]:
+    """Yield the number of families whose texts DuckDB keyed, of each ``Calls._to_sign`` of
+    the analyses run inside."""
+    keyed: list[int] = []
+    to_sign = Calls._to_sign
+
+    def spy(self: Calls, texts: str) -> str | None:
+        bare = to_sign(self, texts)
+        keyed.append(len(self._structures))
+        return bare
+
+    with patch.object(Calls, "_to_sign", spy):
+        yield keyed

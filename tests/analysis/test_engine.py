@@ -23,7 +23,7 @@ from tracetape.analysis.engine import ORD, Calls, Input
 from tracetape.cli import main
 from tracetape.errors import ConfigError
 
-from .helpers import SEED_A, SEED_B, call, told_to_sign, write_jsonl
+from .helpers import SEED_A, SEED_B, call, families, told_to_sign, write_jsonl
 
 
 def _many(tmp_path: Path, n: int = 20_000) -> Path:
@@ -288,19 +288,23 @@ def test_texts_of_one_value_are_one_signature_whatever_their_shapes(
     assert alone["signatures"] == 100 + 1 + (len(texts) == 3)
 
 
-def _written(value: Any, rnd: random.Random) -> str:
+def _written(value: Any, rnd: random.Random, plain: bool = False) -> str:
     """``value`` as minified JSON text, each object's keys in a random order, some written
     twice (the first value is lost: JSON readers keep the last), strings with or without
-    escapes."""
+    escapes; ``plain``: no key twice, no escape."""
+
+    def text(scalar: Any) -> str:
+        return json.dumps(scalar, ensure_ascii=not plain and rnd.random() < 0.5)
+
     if isinstance(value, dict):
-        items = [f"{json.dumps(k)}:{_written(v, rnd)}" for k, v in value.items()]
+        items = [f"{text(k)}:{_written(v, rnd, plain)}" for k, v in value.items()]
         rnd.shuffle(items)
-        if value and rnd.random() < 0.2:
+        if value and not plain and rnd.random() < 0.2:
             items.insert(0, f"{json.dumps(rnd.choice(list(value)))}:{rnd.choice(['0', '[]'])}")
         return "{" + ",".join(items) + "}"
     if isinstance(value, list):
-        return "[" + ",".join(_written(v, rnd) for v in value) + "]"
-    return json.dumps(value, ensure_ascii=rnd.random() < 0.5)
+        return "[" + ",".join(_written(v, rnd, plain) for v in value) + "]"
+    return text(value)
 
 
 _scalars = (
@@ -314,7 +318,7 @@ _values = st.recursive(
     _scalars,
     lambda inner: (
         st.lists(inner, max_size=3)
-        | st.dictionaries(st.text(alphabet="abc", max_size=2), inner, max_size=3)
+        | st.dictionaries(st.text(alphabet="abcA'é", max_size=2), inner, max_size=3)
     ),
     max_leaves=6,
 )
@@ -322,7 +326,7 @@ _values = st.recursive(
 
 @settings(max_examples=40, deadline=None)
 @given(
-    values=st.lists(st.dictionaries(st.text(alphabet="abc", max_size=2), _values), min_size=1),
+    values=st.lists(st.dictionaries(st.text(alphabet="abcA'é", max_size=2), _values), min_size=1),
     picks=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 2**16)), min_size=1, max_size=12),
 )
 def test_texts_alone_by_their_shape_are_signed_as_keyed_texts(
@@ -337,20 +341,123 @@ def test_texts_alone_by_their_shape_are_signed_as_keyed_texts(
     assert alone == keyed
 
 
+@pytest.mark.parametrize(
+    ("texts", "caps", "expected"),
+    [
+        pytest.param(['{"a":{"b":1},"c":2}', '{"a":{"c":1},"c":2}'], {}, (2, 0, False), id="keys"),
+        pytest.param(['{"it\'s":1,"b":2}', '{"b":2,"it\'s":1}'], {}, (1, 1, False), id="quote"),
+        pytest.param(['{"a":1,"A":2}', '{"A":2,"a":1}'], {}, (1, 0, True), id="case"),
+        pytest.param(['{"":1,"b":2}', '{"b":2,"":1}'], {}, (1, 0, True), id="empty-key"),
+        pytest.param(
+            ['{"a":1,"b":2}', '{"b":2,"a":1}', '{"c":1,"d":[2]}', '{"d":[2],"c":1}'],
+            {"_FAMILIES": 1},
+            (2, 1, True),
+            id="families-cap",
+        ),
+        pytest.param(
+            ['{"a":1,"b":2}', '{"b":2,"a":1}'], {"_FAMILY_SHAPES": 1}, (1, 0, True), id="shapes-cap"
+        ),
+    ],
+)
+def test_families_of_shapes_are_keyed_by_duckdb_or_python(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    texts: list[str],
+    caps: dict[str, int],
+    expected: tuple[int, int, bool],
+) -> None:
+    """A class's shapes of other keys are alone; a family's texts (the same keys in other
+    orders) are keyed by DuckDB, unless their keys are not a struct's (empty, the same but
+    for case) or past the caps: then by Python, as before. ``expected``: the signatures of
+    ``texts``, the families DuckDB keyed, whether Python keyed some texts."""
+    for name, value in caps.items():
+        monkeypatch.setattr(engine, name, value)
+    path = _filled(tmp_path / "t.jsonl", texts, [f"o{i}" for i in range(len(texts))])
+    with _shapes(True) as told, families() as keyed_in_duckdb:
+        report = check_trace(path).to_dict()
+    signatures, structures, python = expected
+    assert keyed_in_duckdb == [structures]
+    assert (told[0] == "dplain") == python
+    with _shapes(False):
+        assert check_trace(path).to_dict() == report
+    assert report["signatures"] == 100 + signatures
+
+
+def test_a_family_among_texts_too_few_to_sign_in_duckdb_is_keyed_by_python(
+    tmp_path: Path,
+) -> None:
+    """Where the texts DuckDB would sign are under an eighth of those Python keys anyway (of
+    floats here), Python keys them all, a family's too."""
+    floats = [f'{{"x":{i}.5}}' for i in range(1000)]
+    texts = ['{"a":1,"b":2}', '{"b":2,"a":1}', *floats]
+    path = _filled(tmp_path / "t.jsonl", texts[:2], ["o1", "o2"])
+    with path.open("a") as out:
+        out.writelines(
+            f'{{"run_id":"r","step":{i + 200},"tool":"g","args":{text},"output_sha":"o"}}\n'
+            for i, text in enumerate(floats)
+        )
+    with _shapes(True) as told:
+        report = check_trace(path).to_dict()
+    assert told == [None]
+    assert report["signatures"] == 100 + 1 + 1000
+
+
+_plain_strings = st.text(alphabet="ab ,{}[]é'/", max_size=4)
+_plain_scalars = st.none() | st.booleans() | st.integers(0, 2**64 - 1) | _plain_strings
+_plain_keys = st.text(alphabet="abAB'é :", min_size=1, max_size=2)
+_plain_values = st.recursive(
+    _plain_scalars,
+    lambda inner: (
+        st.lists(st.integers(0, 2**64 - 1), max_size=3)
+        | st.lists(_plain_strings | st.none(), max_size=3)
+        | st.lists(st.lists(st.integers(0, 9), max_size=2), max_size=2)
+        | st.dictionaries(_plain_keys, inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    values=st.lists(
+        st.dictionaries(_plain_keys, _plain_values, min_size=2, max_size=4), min_size=1, max_size=3
+    ),
+    picks=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 2**16)), min_size=1, max_size=12),
+)
+def test_texts_keyed_by_duckdb_are_signed_as_keyed_texts(
+    values: list[dict[str, Any]], picks: list[tuple[int, int]]
+) -> None:
+    """Values written one way only but for their key orders (``_written``, ``plain``): the
+    texts of a family of shapes (the same keys in other orders) are keyed by DuckDB, and the
+    report of check is the one of every text keyed by Python. Keys that differ but for case,
+    or are empty, leave the family to Python."""
+    texts = [_written(values[i % len(values)], random.Random(seed), True) for i, seed in picks]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = _filled(Path(tmp) / "t.jsonl", texts, [f"o{seed % 3}" for _, seed in picks])
+        alone, keyed = _alone_and_keyed(path)
+    assert alone == keyed
+
+
 def _layout(layout: str, side: int, i: int) -> dict[str, Any]:
     if layout == "two orders" and side:
-        return {"n": i, "q": f"x {i}"}
+        return {"o": {"m": i % 3, "l": [i]}, "n": i, "q": f"x {i}"}
     if layout == "keys name values":
         return {f"q{i}": f"x {i}", "n": i}
-    return {"q": f"x {i}", "n": i}
+    if layout == "floats":
+        return {"q": f"x {i}", "n": i + 0.5}
+    return {"q": f"x {i}", "n": i, "o": {"l": [i], "m": i % 3}}
 
 
-@pytest.mark.parametrize("layout", ["one order", "two orders", "keys name values"])
-def test_shapes_are_found_where_a_sample_finds_texts_alone(tmp_path: Path, layout: str) -> None:
+@pytest.mark.parametrize("layout", ["one order", "two orders", "keys name values", "floats"])
+def test_shapes_are_found_where_a_sample_finds_texts_to_sign_in_duckdb(
+    tmp_path: Path, layout: str
+) -> None:
     """Past ``_SHAPED_FROM`` calls, a sample of the texts tells whether shapes pay: where a
-    trace writes each value in one key order, they do (and every text is alone); where it
-    writes them in two (one file each), or its keys name values (a shape a text), they do
-    not, and every text is keyed. The report is the same either way."""
+    trace writes each value in one key order, or its keys name values (a shape a text),
+    every text is alone; where it writes them in two (one file each, nested objects too),
+    DuckDB keys every text, in one family; where its values are floats (written in more ways
+    than one), shapes do not pay, and Python keys every text. The report is the same either
+    way."""
     n = engine._SHAPED_FROM // 2 + 1
     paths = [
         write_jsonl(
@@ -359,10 +466,11 @@ def test_shapes_are_found_where_a_sample_finds_texts_alone(tmp_path: Path, layou
         )
         for side in range(2)
     ]
-    with told_to_sign() as told:
+    with told_to_sign() as told, families() as keyed_in_duckdb:
         report = check_trace(paths).to_dict()
-    assert (told == []) == (layout != "one order")
+    assert (told == []) == (layout == "floats")
     assert all(t is not None and "LIMIT 0" in t for t in told)
+    assert keyed_in_duckdb == ([1] if layout == "two orders" else [0] * len(told))
     with _shapes(False):
         assert check_trace(paths).to_dict() == report
     assert report["signatures"] == n

@@ -120,7 +120,7 @@ _SHAPE = (
 )
 _NO_SHAPE = "NULL::VARCHAR AS shape, NULL::BIGINT AS keys"
 # The tables that signing builds on its way to ``dmap`` (besides ``dargs``).
-_SIGNING = ("dsign", "dkey", "dres", "dplain", "dalone", "dsample")
+_SIGNING = ("dsign", "dkey", "dres", "dplain", "dalone", "dsample", "dshapes", "dfkey")
 # The calls whose texts' shapes are sampled first (``Calls._shaped``).
 _SAMPLE = 8192
 # Below this many calls, no text is told alone: their queries cost more than they save (a
@@ -132,16 +132,19 @@ _SHAPED_FROM = 32_768
 # written in more ways than one). A shape without them holds no value type (a string
 # followed by a comma, a bracket or its end: in a shape, a key is followed by a colon).
 _PLAIN_TYPES = ("UBIGINT", "BIGINT", "VARCHAR", "BOOLEAN", "NULL")
+# The most shapes of classes of more than one shape that ``_families`` reads (a shape costs
+# it ~3 us), and the most families whose texts DuckDB keys (a branch of one CASE each).
+_FAMILY_SHAPES = 4096
+_FAMILIES = 64
 
 
-def _alone(texts: str) -> str:
-    """SQL: the shapes of the table ``texts`` whose texts are alone (see ``Calls._to_sign``),
-    with their number of texts (``n``): of a kind and name whose every text is written one
-    way only (``plain``), the shapes that no other shape of the kind and name shares a class
-    with. A shape's class: its number of keys and its length, the same for any shape of the
-    same keys in another order (a class may hold shapes of other keys too: their texts are
-    keyed, as they might be equal; sorted top-level keys in the class cost 0.165 against
-    0.009 s for 150,000 shapes)."""
+def _plain_shapes(texts: str) -> str:
+    """SQL: the shapes of the table ``texts`` whose every text of their kind and name is
+    written one way only (``plain``, see ``Calls._to_sign``), each with its number of texts
+    (``n``) and of shapes in its class (``ways``). A shape's class: its number of keys, its
+    length and the hash of its sorted top-level keys, the same for any shape of the same keys
+    in other orders at any level (a class may hold shapes of other keys too, in nested
+    objects or where hashes meet: ``_families`` tells them apart)."""
     stripped = "shape"
     for name in _PLAIN_TYPES:
         stripped = f"replace({stripped}, '\"{name}\"', '')"
@@ -153,10 +156,35 @@ def _alone(texts: str) -> str:
             SELECT *, coalesce(zero AND keys = {_keys_in("shape")}
                                AND NOT regexp_matches({stripped}, '"[,}}\\]]|"$'), false) AS plain
             FROM shapes)
-        SELECT kind, name, shape, keys, n FROM (
-            SELECT *, count(*) OVER (PARTITION BY kind, name, keys, strlen(shape)) AS ways
-            FROM plain ANTI JOIN (SELECT kind, name FROM plain WHERE NOT plain) USING (kind, name))
-        WHERE ways = 1"""
+        SELECT kind, name, shape, keys, n, count(*) OVER (
+                PARTITION BY kind, name, keys, strlen(shape), hash(list_sort(json_keys(shape)))
+            ) AS ways
+        FROM plain ANTI JOIN (SELECT kind, name FROM plain WHERE NOT plain) USING (kind, name)"""
+
+
+def _quoted(text: str) -> str:
+    """A SQL string literal of ``text``."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _sorted_shape(shape: str) -> tuple[str, bool]:
+    """A shape with the keys of every object sorted (the same for any shape of the same keys
+    in other orders), and whether DuckDB's ``json_transform`` takes it as a structure: no
+    empty key, and no two keys of an object equal but for case (a struct's fields)."""
+    fits = True
+
+    def walk(node: Any) -> Any:
+        nonlocal fits
+        if isinstance(node, dict):
+            keys = sorted(node)
+            if "" in node or len({k.lower() for k in keys}) < len(keys):
+                fits = False
+            return {k: walk(node[k]) for k in keys}
+        if isinstance(node, list):
+            return [walk(n) for n in node]
+        return node
+
+    return json.dumps(walk(json.loads(shape)), ensure_ascii=False, separators=(",", ":")), fits
 
 
 # The columns of calls0, in order.
@@ -468,6 +496,7 @@ class Calls:
     _fast: set[int] = field(default_factory=set)
     _verbatim: bool = False  # a Parquet input's argument texts are as written (see _to_sign)
     _dmap: str = "TABLE"  # what _sign made dmap: a TABLE, or a VIEW of dargs
+    _structures: list[str] = field(default_factory=list)  # the families DuckDB keys (_families)
     _first: dict[int, int] = field(default_factory=dict)  # a fast file's first rowid
     _tmp: tempfile.TemporaryDirectory[str] = field(init=False)
     workspace: Workspace | None = None
@@ -898,6 +927,7 @@ class Calls:
         sides = f"({side_of}) > 0"
         con = self.con
         self._drop("dargs", *_SIGNING)
+        self._structures = []
         # Each distinct text (a text's id is its first call's ord), with what the loop below
         # must do to it (``_how``) and, where DuckDB can drop its top-level volatile keys
         # exactly, the text without them (``norm``, see ``_unvolatile``).
@@ -934,7 +964,7 @@ class Calls:
             con.execute("DROP TABLE runs")
             return failed
         (keyed,) = self.one("SELECT count(*) FROM dkey")  # a text with a resource is keyed
-        if not keyed and not dropped:
+        if not keyed and not self._structures and not dropped:
             # Every text is alone: its own signature, named by a view of dargs (a copy of
             # 1.5M texts cost 0.1-0.4 s).
             con.execute(
@@ -954,6 +984,13 @@ class Calls:
         # keys, joined back (grouping every key cost 0.78 against 0.45 s at 1.5M texts).
         # ``dkey`` holds no argument text: the texts take their signatures from the few
         # twins (a join of every text with its key cost 0.17 s more at 1.5M texts).
+        # The texts of families keyed by DuckDB (``_to_sign``) are the only ones that can
+        # hold their values: grouped apart, where most are twins.
+        families = (
+            " UNION ALL SELECT first, min(first) OVER (PARTITION BY kind, name, key) FROM dfkey"
+            if self._structures
+            else ""
+        )
         signed = f"""
             WITH keyed AS (SELECT *, {_KEY_HASH} AS h FROM dkey),
             twins AS (
@@ -962,7 +999,7 @@ class Calls:
             grouped AS (
                 SELECT t.first, g.sid FROM twins t
                 JOIN (SELECT kind, name, key, min(first) AS sid FROM twins GROUP BY ALL) g
-                    USING (kind, name, key))
+                    USING (kind, name, key){families})
             SELECT t.kind, t.name, t.args, t.first, r.resource, coalesce(g.sid, t.first) AS sid
             FROM {texts} t
             LEFT JOIN grouped g USING (first)
@@ -986,23 +1023,42 @@ class Calls:
 
     def _to_sign(self, texts: str) -> str | None:
         """The texts of the table ``texts`` that need no walk (``how`` 0) and whose keys
-        ``_keys`` must find, where some are alone (a table of the others); else None (all).
+        ``_keys`` must find, where DuckDB signs some (a table of the others); else None (all).
 
-        A text is alone if no other text can hold its value. Texts written one way only are
-        told apart by their text where they share a shape: minified (so no input is a
-        Parquet file, whose texts are as written), with no escape (``how`` 0), each value a
-        string, an integer of 64 bits, a boolean or null (``_PLAIN_TYPES``), no object an
-        element of an array and no key twice in an object (then the shape names the key
-        order of every object). Two such texts with the same shape are two values if their
-        texts differ; two with shapes of different classes (``_alone``) are two values too.
-        So where every text of a kind and name is written one way only, a shape alone in its
-        class has each of its texts alone: its own signature, with no key (a key cost a
-        Python parse and write, ~0.9 us a text). A class with two shapes (the same keys in
-        two orders) has its texts signed as any other text."""
-        self.con.execute(f"CREATE TABLE dalone AS {_alone(texts)}")
-        alone, rest = self._counts(texts)
-        if _few(alone, rest):
+        Texts written one way only are told apart by their text where they share a shape:
+        minified (so no input is a Parquet file, whose texts are as written), with no escape
+        (``how`` 0), each value a string, an integer of 64 bits, a boolean or null
+        (``_PLAIN_TYPES``), no object an element of an array and no key twice in an object
+        (then the shape names the key order of every object). Two such texts with the same
+        shape are two values if their texts differ; two whose shapes differ but for key
+        order (``_sorted_shape``) are two values too. So where every text of a kind and name
+        is written one way only (``_plain_shapes``), a shape whose keys no other shape holds
+        in another order has each of its texts alone: its own signature, with no key (a key
+        cost a Python parse and write, ~0.9 us a text). The texts of a *family* of shapes
+        (the same keys in several orders) are keyed by DuckDB: each written in the family's
+        sorted key order (``json_transform_strict`` to the sorted shape, then ``to_json``:
+        ~0.16 us a text), a JSON text of its value, so no two values share a key."""
+        saved, rest = self._classify(texts)
+        if _few(saved, rest):
+            self._structures = []
             return None
+        if self._structures:
+            cases = " ".join(
+                f"WHEN {i} THEN to_json(json_transform_strict(args, {_quoted(structure)}))"
+                for i, structure in enumerate(self._structures)
+            )
+            from .db import duckdb
+
+            try:
+                self.con.execute(
+                    f"CREATE TABLE dfkey AS SELECT first, kind, name, "
+                    f"(CASE fam {cases} END)::VARCHAR AS key FROM {texts} "
+                    "JOIN dalone USING (kind, name, shape, keys) WHERE fam >= 0"
+                )
+            except duckdb.Error:  # a structure DuckDB refuses: Python keys those texts
+                self._drop("dfkey")
+                self.con.execute("DELETE FROM dalone WHERE fam >= 0")
+                self._structures = []
         if not rest:
             return f"(SELECT first, kind, name, args FROM {texts} LIMIT 0)"
         self.con.execute(
@@ -1011,21 +1067,72 @@ class Calls:
         )
         return "dplain"
 
-    def _counts(self, texts: str) -> tuple[int, int]:
-        """The texts of ``dalone``'s shapes, and the other texts of ``how`` 0 of ``texts``."""
-        alone, zero = self.one(
+    def _classify(self, texts: str) -> tuple[int, int]:
+        """Build ``dalone``: the shapes of the table ``texts`` whose texts need no Python key
+        (``fam`` -1: alone; else the index of their family's structure in ``_structures``).
+        Return how many texts those shapes hold, and how many other texts have ``how`` 0."""
+        self.con.execute(f"CREATE TABLE dshapes AS {_plain_shapes(texts)}")
+        families = self._families()
+        self.con.execute(
+            "CREATE TABLE dalone AS SELECT kind, name, shape, keys, n, -1 AS fam FROM dshapes "
+            "WHERE ways = 1 UNION ALL SELECT s.kind, s.name, s.shape, s.keys, s.n, f.fam "
+            "FROM dshapes s JOIN (SELECT unnest($kinds) AS kind, unnest($names) AS name, "
+            "unnest($shapes) AS shape, unnest($fams) AS fam) f USING (kind, name, shape)",
+            {
+                "kinds": [f[0] for f in families],
+                "names": [f[1] for f in families],
+                "shapes": [f[2] for f in families],
+                "fams": [f[3] for f in families],
+            },
+        )
+        saved, zero = self.one(
             "SELECT (SELECT coalesce(sum(n), 0) FROM dalone), "
             f"(SELECT count(*) FROM {texts} WHERE how = 0)"
         )
-        return int(alone), int(zero) - int(alone)
+        self._drop("dshapes")
+        return int(saved), int(zero) - int(saved)
+
+    def _families(self) -> list[tuple[str, str, str, int]]:
+        """The shapes of ``dshapes``' classes of more than one shape, each with its family
+        (its kind, name and sorted shape, ``_sorted_shape``): -1 where it is the only shape
+        of its family (its texts are alone), else the index of the family's sorted shape in
+        ``_structures`` (DuckDB keys its texts). At most ``_FAMILY_SHAPES`` shapes are read
+        (else none), and the ``_FAMILIES`` families of the most texts are keyed by DuckDB
+        (a branch each of one ``CASE``); the others' shapes are left out (Python keys them)."""
+        self._structures = []
+        (count,) = self.one("SELECT count(*) FROM dshapes WHERE ways > 1")
+        if not count or count > _FAMILY_SHAPES:
+            return []
+        members: dict[tuple[str, str, str], list[str]] = {}
+        texts: dict[tuple[str, str, str], int] = {}
+        fit: dict[tuple[str, str, str], bool] = {}
+        for kind, name, shape, n in self.rows(
+            "SELECT kind, name, shape, n FROM dshapes WHERE ways > 1"
+        ):
+            structure, fits = _sorted_shape(shape)
+            family = (kind, name, structure)
+            members.setdefault(family, []).append(shape)
+            texts[family] = texts.get(family, 0) + n
+            fit[family] = fit.get(family, True) and fits
+        out = []
+        for family in sorted(members, key=lambda f: (-texts[f], f)):
+            shapes = members[family]
+            if len(shapes) == 1:
+                index = -1
+            elif fit[family] and len(self._structures) < _FAMILIES:
+                index = len(self._structures)
+                self._structures.append(family[2])
+            else:
+                continue
+            out += [(family[0], family[1], shape, index) for shape in shapes]
+        return out
 
     def _shaped(self, sides: str) -> bool:
         """Whether to find the shapes of the texts (``_to_sign``): not where some are as
         written (a Parquet input's), nor for fewer than ``_SHAPED_FROM`` calls, nor where a
-        sample of the texts (of every n-th call, about ``_SAMPLE`` calls) has too few alone
-        to pay for them. A shape costs DuckDB about 0.9 us a text: a trace that writes each
-        value in two key orders, whose texts are never alone, took 25% longer with them; one
-        whose keys name values (a shape a text, many a class) 10% longer."""
+        sample of the texts (of every n-th call, about ``_SAMPLE`` calls) has too few that
+        need no Python key to pay for them. A shape costs DuckDB about 0.9 us a text: a trace
+        whose values are not written one way only (floats, escapes) takes longer with them."""
         if self._verbatim:
             return False
         (rows,) = self.one("SELECT count(*) FROM calls0")
@@ -1036,10 +1143,10 @@ class Calls:
             f"FROM (SELECT DISTINCT kind, name, args FROM calls0 "
             f"WHERE rowid % {max(1, rows // _SAMPLE)} = 0 AND {sides}))"
         )
-        self.con.execute(f"CREATE TABLE dalone AS {_alone('dsample')}")
-        alone, rest = self._counts("dsample")
+        saved, rest = self._classify("dsample")
         self._drop("dalone", "dsample")
-        return not _few(alone, rest)
+        self._structures = []
+        return not _few(saved, rest)
 
     def _keys(self, texts: str, bare: str) -> set[int]:
         """The Python loop of ``_sign``: the signature key and resource of each text of the
