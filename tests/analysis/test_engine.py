@@ -383,6 +383,22 @@ def test_families_of_shapes_are_keyed_by_duckdb_or_python(
     assert report["signatures"] == 100 + signatures
 
 
+def test_a_structure_duckdb_refuses_leaves_its_family_to_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should DuckDB refuse a family's sorted shape as a structure (here keys the same but
+    for case, let through), Python keys the family's texts: the same report."""
+    sorted_shape = engine._sorted_shape
+    monkeypatch.setattr(engine, "_sorted_shape", lambda shape: (sorted_shape(shape)[0], True))
+    texts = ['{"a":1,"A":2}', '{"A":2,"a":1}', '{"A":2,"a":3}']
+    path = _filled(tmp_path / "t.jsonl", texts, ["o1", "o2", "o3"])
+    with _shapes(True) as told, families() as keyed_in_duckdb:
+        report = check_trace(path).to_dict()
+    assert told == ["dplain"]
+    assert keyed_in_duckdb == [0]
+    assert report["signatures"] == 100 + 2
+
+
 def test_a_family_among_texts_too_few_to_sign_in_duckdb_is_keyed_by_python(
     tmp_path: Path,
 ) -> None:

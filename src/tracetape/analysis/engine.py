@@ -31,7 +31,9 @@ there: no digest stands for a value, so no two values can collide. A text that n
 text can equal is its own signature and needs no key: one written one way only (minified,
 no escape, no float), where the texts of its kind and name that hold the same keys all
 hold them in one order at every level (their JSON structure, found by DuckDB: a *shape*,
-see ``Calls._to_sign``). A trace whose writer keeps one key order has few texts to key.
+see ``Calls._to_sign``). A trace whose writer keeps one key order has few texts to key;
+where such texts hold the same keys in several orders (two writers), DuckDB keys them,
+each written in its keys' sorted order.
 
 While Python signs, DuckDB (in another thread: the loop leaves a core free) builds ``runs``
 (per run: first call, calls, tokens, steps, the most calls of one step, and whether its
@@ -1060,8 +1062,10 @@ class Calls:
                 )
             except duckdb.Error:  # a structure DuckDB refuses: Python keys those texts
                 self._drop("dfkey")
+                (moved,) = self.one("SELECT coalesce(sum(n), 0) FROM dalone WHERE fam >= 0")
                 self.con.execute("DELETE FROM dalone WHERE fam >= 0")
                 self._structures = []
+                rest += int(moved)
         if not rest:
             return f"(SELECT first, kind, name, args FROM {texts} LIMIT 0)"
         self.con.execute(
