@@ -40,6 +40,33 @@ def _report(path: Path, **config: Any) -> dict[str, Any]:
     return data
 
 
+@pytest.mark.parametrize("runs", [1, 2])
+def test_calls_of_texts_that_share_a_hash_are_joined_by_their_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: int
+) -> None:
+    """Calls join their texts by the texts' hashes; where two texts share one (every text
+    here: a hash of one bit), calls is built again, joined by the text: the same report, of
+    runs whose steps go back (a window) or not."""
+    path = _many(tmp_path, 2_000)
+    if runs == 2:
+        path.write_text(path.read_text() + path.read_text().replace('"step":1,', '"step":99,'))
+    rebuilt: list[bool] = []
+    one = Calls.one
+
+    def spy(self: Calls, query: str, params: Any = ()) -> tuple[Any, ...]:
+        row = one(self, query, params)
+        if "sum(calls) FROM runs" in query:
+            rebuilt.append(row[0])
+        return row
+
+    with patch.object(Calls, "one", spy):
+        report = _report(path)
+        text_hash = engine._text_hash
+        monkeypatch.setattr(engine, "_text_hash", lambda table="": f"{text_hash(table)} % 2")
+        assert _report(path) == report
+    assert rebuilt == [False, True]
+
+
 def test_the_memory_limit_is_the_engines_and_a_tight_one_gives_the_same_report(
     tmp_path: Path,
 ) -> None:
