@@ -41,12 +41,13 @@ def _report(path: Path, **config: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("runs", [1, 2])
-def test_calls_of_texts_that_share_a_hash_are_joined_by_their_text(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: int
+@pytest.mark.parametrize("hashed", ["_text_hash", "_run_hash"])
+def test_calls_of_texts_or_runs_that_share_a_hash_are_joined_by_name_and_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: int, hashed: str
 ) -> None:
-    """Calls join their texts by the texts' hashes; where two texts share one (every text
-    here: a hash of one bit), calls is built again, joined by the text: the same report, of
-    runs whose steps go back (a window) or not."""
+    """Calls join their texts and runs by the texts' and runs' hashes; where two share one
+    (every text, or run, here: a hash of one bit), calls is built again, joined by the text
+    and the run's name: the same report, of runs whose steps go back (a window) or not."""
     path = _many(tmp_path, 2_000)
     if runs == 2:
         path.write_text(path.read_text() + path.read_text().replace('"step":1,', '"step":99,'))
@@ -61,8 +62,8 @@ def test_calls_of_texts_that_share_a_hash_are_joined_by_their_text(
 
     with patch.object(Calls, "one", spy):
         report = _report(path)
-        text_hash = engine._text_hash
-        monkeypatch.setattr(engine, "_text_hash", lambda table="": f"{text_hash(table)} % 2")
+        to_hash = getattr(engine, hashed)
+        monkeypatch.setattr(engine, hashed, lambda *column: f"{to_hash(*column)} % 2")
         assert _report(path) == report
     assert rebuilt == [False, True]
 

@@ -111,6 +111,11 @@ def _text_hash(table: str = "") -> str:
     return f"hash({table}kind, {table}name, {table}args)"
 
 
+def _run_hash(run: str) -> str:
+    """SQL: the hash of a run's name (the column ``run``)."""
+    return f"hash({run})"
+
+
 def _keys_in(text: str) -> str:
     """SQL: the number of keys of a JSON text with no escape (a key ends with '":', found
     nowhere else where no string holds a quote), or of a shape."""
@@ -272,7 +277,7 @@ _ORDER = f"""
                    lag(hi) OVER (PARTITION BY side, run ORDER BY step) AS before
             FROM run_steps SEMI JOIN (SELECT side, run FROM g WHERE NOT lone) USING (side, run))
         GROUP BY side, run HAVING bool_or(step IS NULL OR coalesce(lo < before, false)))
-    SELECT g.* EXCLUDE (lone), b.run IS NOT NULL AS windowed
+    SELECT g.* EXCLUDE (lone), b.run IS NOT NULL AS windowed, {{run_hash}} AS rh
     FROM g LEFT JOIN back b USING (side, run);
     DROP TABLE run_steps
 """
@@ -281,13 +286,14 @@ _ORDER = f"""
 # go back one call a step; else (``_WINDOWED``: one window over each such run, in call
 # order) the ord of the latest call at or before it that opens a segment: the run's first
 # call, or one whose step differs from its predecessor's. Every call keeps its row: no
-# table of every call is joined by ord.
+# table of every call is joined by ord. A call finds its run by its side and ``{run}``: the
+# run's name, or its hash (``rh``).
 _SEGMENTS = """
     CREATE TABLE calls AS
     WITH signed AS (
         SELECT c.side, c.ord, c.step, c.out, c.effect, c.sid, c.resource, r.first AS rf,
                r.windowed
-        FROM ({signed}) c JOIN runs r USING (side, run) WHERE side > 0)
+        FROM ({signed}) c JOIN runs r ON r.side = c.side AND {run} WHERE c.side > 0)
     SELECT * EXCLUDE (windowed), step AS seg FROM signed WHERE NOT windowed
 """
 _WINDOWED = """
@@ -951,7 +957,7 @@ class Calls:
             f"SELECT kind, name, args, min({ORD}) AS first, {_text_hash()} AS h FROM calls0 "
             f"WHERE {sides} GROUP BY kind, name, args))"
         )
-        self._ordered = self._start(_ORDER.format(side_of=side_of))
+        self._ordered = self._start(_ORDER.format(side_of=side_of, run_hash=_run_hash("g.run")))
         # The texts to sign: each distinct text, or where some lost volatile keys, each
         # distinct text without them (a trace that stamps every call with a request id has a
         # text a call, and a few without the ids), with its first text's id.
@@ -1330,19 +1336,20 @@ class Calls:
                 f"CREATE TABLE lines AS SELECT {ORD} AS ord, line FROM calls0 "
                 f"WHERE line IS NOT NULL AND ({side_of}) > 0"
             )
-        # Each call joins its text in dmap by the text's hash (0.32 against 0.51 s for 3M
-        # calls and 1.5M texts): a call's text is there, so where two texts share a hash, a
-        # call of either finds both, and calls has more rows than the runs have calls; then
-        # calls is built again, joined by the text.
+        # Each call joins its text in dmap and its run in runs by their hashes (0.32 against
+        # 0.51 s for 3M calls and 1.5M texts): a call's text and run are there, so where two
+        # texts (or runs) share a hash, a call of either finds both, and calls has more rows
+        # than the runs have calls; then calls is built again, joined by name and text.
         signed = f"""
             SELECT c.*, {side_of} AS side, {_ORD_C} AS ord, d.sid, d.resource
             FROM calls0 c JOIN dmap d ON {{}}"""
         (windowed,) = self.one("SELECT coalesce(bool_or(windowed), false) FROM runs")
         segments = _SEGMENTS + (_WINDOWED if windowed else "")
-        con.execute(segments.format(signed=signed.format(f"d.h = {_text_hash('c.')}")))
+        by_hash = signed.format(f"d.h = {_text_hash('c.')}")
+        con.execute(segments.format(signed=by_hash, run=f"r.rh = {_run_hash('c.run')}"))
         if self.one("SELECT (SELECT count(*) FROM calls) <> (SELECT sum(calls) FROM runs)")[0]:
-            by_text = "d.kind = c.kind AND d.name = c.name AND d.args = c.args"
-            con.execute(f"DROP TABLE calls; {segments.format(signed=signed.format(by_text))}")
+            by_text = signed.format("d.kind = c.kind AND d.name = c.name AND d.args = c.args")
+            con.execute(f"DROP TABLE calls; {segments.format(signed=by_text, run='r.run = c.run')}")
         # What the detectors read is in calls, runs and sigs: the input's rows go (at 3M
         # lines they are half the engine's memory, and the detectors would spill), and of
         # the argument texts, each signature's first (its evidence) stays, in ``sigs``.
