@@ -28,7 +28,9 @@ Each is timed in fresh interpreters against baselines measured in the same run:
   a struct of a field a key runs out of memory).
 
 Figures are ratios (``seed / ours``: how many times faster) and peak RSS (VmHWM) of each
-process. Each time is the best of ``--repeat`` runs (noise on a shared machine only slows).
+process. Each time is the best of ``--repeat`` runs, taken in rounds of one run of each
+(``best_of``): on a shared machine whose speed moves by 1.5x within minutes, runs of one
+contender after another would give one a quiet moment and the next a busy one.
 
     python benchmarks/bench_diff.py                    # every shape, 300k and 3M lines
     python benchmarks/bench_diff.py --sizes 300000 --shapes drift unique
@@ -307,27 +309,39 @@ sys.__stdout__.write(f"{elapsed} {hwm}\\n")
 """
 
 
-def measure(code: str, args: list[str], repeat: int) -> tuple[float, float]:
-    """Run ``code`` in fresh interpreters, started as an installed tracetape's are (its
-    bytecode compiled: ``_fresh``); return (best seconds, peak RSS in MiB)."""
-    best, rss = float("inf"), 0.0
+def measure(code: str, args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Run ``code`` once in a fresh interpreter (``env``: as an installed tracetape's starts,
+    its bytecode compiled, ``_fresh``); return (wall seconds, peak RSS in MiB)."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, code, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    # Wall time of the whole process: interpreter start and imports are part of the cost.
+    wall = time.perf_counter() - start
+    if done.returncode:
+        raise RuntimeError(done.stderr)
+    _, rss_kib = done.stdout.splitlines()[-1].split()
+    return wall, int(rss_kib) / 1024
+
+
+def best_of(runs: dict[str, tuple[str, list[str]]], repeat: int) -> dict[str, tuple[float, float]]:
+    """Time each of ``runs`` (name: code and arguments) ``repeat`` times, in rounds of one run
+    of each (the seed in all rounds but the last, past the first: it is the slowest), so that
+    each gets the same chance of a quiet moment on a shared machine (noise only slows);
+    return each one's best seconds and peak RSS in MiB."""
+    best = {name: (float("inf"), 0.0) for name in runs}
     env = installed_env()
-    for _ in range(repeat):
-        start = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-c", MEASURE, code, *args],
-            capture_output=True,
-            text=True,
-            check=False,
-            env=env,
-        )
-        wall = time.perf_counter() - start
-        if done.returncode:
-            raise RuntimeError(done.stderr)
-        _, rss_kib = done.stdout.splitlines()[-1].split()
-        # Wall time of the whole process: interpreter start and imports are part of the cost.
-        best, rss = min(best, wall), max(rss, int(rss_kib) / 1024)
-    return best, rss
+    for round_ in range(repeat):
+        for name, (code, args) in runs.items():
+            if name == "seed" and round_ and round_ == repeat - 1:
+                continue
+            seconds, rss = measure(code, args, env)
+            best[name] = (min(best[name][0], seconds), max(best[name][1], rss))
+    return best
 
 
 def run_shape(folder: Path, name: str, lines: int, repeat: int) -> dict[str, float]:
@@ -345,12 +359,21 @@ def run_shape(folder: Path, name: str, lines: int, repeat: int) -> dict[str, flo
             seed_files.append(str(whole))
         else:
             seed_files.append(str(paths[0]))
-    seed, seed_rss = measure(SEED, seed_files, max(1, repeat - 1))
-    bare, _ = measure(BARE, files, repeat)
     typed = name == "named-keys"
-    floor, floor_rss = measure(READ_JSON_TYPED if typed else READ_JSON, files, repeat)
-    diff, diff_rss = measure(OURS_DIFF, [*map(str, a), "--", *map(str, b)], repeat)
-    check, check_rss = measure(OURS_CHECK, files, repeat)
+    timed = best_of(
+        {
+            "seed": (SEED, seed_files),
+            "bare": (BARE, files),
+            "read_json": (READ_JSON_TYPED if typed else READ_JSON, files),
+            "diff": (OURS_DIFF, [*map(str, a), "--", *map(str, b)]),
+            "check": (OURS_CHECK, files),
+        },
+        repeat,
+    )
+    (seed, seed_rss), (bare, _), (floor, floor_rss) = (
+        timed[k] for k in ("seed", "bare", "read_json")
+    )
+    (diff, diff_rss), (check, check_rss) = timed["diff"], timed["check"]
     for path in folder.iterdir():
         path.unlink()
     return {
