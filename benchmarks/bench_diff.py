@@ -329,15 +329,15 @@ def measure(code: str, args: list[str], env: dict[str, str]) -> tuple[float, flo
 
 
 def best_of(runs: dict[str, tuple[str, list[str]]], repeat: int) -> dict[str, tuple[float, float]]:
-    """Time each of ``runs`` (name: code and arguments) ``repeat`` times, in rounds of one run
-    of each (the seed in all rounds but the last, past the first: it is the slowest), so that
-    each gets the same chance of a quiet moment on a shared machine (noise only slows);
-    return each one's best seconds and peak RSS in MiB."""
+    """Time each of ``runs`` (name: code and arguments) in ``repeat`` rounds of one run of
+    each, so that each gets the same chance of a quiet moment on a shared machine (noise only
+    slows); the seed, the slowest, sits out the last round of two or more. Return each one's
+    best seconds and peak RSS in MiB."""
     best = {name: (float("inf"), 0.0) for name in runs}
     env = installed_env()
     for round_ in range(repeat):
         for name, (code, args) in runs.items():
-            if name == "seed" and round_ and round_ == repeat - 1:
+            if name == "seed" and 0 < round_ == repeat - 1:
                 continue
             seconds, rss = measure(code, args, env)
             best[name] = (min(best[name][0], seconds), max(best[name][1], rss))
@@ -370,10 +370,11 @@ def run_shape(folder: Path, name: str, lines: int, repeat: int) -> dict[str, flo
         },
         repeat,
     )
-    (seed, seed_rss), (bare, _), (floor, floor_rss) = (
-        timed[k] for k in ("seed", "bare", "read_json")
-    )
-    (diff, diff_rss), (check, check_rss) = timed["diff"], timed["check"]
+    seed, seed_rss = timed["seed"]
+    bare, _ = timed["bare"]
+    floor, floor_rss = timed["read_json"]
+    diff, diff_rss = timed["diff"]
+    check, check_rss = timed["check"]
     for path in folder.iterdir():
         path.unlink()
     return {
