@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
+import duckdb
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
@@ -239,26 +240,40 @@ def test_a_key_over_the_csv_readers_line_is_read_whole(tmp_path: Path) -> None:
 # -- texts alone in their shape (Calls._to_sign) --------------------------------------------
 
 
+# Every shape of the texts of calls0 (those DuckDB reads as JSON), as common shapes.
+_EVERY_SHAPE = (
+    "SELECT DISTINCT try(json_structure(args))::VARCHAR AS s FROM calls0 WHERE s NOT NULL"
+)
+
+
 @contextmanager
-def _shapes(found: bool) -> Iterator[list[str | None]]:
-    """Shapes found (or not) whatever a sample says; yields what ``_to_sign`` returned."""
-    with (
-        patch.object(Calls, "_shaped", lambda self, sides: found and not self._verbatim),
-        told_to_sign() as told,
-    ):
+def _shapes(found: bool, matched: bool = True) -> Iterator[list[str | None]]:
+    """Shapes found (or not) whatever a sample says, every text's shape matched by its
+    pattern where it has one (``matched``, ``engine._shape_columns``), else found by
+    ``json_structure`` alone; yields what ``_to_sign`` returned."""
+
+    def shaped(self: Calls, sides: str) -> list[str] | None:
+        if not found or self._verbatim:
+            return None
+        return [shape for (shape,) in self.rows(_EVERY_SHAPE)] if matched else []
+
+    with patch.object(Calls, "_shaped", shaped), told_to_sign() as told:
         yield told
 
 
 def _alone_and_keyed(path: Path) -> tuple[Any, Any]:
-    """The outcome of check with texts told alone by their shapes, and with every text
-    keyed; and that some were told alone."""
-    with _shapes(True) as told:
-        alone = _outcome(lambda: check_trace(path))
-    assert told and all(t is not None for t in told)
+    """The outcome of check with texts told alone by their shapes (matched by patterns, and
+    not), and with every text keyed; and that some were told alone."""
+    outcomes = []
+    for matched in (True, False):
+        with _shapes(True, matched) as told:
+            outcomes.append(_outcome(lambda: check_trace(path)))
+        assert told and all(t is not None for t in told)
+    assert outcomes[0] == outcomes[1]
     with _shapes(False) as told:
         keyed = _outcome(lambda: check_trace(path))
     assert not told
-    return alone, keyed
+    return outcomes[0], keyed
 
 
 def _outcome(run: Any) -> Any:
@@ -484,6 +499,88 @@ def test_texts_keyed_by_duckdb_are_signed_as_keyed_texts(
         path = _filled(Path(tmp) / "t.jsonl", texts, [f"o{seed % 3}" for _, seed in picks])
         alone, keyed = _alone_and_keyed(path)
     assert alone == keyed
+
+
+# Values near what a shape's pattern matches: integers at the edges of 64 bits and of the
+# patterns' digits, floats, strings of quotes, escapes and control characters, keys of
+# pattern syntax.
+_edges = [2**63 - 1, 2**63, 2**64 - 1, 2**64, 10**17, 10**18 - 1, 10**18, 10**19 - 1, 10**19]
+_edge_integers = st.sampled_from([0, 1, *_edges, *(-n for n in _edges), -(2**63) - 1])
+_edge_scalars = (
+    st.none()
+    | st.booleans()
+    | _edge_integers
+    | st.integers(-(2**66), 2**66)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet='a"\\\x00\x1f\x7fé日\u2028 ', max_size=3)
+)
+_edge_keys = st.text(alphabet='a.*+?()[]{}|^$\\"é\x01 ', max_size=2)
+_edge_values = st.recursive(
+    _edge_scalars,
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(_edge_keys, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.dictionaries(_edge_keys, _edge_values, max_size=3), max_size=6))
+def test_a_text_matched_by_a_shapes_pattern_has_that_shape(values: list[dict[str, Any]]) -> None:
+    """A text is given a common shape where it fully matches the shape's pattern
+    (``engine._shape_pattern``): then ``json_structure`` gives it that shape, for texts as
+    Python writes them (escapes or not) and as DuckDB writes them again."""
+    texts = [
+        json.dumps(v, separators=(",", ":"), ensure_ascii=i % 2 == 0) for i, v in enumerate(values)
+    ]
+    con = duckdb.connect()
+    texts += [
+        t
+        for (t,) in con.execute("SELECT json_extract(unnest($1), '$')::VARCHAR", [texts]).fetchall()
+    ]
+    shapes = {t: con.execute("SELECT json_structure(?)::VARCHAR", [t]).fetchone()[0] for t in texts}
+    for shape in set(shapes.values()):
+        found = engine._shape_pattern(shape)
+        if found is None:
+            continue
+        pattern, keys = found
+        for text in texts:
+            (matched,) = con.execute("SELECT regexp_full_match(?, ?)", [text, pattern]).fetchone()
+            if matched:
+                assert shapes[text] == shape, (text, shape)
+                assert keys == text.count('":')
+
+
+def test_plain_texts_match_the_pattern_of_their_shape() -> None:
+    """Texts of plain values (strings with no escape, integers of 64 bits, booleans, null, in
+    objects) match the pattern of their shape, and a text of other keys, key order or types
+    does not."""
+    shape = (
+        '{"q":"VARCHAR","n":"UBIGINT","m":"BIGINT","o":{"b":"BOOLEAN","z":"NULL"},"é.*":"VARCHAR"}'
+    )
+    found = engine._shape_pattern(shape)
+    assert found is not None
+    pattern, keys = found
+    assert keys == 7
+    con = duckdb.connect()
+    matches = [
+        '{"q":"x \'日","n":9999999999999999999,"m":-5,"o":{"b":true,"z":null},"é.*":""}',
+        '{"q":"","n":0,"m":-99999999999999999,"o":{"b":false,"z":null},"é.*":"{}"}',
+    ]
+    others = [
+        '{"n":1,"q":"x","m":-5,"o":{"b":true,"z":null},"é.*":""}',  # another key order
+        '{"q":"x","n":1,"m":5,"o":{"b":true,"z":null},"é.*":""}',  # 5 is UBIGINT
+        '{"q":"x","n":1,"m":-5,"o":{"b":true,"z":null},"éa*":""}',  # a key of pattern syntax
+        '{"q":"x","n":1.5,"m":-5,"o":{"b":true,"z":null},"é.*":""}',  # a float
+        '{"q":"x\\"","n":1,"m":-5,"o":{"b":true,"z":null},"é.*":""}',  # an escape
+        '{"q":"x","n":1,"m":-5,"o":{"b":true,"z":null},"é.*":"","a":1}',  # one key more
+    ]
+    for text in matches + others:
+        (matched,) = con.execute("SELECT regexp_full_match(?, ?)", [text, pattern]).fetchone()
+        assert matched == (text in matches), text
+    for text in matches:
+        assert con.execute("SELECT json_structure(?)::VARCHAR", [text]).fetchone()[0] == shape
+    assert engine._shape_pattern('{"a":["UBIGINT"]}') is None
+    assert engine._shape_pattern('{"a":"DOUBLE"}') is None
+    assert engine._shape_pattern('"JSON"') is None
 
 
 def _layout(layout: str, side: int, i: int) -> dict[str, Any]:
