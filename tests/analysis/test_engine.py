@@ -252,7 +252,7 @@ def _shapes(found: bool, matched: bool = True) -> Iterator[list[str | None]]:
     pattern where it has one (``matched``, ``engine._shape_columns``), else found by
     ``json_structure`` alone; yields what ``_to_sign`` returned."""
 
-    def shaped(self: Calls, sides: str) -> list[str] | None:
+    def shaped(self: Calls, sides: str, rows: int) -> list[str] | None:
         if not found or self._verbatim:
             return None
         return [shape for (shape,) in self.rows(_EVERY_SHAPE)] if matched else []
