@@ -127,6 +127,18 @@ def test_span_records_are_read(tmp_path: Path) -> None:
     assert events[0].out_digest == events[1].out_digest
 
 
+@pytest.mark.parametrize("effect", [["write"], {"w": 1}, 5])
+def test_a_span_record_with_an_effect_of_another_type_names_the_field(
+    tmp_path: Path, effect: object
+) -> None:
+    """An effect that is a list, an object or a number is a bad line, named, not a crash."""
+    span = {"span_id": "7f3c", "model_decision": {"tool_name": "ls", "args": {}}}
+    path = write_jsonl(tmp_path / "spans.jsonl", [span, {**span, "effect": effect}])
+    with pytest.raises(TraceError, match="'read', 'write'") as info:
+        _events(path)
+    assert (info.value.line, info.value.field) == (2, "effect")
+
+
 def _kv(key: str, value: object) -> dict[str, object]:
     if isinstance(value, int):
         return {"key": key, "value": {"intValue": str(value)}}
@@ -213,6 +225,27 @@ def test_otlp_json_is_read_with_genai_conventions(tmp_path: Path, layout: str) -
 
 
 @pytest.mark.parametrize(
+    ("value", "effect"),
+    [
+        ({"stringValue": "write"}, "write"),
+        ({"stringValue": "delete"}, None),
+        ({"arrayValue": {"values": [{"stringValue": "write"}]}}, None),
+        ({"kvlistValue": {"values": [{"key": "w", "value": {"intValue": "1"}}]}}, None),
+    ],
+)
+def test_an_otlp_effect_is_kept_only_where_it_is_one_of_the_three(
+    tmp_path: Path, value: dict[str, object], effect: str | None
+) -> None:
+    """A span's ``tracetape.effect`` of another value or type is dropped, not a crash."""
+    doc: Any = otlp_doc()
+    tool = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][1]
+    tool["attributes"].append({"key": "tracetape.effect", "value": value})
+    path = tmp_path / "otlp.json"
+    path.write_bytes(orjson.dumps(doc))
+    assert [e.effect for e in _events(path) if e.kind == "tool"] == [effect]
+
+
+@pytest.mark.parametrize(
     ("text", "match"),
     [
         pytest.param("", "empty", id="empty-file"),
@@ -259,6 +292,16 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
             "effect",
             "'read', 'write'",
             id="bad-effect",
+        ),
+        *(
+            pytest.param(
+                b'{"run_id": "r", "step": 3, "tool": "t", "args": {}, "output_sha": "x", '
+                b'"effect": %b}\n' % effect,
+                "effect",
+                "'read', 'write'",
+                id=name,
+            )
+            for effect, name in [(b'["write"]', "list-effect"), (b'{"w": 1}', "object-effect")]
         ),
         pytest.param(
             b'{"key": "tool:1", "kind": "tool", "out": 1}\n',

@@ -57,7 +57,7 @@ from ..canonical import Normalizer, all_finite, fingerprint, json_default
 from ..errors import CassetteError, CassetteNotFoundError, CassetteVersionError, TapeWarning
 from ..record import Record
 from ._source import TraceSource, stem_of
-from .schemas import EFFECTS, TOO_DEEP, readable
+from .schemas import TOO_DEEP, is_effect, readable
 
 __all__ = [
     "FORMAT_VERSION",
@@ -391,7 +391,7 @@ class CassetteReader:
                 input=data,
                 out=out,
                 out_digest=None if norm is None else fingerprint(out, norm),
-                effect=effect if effect.__class__ is str and effect in EFFECTS else None,
+                effect=effect if is_effect(effect) else None,
                 tokens=None if norm is None else tokens_of(out),
                 ms=ms if type(ms) is float or type(ms) is int else None,
                 digests=get("digests"),

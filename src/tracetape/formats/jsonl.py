@@ -26,11 +26,11 @@ import orjson
 from ..record import Record
 from ._source import TraceFormat, TraceSource
 from .schemas import (
-    EFFECTS,
     INT64,
     MAX_DEPTH,
     TOO_DEEP,
     fmt_of,
+    is_effect,
     keyed,
     readable,
     schema_of,
@@ -96,7 +96,7 @@ def _jsonl_record(src: TraceSource, raw: bytes, lineno: int) -> dict[str, Any] |
         or type(step) is not int
         or not INT64[0] <= step <= INT64[1]
         or type(out) is not str
-        or (effect is not None and effect not in EFFECTS)
+        or (effect is not None and not is_effect(effect))
         or (tokens is not None and (type(tokens) is not int or not INT64[0] <= tokens <= INT64[1]))
     ) and not _check_jsonl(src, c, lineno):
         return None
@@ -135,7 +135,7 @@ def _check_jsonl(src: TraceSource, c: dict[str, Any], lineno: int) -> bool:
         src.bad(f"must be the tool name as a string, found {tool!r}", lineno, "tool")
     elif type(out) is not str:
         src.bad(f"must be the output hash as a string, found {out!r}", lineno, "output_sha")
-    elif c.get("effect") is not None and c["effect"] not in EFFECTS:
+    elif c.get("effect") is not None and not is_effect(c["effect"]):
         src.bad(
             f"must be one of 'read', 'write', 'irreversible', found {c['effect']!r}",
             lineno,

@@ -47,7 +47,7 @@ from ..canonical import fingerprint
 from ..record import Record
 from ._source import TraceSource, stem_of
 from .cassette import Cassette, read_cassette
-from .schemas import EFFECTS, TOO_DEEP, fmt_of, keyed, readable, schema_of
+from .schemas import TOO_DEEP, fmt_of, is_effect, keyed, readable, schema_of
 
 __all__ = ["cassette_to_otlp", "read_records"]
 
@@ -221,7 +221,7 @@ def read_records(src: TraceSource) -> Iterator[Record]:
         fields = {
             "seq": seq,
             "run": sp.run,
-            "effect": effect if effect in EFFECTS else None,
+            "effect": effect if is_effect(effect) else None,
             "ms": (sp.end - sp.start) / 1e6,
             "ts": ts,
             "span_id": sp.span_id,

@@ -18,12 +18,19 @@ __all__ = [
     "SNIFFERS",
     "TOO_DEEP",
     "fmt_of",
+    "is_effect",
     "keyed",
     "readable",
     "schema_of",
 ]
 
 EFFECTS = frozenset({"read", "write", "irreversible"})
+
+
+def is_effect(value: object) -> bool:
+    """Whether a field's value is one of ``EFFECTS`` (a list or an object is not: no error)."""
+    return type(value) is str and value in EFFECTS
+
 
 # In order: the first format whose test a record passes is its format.
 SNIFFERS: tuple[tuple[TraceFormat, str, Callable[[dict[str, Any]], bool]], ...] = (

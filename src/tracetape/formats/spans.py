@@ -23,7 +23,7 @@ import orjson
 from ..canonical import fingerprint
 from ..record import Record
 from ._source import TraceFormat, TraceSource
-from .schemas import EFFECTS, TOO_DEEP, fmt_of, keyed, readable, schema_of
+from .schemas import TOO_DEEP, fmt_of, is_effect, keyed, readable, schema_of
 
 __all__ = ["read_records"]
 
@@ -78,7 +78,7 @@ def read_records(src: TraceSource) -> Iterator[Record]:
         if type(step) is not int:
             step = counters[run] = counters.get(run, 0) + 1
         effect = c.get("effect")
-        if effect is not None and effect not in EFFECTS:
+        if effect is not None and not is_effect(effect):
             src.bad(
                 f"must be one of 'read', 'write', 'irreversible', found {effect!r}",
                 lineno,
