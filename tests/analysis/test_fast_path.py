@@ -166,6 +166,16 @@ ODD_LINES = [
     ),
     pytest.param(GOOD + GOOD, id="two-on-a-line"),
     *(
+        pytest.param(GOOD[:-1] + b',"effect":%b}' % v, id=i)
+        for v, i in [
+            (b'"wri\\u0074e"', "escaped-effect"),
+            (b'"irreversible"', "irreversible-effect"),
+            (b'"Write"', "capital-effect"),
+            (b"null", "null-effect"),
+            (b'["write"]', "list-effect"),
+        ]
+    ),
+    *(
         pytest.param(b'{"run_id":"r1","step":%b,"tool":"ls","args":{},"output_sha":"ab"}' % v, id=i)
         for v, i in [
             (b"true", "bool-step"),

@@ -70,7 +70,7 @@ import orjson
 from ..canonical import Normalizer, canonical_json
 from ..errors import ConfigError, TraceError
 from ..formats import TraceFormat, TraceSource, detect_format, read_records
-from ..formats.schemas import INT64, MAX_DEPTH, TOO_DEEP, readable
+from ..formats.schemas import EFFECTS, INT64, MAX_DEPTH, TOO_DEEP, readable
 from ..record import Record, RecordTexts, call_args
 from .config import AnalysisConfig
 from .normalize import MemoNormalizer
@@ -300,13 +300,18 @@ _JSONL_FIELDS += "effect: 'JSON', tokens: 'JSON'}"
 # bits when it is the text of its cast to BIGINT (a cast of text, not of JSON: half the time;
 # "5.0" casts to 5, "5.5" to 6, and neither reads back as itself); an effect is one of three
 # strings.
-_JSONL_OK = """
+_EFFECT_TEXTS = ", ".join(f"'\"{e}\"'" for e in sorted(EFFECTS))  # as SQL literals of their JSON
+_JSONL_OK = f"""
     starts_with(run_id::VARCHAR, '"') AND starts_with(tool::VARCHAR, '"')
     AND starts_with(output_sha::VARCHAR, '"') AND args IS NOT NULL
     AND TRY_CAST(step::VARCHAR AS BIGINT)::VARCHAR = step::VARCHAR
-    AND (effect IS NULL OR effect::VARCHAR IN ('"read"', '"write"', '"irreversible"'))
+    AND (effect IS NULL OR effect::VARCHAR IN ({_EFFECT_TEXTS}))
     AND (tokens IS NULL OR TRY_CAST(tokens::VARCHAR AS BIGINT)::VARCHAR = tokens::VARCHAR)
 """
+# A row's effect where it is right (one of ``EFFECTS``): named by its text, not read from
+# it (half the time of ``->>``).
+_EFFECT = "CASE effect::VARCHAR " + " ".join(f"WHEN '\"{e}\"' THEN '{e}'" for e in sorted(EFFECTS))
+_EFFECT += " END"
 # The files' rows straight into calls0: ``$2`` maps a file's place in the list (DuckDB's
 # ``file_index``) to its input index. DuckDB sizes its read buffers by the largest object it
 # accepts: at 32 MB the read took 20% less time than at DuckDB's default 16 MB (300k and 3M
@@ -316,7 +321,7 @@ _JSONL_INSERT = f"""
     INSERT INTO calls0
     SELECT $2[file_index::BIGINT + 1]::INTEGER, CASE WHEN {{ok}} THEN NULL ELSE {_UNREAD} END,
            run_id->>'$', TRY_CAST(step::VARCHAR AS BIGINT), 'tool', tool->>'$',
-           CAST(args AS VARCHAR), output_sha->>'$', effect->>'$',
+           CAST(args AS VARCHAR), output_sha->>'$', {_EFFECT},
            TRY_CAST(tokens::VARCHAR AS BIGINT)
     FROM read_json($1, format = 'newline_delimited', columns = {{fields}},
                    maximum_object_size = 33554432)
