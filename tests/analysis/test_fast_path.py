@@ -166,16 +166,6 @@ ODD_LINES = [
     ),
     pytest.param(GOOD + GOOD, id="two-on-a-line"),
     *(
-        pytest.param(GOOD[:-1] + b',"effect":%b}' % v, id=i)
-        for v, i in [
-            (b'"wri\\u0074e"', "escaped-effect"),
-            (b'"irreversible"', "irreversible-effect"),
-            (b'"Write"', "capital-effect"),
-            (b"null", "null-effect"),
-            (b'["write"]', "list-effect"),
-        ]
-    ),
-    *(
         pytest.param(b'{"run_id":"r1","step":%b,"tool":"ls","args":{},"output_sha":"ab"}' % v, id=i)
         for v, i in [
             (b"true", "bool-step"),
@@ -191,13 +181,18 @@ ODD_LINES = [
         ]
     ),
     *(
-        pytest.param(GOOD[:-1] + b',"tokens":%b}' % v, id=i)
-        for v, i in [
-            (b"9.5", "fraction-tokens"),
-            (b"null", "null-tokens"),
-            (b"1E3", "exponent-tokens"),
-            (b"18446744073709551615", "huge-tokens"),
-            (b"false", "bool-tokens"),
+        pytest.param(GOOD[:-1] + b',"%b":%b}' % (field, v), id=i)
+        for field, v, i in [
+            (b"tokens", b"9.5", "fraction-tokens"),
+            (b"tokens", b"null", "null-tokens"),
+            (b"tokens", b"1E3", "exponent-tokens"),
+            (b"tokens", b"18446744073709551615", "huge-tokens"),
+            (b"tokens", b"false", "bool-tokens"),
+            (b"effect", b'"wri\\u0074e"', "escaped-effect"),
+            (b"effect", b'"irreversible"', "irreversible-effect"),
+            (b"effect", b'"Write"', "capital-effect"),
+            (b"effect", b"null", "null-effect"),
+            (b"effect", b'["write"]', "list-effect"),
         ]
     ),
 ]
