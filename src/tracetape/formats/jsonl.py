@@ -32,6 +32,7 @@ from .schemas import (
     fmt_of,
     is_effect,
     keyed,
+    not_an_effect,
     readable,
     schema_of,
 )
@@ -136,11 +137,7 @@ def _check_jsonl(src: TraceSource, c: dict[str, Any], lineno: int) -> bool:
     elif type(out) is not str:
         src.bad(f"must be the output hash as a string, found {out!r}", lineno, "output_sha")
     elif c.get("effect") is not None and not is_effect(c["effect"]):
-        src.bad(
-            f"must be one of 'read', 'write', 'irreversible', found {c['effect']!r}",
-            lineno,
-            "effect",
-        )
+        src.bad(not_an_effect(c["effect"]), lineno, "effect")
     elif c.get("tokens") is not None and type(c["tokens"]) is not int:
         src.bad(f"must be an integer, found {c['tokens']!r}", lineno, "tokens")
     elif c.get("tokens") is not None and not INT64[0] <= c["tokens"] <= INT64[1]:

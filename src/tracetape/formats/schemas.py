@@ -20,6 +20,7 @@ __all__ = [
     "fmt_of",
     "is_effect",
     "keyed",
+    "not_an_effect",
     "readable",
     "schema_of",
 ]
@@ -30,6 +31,11 @@ EFFECTS = frozenset({"read", "write", "irreversible"})
 def is_effect(value: object) -> bool:
     """Whether a field's value is one of ``EFFECTS`` (a list or an object is not: no error)."""
     return type(value) is str and value in EFFECTS
+
+
+def not_an_effect(value: object) -> str:
+    """What a reader says of an effect field whose value is not one of ``EFFECTS``."""
+    return f"must be one of 'read', 'write', 'irreversible', found {value!r}"
 
 
 # In order: the first format whose test a record passes is its format.

@@ -23,7 +23,7 @@ import orjson
 from ..canonical import fingerprint
 from ..record import Record
 from ._source import TraceFormat, TraceSource
-from .schemas import TOO_DEEP, fmt_of, is_effect, keyed, readable, schema_of
+from .schemas import TOO_DEEP, fmt_of, is_effect, keyed, not_an_effect, readable, schema_of
 
 __all__ = ["read_records"]
 
@@ -79,11 +79,7 @@ def read_records(src: TraceSource) -> Iterator[Record]:
             step = counters[run] = counters.get(run, 0) + 1
         effect = c.get("effect")
         if effect is not None and not is_effect(effect):
-            src.bad(
-                f"must be one of 'read', 'write', 'irreversible', found {effect!r}",
-                lineno,
-                "effect",
-            )
+            src.bad(not_an_effect(effect), lineno, "effect")
             continue
         result = c.get("tool_result")
         tokens = c.get("tokens")

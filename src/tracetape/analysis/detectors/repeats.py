@@ -40,7 +40,8 @@ _REPEATS = """
         FROM ({facts})
         GROUP BY rf, sid)
 """
-# The steps of the first five calls of the repeats of the examples (runs $1, signatures $2).
+# The steps of the first five calls of the repeats of the examples (runs $1, signatures $2);
+# each in a struct, as a call with no step is kept (``min_by`` passes over a NULL value).
 _STEPS = """
     SELECT c.rf, c.sid, [x.step FOR x IN min_by({'step': c.step}, c.ord, 5)]
     FROM calls c SEMI JOIN (SELECT unnest($1::BIGINT[]) AS rf, unnest($2::BIGINT[]) AS sid)
@@ -83,10 +84,8 @@ def find(ctx: Context) -> None:
     )
     args = db.sig_args([row[2] for row in rows])
     lines = db.lines(row[7] for row in rows)
-    steps_of = {
-        (rf, sid): steps
-        for rf, sid, steps in db.rows(_STEPS, [[row[9] for row in rows], [row[2] for row in rows]])
-    }
+    found = [[row[9] for row in rows], [row[2] for row in rows]]
+    steps_of = {(rf, sid): steps for rf, sid, steps in db.rows(_STEPS, found)} if rows else {}
     for pattern, run, sid, name, n, step, out, first, effect, run_first in rows:
         line = lines[first]
         steps = steps_of[run_first, sid]
