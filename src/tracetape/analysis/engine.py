@@ -172,25 +172,33 @@ def _shape_pattern(shape: str) -> tuple[str, int] | None:
     return None if pattern is None else (pattern, count)
 
 
+def _shape_code(index: int) -> str:
+    """The short text that stands for the ``index``-th of the common shapes in a table of
+    texts (``_shape_columns``): no shape's text, which starts with a bracket or a quote."""
+    return f"#{index}"
+
+
 def _shape_columns(common: Sequence[str] | None) -> tuple[str, str]:
     """SQL: a text's shape and number of keys (``_SHAPE``) in two steps, the first (``m``)
     to select beside ``how``, the second over it: a text that fully matches the pattern of
     one of the ``common`` shapes (``_shape_pattern``) has that shape, and the others theirs
     from ``json_structure`` (3M texts of one shape, on two threads: 0.3 s matched against
-    1.2 s by ``json_structure``). None: no shape."""
+    1.2 s by ``json_structure``). None: no shape. A common shape is named by its code
+    (``_shape_code``), which DuckDB keeps in the row (at most 12 bytes), where a shape's text
+    took some 80 bytes a row: 230 MB of 3M texts, which spilled the tables after it."""
     if common is None:
         return "NULL::INTEGER AS m", _NO_SHAPE
     whens: list[str] = []
     shapes: list[str] = []
     keys: list[str] = []
-    for shape in common:
+    for code, shape in enumerate(common):
         found = _shape_pattern(shape)
         if found is None:
             continue
         pattern, count = found
         i = len(whens) + 1
         whens.append(f"WHEN regexp_full_match(args, {_quoted(pattern)}) THEN {i}")
-        shapes.append(f"WHEN {i} THEN {_quoted(shape)}")
+        shapes.append(f"WHEN {i} THEN {_quoted(_shape_code(code))}")
         keys.append(f"WHEN {i} THEN {count}")
     matched = f"CASE {' '.join(whens)} ELSE 0 END" if whens else "0"
     first = f"CASE WHEN {_SHAPED_TEXT} THEN {matched} END AS m"
@@ -223,30 +231,37 @@ _FAMILY_SHAPES = 4096
 _FAMILIES = 64
 
 
-def _plain_shapes(texts: str) -> str:
+def _plain_shapes(texts: str, common: Sequence[str]) -> str:
     """SQL: the shapes of the table ``texts`` whose every text of their kind and name is
     written one way only (``plain``, see ``Calls._to_sign``), each with its number of texts
     (``n``) and of shapes in its class (``ways``). A shape's class: the hash of its kind and
     name, number of keys, length and sorted top-level keys, the same for any shape of the
     same keys in other orders at any level (a class may hold shapes of other keys too, in
     nested objects or where hashes meet: ``_families`` tells them apart). Counted by a group
-    and a join on the hash: a window over 1.5M shapes took 1.67 s."""
-    stripped = "shape"
+    and a join on the hash: a window over 1.5M shapes took 1.67 s. A shape of the ``common``
+    ones is named by its code in ``texts`` and in the result (``shape``, see
+    ``_shape_columns``), and by its text in ``real``."""
+    stripped = "real"
     for name in _PLAIN_TYPES:
         stripped = f"replace({stripped}, '\"{name}\"', '')"
+    real = " ".join(
+        f"WHEN {_quoted(_shape_code(i))} THEN {_quoted(shape)}" for i, shape in enumerate(common)
+    )
+    real = f"CASE shape {real} ELSE shape END" if real else "shape"
     return f"""
         WITH shapes AS (
-            SELECT kind, name, shape, keys, count(*) AS n, bool_and(how = 0) AS zero
-            FROM {texts} GROUP BY ALL),
+            SELECT *, {real} AS real FROM (
+                SELECT kind, name, shape, keys, count(*) AS n, bool_and(how = 0) AS zero
+                FROM {texts} GROUP BY ALL)),
         plain AS (
-            SELECT *, coalesce(zero AND keys = {_keys_in("shape")}
+            SELECT *, coalesce(zero AND keys = {_keys_in("real")}
                                AND NOT regexp_matches({stripped}, '"[,}}\\]]|"$'), false) AS plain
             FROM shapes),
         kept AS (
-            SELECT kind, name, shape, keys, n,
-                   hash(kind, name, keys, strlen(shape), list_sort(json_keys(shape))) AS class
+            SELECT kind, name, shape, real, keys, n,
+                   hash(kind, name, keys, strlen(real), list_sort(json_keys(real))) AS class
             FROM plain ANTI JOIN (SELECT kind, name FROM plain WHERE NOT plain) USING (kind, name))
-        SELECT kind, name, shape, keys, n, ways
+        SELECT kind, name, shape, real, keys, n, ways
         FROM kept JOIN (SELECT class, count(*) AS ways FROM kept GROUP BY class) USING (class)"""
 
 
@@ -591,6 +606,7 @@ class Calls:
     _verbatim: bool = False  # a Parquet input's argument texts are as written (see _to_sign)
     _dmap: str = "TABLE"  # what _sign made dmap: a TABLE, or a VIEW of dargs
     _structures: list[str] = field(default_factory=list)  # the families DuckDB keys (_families)
+    _common: list[str] = field(default_factory=list)  # the shapes named by code (_shape_columns)
     _first: dict[int, int] = field(default_factory=dict)  # a fast file's first rowid
     _tmp: tempfile.TemporaryDirectory[str] = field(init=False)
     workspace: Workspace | None = None
@@ -1021,7 +1037,7 @@ class Calls:
         sides = f"({side_of}) > 0"
         con = self.con
         self._drop("dargs", *_SIGNING)
-        self._structures = []
+        self._structures, self._common = [], []
         # Each distinct text (a text's id is its first call's ord), with what the loop below
         # must do to it (``_how``) and, where DuckDB can drop its top-level volatile keys
         # exactly, the text without them (``norm``, see ``_unvolatile``).
@@ -1031,6 +1047,7 @@ class Calls:
         if rows < _EARLY_ORDER:
             self._ordered = self._start(order)
         common = self._shaped(sides, rows)
+        self._common = common or []
         match, shape = _shape_columns(common)
         con.execute(
             "CREATE TABLE dargs AS SELECT * EXCLUDE (m), CASE WHEN how & 1 = 0 THEN NULL "
@@ -1173,7 +1190,7 @@ class Calls:
         """Build ``dalone``: the shapes of the table ``texts`` whose texts need no Python key
         (``fam`` -1: alone; else the index of their family's structure in ``_structures``).
         Return how many texts those shapes hold, and how many other texts have ``how`` 0."""
-        self.con.execute(f"CREATE TABLE dshapes AS {_plain_shapes(texts)}")
+        self.con.execute(f"CREATE TABLE dshapes AS {_plain_shapes(texts, self._common)}")
         families = self._families()
         self.con.execute(
             "CREATE TABLE dalone AS SELECT kind, name, shape, keys, n, -1 AS fam FROM dshapes "
@@ -1208,10 +1225,10 @@ class Calls:
         members: dict[tuple[str, str, str], list[str]] = {}
         texts: dict[tuple[str, str, str], int] = {}
         fit: dict[tuple[str, str, str], bool] = {}
-        for kind, name, shape, n in self.rows(
-            "SELECT kind, name, shape, n FROM dshapes WHERE ways > 1"
+        for kind, name, shape, real, n in self.rows(
+            "SELECT kind, name, shape, real, n FROM dshapes WHERE ways > 1"
         ):
-            structure, fits = _sorted_shape(shape)
+            structure, fits = _sorted_shape(real)
             family = (kind, name, structure)
             members.setdefault(family, []).append(shape)
             texts[family] = texts.get(family, 0) + n
