@@ -3,10 +3,11 @@
 The same 50-step OpenAI-SDK agent loop (a growing message list, ~300 bytes a step, two tool
 schemas) runs against the real ``openai`` SDK:
 
-1. **SDK-level replay** (``tape.patch_sdks()``, cassette load included) against the SDK talking
-   to an in-memory transport that answers with the same bodies: the SDK's own floor, which
-   replay at the HTTP layer can never beat. Replay skips the SDK's request building.
-2. **HTTP-level replay** (``tape.http_transport()``) against the same in-memory floor.
+1. **SDK-level replay** (``tracetape.patch_sdks(tape)``, cassette load included) against the
+   SDK talking to an in-memory transport that answers with the same bodies: the SDK's own
+   floor, which replay at the HTTP layer can never beat. Replay skips the SDK's request
+   building.
+2. **HTTP-level replay** (``tracetape.http_transport(tape)``) against the same in-memory floor.
    Target: at most 1.2x.
 3. **Record overhead**: recording at each level against the same live calls to a local fake
    server (127.0.0.1) with no tape.
@@ -28,6 +29,8 @@ from typing import Any
 
 import httpx2
 import openai
+
+import tracetape
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integrations"))
 
@@ -92,13 +95,16 @@ def main() -> None:
         return agent(live_client)
 
     def record_sdk() -> str:
-        with Tape(sdk_path, mode="rewrite", harness_sha="bench") as tape, tape.patch_sdks():
+        with (
+            Tape(sdk_path, mode="rewrite", harness_sha="bench") as tape,
+            tracetape.patch_sdks(tape),
+        ):
             return agent(live_client)
 
     def record_http() -> str:
         with Tape(http_path, mode="rewrite", harness_sha="bench") as tape:
             client = live_client.with_options(
-                http_client=httpx2.Client(transport=tape.http_transport())
+                http_client=httpx2.Client(transport=tracetape.http_transport(tape))
             )
             return agent(client)
 
@@ -115,12 +121,12 @@ def main() -> None:
         return agent(offline.with_options(http_client=httpx2.Client(transport=transport)))
 
     def replay_sdk() -> str:
-        with Tape(sdk_path, mode="replay", harness_sha="bench") as tape, tape.patch_sdks():
+        with Tape(sdk_path, mode="replay", harness_sha="bench") as tape, tracetape.patch_sdks(tape):
             return agent(offline)
 
     def replay_http() -> str:
         with Tape(http_path, mode="replay", harness_sha="bench") as tape:
-            transport = tape.http_transport()
+            transport = tracetape.http_transport(tape)
             return agent(offline.with_options(http_client=httpx2.Client(transport=transport)))
 
     for fn in (floor, replay_sdk, replay_http):

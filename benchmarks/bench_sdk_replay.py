@@ -50,6 +50,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import tracetape
 from _fresh import installed_env
 from sdk_agent import MODEL, PARAMS, TOOLS  # the one agent of both parts
 
@@ -350,14 +351,14 @@ def main() -> None:
 
         def http_replay() -> str:
             with Tape(tmp / "tt.jsonl", mode="replay") as tape:
-                transport = tape.http_transport()
+                transport = tracetape.http_transport(tape)
                 return agent(client(url, http_client=httpx2.Client(transport=transport)), steps)
 
         with Tape(tmp / "probe.jsonl", mode="record") as probe:
-            kind = type(probe.http_transport())
+            kind = type(tracetape.http_transport(probe))
         if not issubclass(kind, httpx2.BaseTransport):
             skipped["tracetape_http"] = (
-                f"Tape.http_transport() returned {kind.__name__}, not an httpx2 transport "
+                f"tracetape.http_transport(Tape) returned {kind.__name__}, not an httpx2 transport "
                 "(the openai SDK runs on httpx2): adapt http_replay() to its signature"
             )
         elif "tracetape_record" in figures:

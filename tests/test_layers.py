@@ -36,8 +36,8 @@ LAYERS: dict[str, int] = {
     "__main__": 8,
 }
 
-# Upward imports allowed at call time only: tape.patch_sdks() and friends load the hooks.
-LAZY_UPWARD = {("tape", "integrations")}
+# Upward imports allowed at call time only (none: the tape imports no integration).
+LAZY_UPWARD: set[tuple[str, str]] = set()
 
 
 def _layer(module: str) -> str:

@@ -486,7 +486,9 @@ def test_a_recording_that_taped_nothing_while_reaching_the_network_warns(
     result.assert_outcomes(passed=3)
     out = result.stdout.str()
     assert out.count("recorded 0 decisions, but the program reached the network") == 1
-    result.stdout.fnmatch_lines(["*test_untaped*", "*connect to 127.0.0.1:*tape.patch_http()*"])
+    result.stdout.fnmatch_lines(
+        ["*test_untaped*", "*connect to 127.0.0.1:*tracetape.patch_http(tape)*"]
+    )
 
 
 def test_a_miss_a_framework_wraps_is_reported_with_its_diagnosis(

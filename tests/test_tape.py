@@ -685,12 +685,12 @@ def test_a_cassette_recorded_before_the_record_model_replays(tmp_path: Path) -> 
         _fixture_agent(tape, live=True)
 
     def lines(p: Path) -> list[dict[str, Any]]:
-        # What format 2 adds (the seal, the writer's pid, the version) aside, the records are
-        # the ones the code before the record model wrote.
+        # What format 2 adds (the seal, the writer's pid, the version, the keys) aside, the
+        # records are the ones the code before the record model wrote.
         records = [json.loads(line) for line in p.read_text().splitlines()]
         records = [rec for rec in records if "end" not in rec]
         for rec in records:
-            for name in ("ms", "created", "pid", "chain", "tracetape"):
+            for name in ("ms", "created", "pid", "chain", "tracetape", "keys"):
                 rec.pop(name, None)
         return records
 
@@ -887,27 +887,23 @@ def test_the_expected_record_is_the_one_of_the_same_flow(tmp_path: Path) -> None
     assert info.value.changes == ["messages[2]"]
 
 
-def test_contexts_a_flow_copies_and_runs_count_on_its_count(tmp_path: Path) -> None:
-    """A framework that runs each node in a copy of the context, one after the other in the
-    same thread (LangGraph), numbers its model calls 1, 2, 3; a thread started from a context
-    counts on from that context's count when it started it, never changing the starter's."""
-    import contextvars
-    import threading
-
-    with Tape(tmp_path / "run.jsonl", mode="record") as tape:
-        steps = [contextvars.copy_context().run(tape.next_model_step) for _ in range(3)]
-        assert steps == [1, 2, 3] and tape.model_calls == 3
-        seen: list[int] = []
-
-        def node() -> None:
-            tape.next_model_step()  # this node's model call: 4
-            worker = threading.Thread(
-                target=contextvars.copy_context().run,
-                args=(lambda: seen.extend([tape.next_model_step(), tape.next_model_step()]),),
-            )
-            worker.start()
-            worker.join()
-
-        contextvars.copy_context().run(node)
-        assert seen == [5, 6]
-        assert tape.next_model_step() == 5
+def test_a_shadow_plays_without_touching_its_tape(tmp_path: Path) -> None:
+    """A shadow of a replaying tape plays the first record of its key, and a miss on it, or
+    a play of the tape itself meanwhile, leaves each as it was."""
+    path = tmp_path / "run.jsonl"
+    with Tape(path, mode="record") as tape:
+        tape.call("llm", {"messages": ["a"], "step": 1}, lambda: "A")
+        tape.call("llm", {"messages": ["b"], "step": 2}, lambda: "B")
+    with pytest.warns(TapeWarning, match="never played"), Tape(path, mode="replay") as tape:
+        first = tape.records[0]
+        assert first.key is not None
+        shadow = tape.shadow(first.key)
+        assert shadow is not None and tape.shadow("llm:nothing") is None
+        assert shadow.play(shadow.prepare("llm", first.input)).out == "A"
+        with pytest.raises(ReplayMiss):
+            shadow.play(shadow.prepare("llm", {"messages": ["not recorded"], "step": 1}))
+        assert (tape.matched, tape.misses) == (0, [])
+        assert tape.play(tape.prepare("llm", first.input)).out == "A"  # as another flow would
+        assert tape.matched == 1 and tape.unplayed[0].key == tape.records[1].key
+        again = tape.shadow(first.key)
+        assert again is None  # its one record was played

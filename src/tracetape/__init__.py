@@ -34,6 +34,7 @@ from .record import Decision, Record
 
 if TYPE_CHECKING:
     from .formats.cassette import Cassette, read_cassette
+    from .integrations.http import async_http_transport, http_transport, patch_http
     from .integrations.sdk import Patch, patch, patch_sdks
     from .integrations.tools import env, tool
     from .redact import Detector, Redactor, RedactRules
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
 # the integrations pull in inspect, threading helpers and SDK lookups, and an analysis
 # (tracetape diff, check) needs none of the tape's modules.
 _LAZY = dict.fromkeys(("Patch", "patch", "patch_sdks"), ".integrations.sdk")
+_LAZY.update(
+    dict.fromkeys(("async_http_transport", "http_transport", "patch_http"), ".integrations.http")
+)
 _LAZY.update(dict.fromkeys(("env", "tool"), ".integrations.tools"))
 _LAZY.update(dict.fromkeys(("Cassette", "read_cassette"), ".formats.cassette"))
 _LAZY.update(dict.fromkeys(("Detector", "Redactor", "RedactRules"), ".redact"))
@@ -83,13 +87,16 @@ __all__ = [
     "TraceFormat",
     "UnplayedDecisionsError",
     "__version__",
+    "async_http_transport",
     "canonical_json",
     "current_tape",
     "env",
     "fingerprint",
+    "http_transport",
     "key",
     "normalize",
     "patch",
+    "patch_http",
     "patch_sdks",
     "read_cassette",
     "read_records",

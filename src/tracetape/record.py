@@ -53,6 +53,8 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=
     out_digest: str | None = None
     effect: str | None = None
     tokens: int | None = None
+    usage: dict[str, int] | None = None
+    api: str | None = None
     ms: float | None = None
     ts: str | None = None
     span_id: str | None = None

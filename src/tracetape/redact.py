@@ -41,7 +41,7 @@ import hmac
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -437,7 +437,9 @@ class Redactor:
 
     # -- values: matched on the parsed structure, which no replacement changes ----------------
 
-    def redact_value(self, value: Any) -> tuple[Any, bool]:
+    def redact_value(
+        self, value: Any, stream_text: Callable[[tuple[Any, ...]], bool] | None = None
+    ) -> tuple[Any, bool]:
         """Redact a JSON value (a decision's output, a payload). Returns ``(value, changed)``.
 
         Strings are searched for secret shapes (and for secret-named fields of JSON quoted in
@@ -445,6 +447,10 @@ class Redactor:
         stays a string and a list keeps its length; a number under a secret-named field
         becomes a placeholder string. Every secret found is remembered (``known``) and
         replaced wherever it appears later, in any text this redactor sees.
+
+        A stream (``{"events": [...]}``) is also redacted on the texts its events assemble:
+        ``stream_text`` says which strings of an event's data, by path, are pieces of one
+        streamed text (the provider's rule; by default, strings under a ``delta``).
         """
         events = value.get("events") if type(value) is dict else None
         if not isinstance(events, list) and self._clean_value(value):
@@ -454,7 +460,7 @@ class Redactor:
         if isinstance(events, list):
             before = json.dumps(events, default=str)
             out = {**out, "events": json.loads(before)}  # a copy: never edit the caller's
-            self._redact_stream(out["events"])
+            self._redact_stream(out["events"], stream_text or _under_delta)
             changed = changed or json.dumps(out["events"], default=str) != before
         return out, changed
 
@@ -651,15 +657,16 @@ class Redactor:
         ]
         return sorted(matches + extra) if extra else matches
 
-    def _redact_stream(self, events: list[Any]) -> None:
-        """Redact the text a stream assembles from its events' deltas as one text (a secret
-        split over several events is found), and rewrite those deltas in place: the stream
-        keeps its number of events and assembles to the redacted whole."""
+    def _redact_stream(self, events: list[Any], piece: Callable[[tuple[Any, ...]], bool]) -> None:
+        """Redact the text a stream assembles from its pieces (the strings ``piece`` accepts
+        by path, the same path in each event) as one text (a secret split over several events
+        is found), and rewrite those pieces in place: the stream keeps its number of events
+        and assembles to the redacted whole."""
         parts: dict[tuple[Any, ...], list[tuple[dict[Any, Any] | list[Any], Any, str]]] = {}
         for event in events:
             data = event.get("data") if isinstance(event, dict) else None
             if isinstance(data, dict | list):
-                _delta_strings(data, (), False, parts)
+                _stream_strings(data, (), piece, parts)
         for fragments in parts.values():
             whole = "".join(text for _, _, text in fragments)
             spans = self._spans(whole)
@@ -687,6 +694,12 @@ class Redactor:
         for m in _PLACEHOLDER_PARTS.finditer(recorded):
             self._recognised[m.group(2)] = m.group(0)
 
+    def learn(self, value: str, detector: str = "credential") -> None:
+        """Treat ``value`` as a secret from now on, wherever it appears (a credential a request
+        sent in a header: an answer or an error that echoes it is redacted too)."""
+        if len(value) >= _MIN_KNOWN and value not in self.known:
+            self._learn(detector, value)
+
     def _learn(self, detector: str, value: str) -> str:
         placeholder = self.placeholder(detector, value)
         self._remember(value, placeholder)
@@ -703,22 +716,26 @@ class Redactor:
             self._known_re = None
 
 
-def _delta_strings(
+def _under_delta(path: tuple[Any, ...]) -> bool:
+    """The default rule of streamed text: strings under a ``delta`` (chat chunks' content and
+    tool arguments, Anthropic text and JSON deltas, Responses text deltas)."""
+    return "delta" in path
+
+
+def _stream_strings(
     node: Any,
     path: tuple[Any, ...],
-    in_delta: bool,
+    piece: Callable[[tuple[Any, ...]], bool],
     parts: dict[tuple[Any, ...], list[tuple[Any, Any, str]]],
 ) -> None:
-    """Collect, by path, the strings under a ``delta`` of one event (chat chunks' content and
-    tool arguments, Anthropic text and JSON deltas, Responses text deltas)."""
+    """Collect, by path, the strings of one event that ``piece`` says are streamed text."""
     items = node.items() if isinstance(node, dict) else enumerate(node)
     for k, v in items:
-        here = in_delta or k == "delta"
         if type(v) is str:
-            if here:
+            if piece((*path, k)):
                 parts.setdefault((*path, k), []).append((node, k, v))
         elif isinstance(v, dict | list):
-            _delta_strings(v, (*path, k), here, parts)
+            _stream_strings(v, (*path, k), piece, parts)
 
 
 def _token_start(text: str, pos: int) -> int:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextvars
 import copy
-import itertools
 import json
 import os
 import sys
@@ -29,11 +28,9 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar, cast, overload
+from typing import Any, TypeVar, cast
 
 from ._enums import LoudEnum
 from .canonical import StreamKey, canonical_json, changed_paths, digest, field_digests, key_of
@@ -49,17 +46,15 @@ from .errors import (
     TapeWarning,
     UnplayedDecisionsError,
 )
-from .formats.cassette import MAX_RECORD_BYTES, new_header
+from .formats.cassette import KEYS_VERSION, MAX_RECORD_BYTES, new_header
 from .harness import environment_drift, git_sha, harness_digest
 from .record import Decision, Record
 from .redact import Redactor, RedactRules
 from .stores import FileStore, RecordStore
 
-__all__ = ["Decision", "Effect", "HookState", "Mode", "Tape", "current_tape", "key"]
+__all__ = ["Decision", "Effect", "Mode", "Tape", "current_tape", "key"]
 
 T = TypeVar("T")
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 class Mode(LoudEnum):
@@ -103,19 +98,6 @@ def key(kind: str, payload: Any) -> str:
     return key_of(kind, _default_redactor.redact_json(canonical_json(payload)))
 
 
-@dataclass
-class HookState:
-    """What the SDK and HTTP hooks keep per tape (``tape.hooks``): the captures of responses
-    still being read (written when they end), and the endpoints the cassette answers (found
-    once, to warm replay up), whether each one's first call was rehearsed, and the SDKs a
-    client was built for."""
-
-    pending: set[Any] = field(default_factory=set)
-    answered: dict[str, Any] | None = None
-    rehearsed: dict[Any, bool] = field(default_factory=dict)
-    built: set[str] = field(default_factory=set)
-
-
 _current: contextvars.ContextVar[Tape | None] = contextvars.ContextVar("tracetape", default=None)
 
 # The key of the output recorded in place of a result when the call raised (a tool's error, a
@@ -128,17 +110,6 @@ def _failure(rec: Record) -> bool:
     return isinstance(rec.out, dict) and RAISED in rec.out
 
 
-class _Count:
-    """One flow's model-call count. The contexts a thread or task copies and runs itself, one
-    after the other (LangGraph runs each node in a copy), share it in place; a new thread or
-    task starts a count of its own from its parent's at the time it was created."""
-
-    __slots__ = ("n", "owner")
-
-    def __init__(self, n: int, owner: object):
-        self.n, self.owner = n, owner
-
-
 def _task() -> object | None:
     """The running asyncio task, if any."""
     aio = sys.modules.get("asyncio")  # a program that never imported asyncio runs no task
@@ -149,22 +120,6 @@ def _task() -> object | None:
         return None
     task: object | None = aio.current_task(loop)
     return task
-
-
-def _owner() -> object:
-    """The running asyncio task, else the running thread."""
-    task = _task()
-    return task if task is not None else threading.current_thread()
-
-
-# Model calls are counted per logical flow: each thread, and each asyncio task (which starts
-# with its parent's count, as a task copies its parent's context when it is created). The
-# value maps a tape serial to (the count when this context last counted, the flow's count);
-# it is replaced, never changed in place, so a copy keeps the count of its creation.
-_flow_steps: contextvars.ContextVar[dict[int, tuple[int, _Count]] | None] = contextvars.ContextVar(
-    "tracetape_flow_steps", default=None
-)
-_serials = itertools.count(1)
 
 
 def _flow() -> tuple[int, int]:
@@ -249,12 +204,9 @@ class Tape:
         self.strict = strict
         self.allow_irreversible = allow_irreversible
         self.store_inputs = store_inputs
-        # Model calls are counted per flow (``model_calls``, ``next_model_step``).
-        self._serial = next(_serials)
         # Record mode: the flow and output digest of each key's first record, to warn when two
         # flows make the same decision and get different outputs.
         self._first_outputs: dict[str, tuple[tuple[int, int], str]] = {}
-        self.hooks = HookState()
         self._token: contextvars.Token[Tape | None] | None = None
         self._closed = False
         # Every ReplayMiss this tape raised, in order: a program (or a framework's retry
@@ -283,6 +235,7 @@ class Tape:
                     harness_digest=harness_digest(harness) if harness else None,
                     env={name: self._env_digest(name) for name in self.env_allow} or None,
                     redact_key_id=self.redactor.key_id,
+                    keys=KEYS_VERSION,
                 )
             )
         else:
@@ -302,6 +255,11 @@ class Tape:
             raise
         self.header = cassette.header
         self.records = cassette.records
+        self._index()
+        self._check_environment(harness_sha)
+
+    def _index(self) -> None:
+        """Build the replay state of ``records``: a queue per key, the records of each kind."""
         self._played = bytearray(len(self.records))
         self._queues: dict[str, deque[int]] = {}
         self._by_kind: dict[str, list[int]] = {}
@@ -319,7 +277,6 @@ class Tape:
             lst.append(i)
         # Replay keys each kind incrementally; made now, so the first call pays no setup.
         self._keys = {kind: StreamKey(kind) for kind in by_kind}
-        self._check_environment(harness_sha)
 
     def _env_digest(self, name: str) -> str | None:
         value = os.environ.get(name)
@@ -360,39 +317,30 @@ class Tape:
         same = [rec for rec in self.records if rec.key == decision.key]
         return same[-1] if same and all(_failure(rec) for rec in same) else None
 
-    def rehearse(self, key: str, call: Callable[[], object], *, step: int, times: int) -> bool:
-        """Run ``call`` (a hooked call of the recorded decision ``key``, as model step
-        ``step``) ``times`` times and leave no trace of it: each run goes through a shadow of
-        this tape (its records, with replay state of its own), bound in a copy of the context
-        with a step count of its own, so nothing of this tape changes, whatever other threads
-        do with it meanwhile. Returns whether every run replayed.
-
-        The replay path is warmed up this way when replay starts: its code is run, then
-        specialized by the interpreter, before the program's first call (a cold first call
-        costs several times a warm one).
-        """
-        queue = self._queues.get(key)
-        if self.mode is not Mode.REPLAY or not queue:
-            return False
+    def shadow(self, key: str) -> Tape | None:
+        """A replaying copy of this tape that holds only the first recorded decision of
+        ``key``, with replay state of its own: playing it changes nothing of this tape,
+        whatever other threads do with it meanwhile (the SDK fast path rehearses its first
+        call on one). None when this tape does not replay ``key``."""
+        queue = self._queues.get(key) if self.mode is Mode.REPLAY else None
+        if not queue:
+            return None
         first = queue[0]
+        shadow = copy.copy(self)
+        shadow._queues = {key: deque([first])}
+        shadow._played = bytearray(len(self.records))
+        shadow._cursor = {}
+        shadow._keys = {kind: StreamKey(kind) for kind in self._keys}
+        shadow.misses = []
+        return shadow
 
-        def once() -> None:
-            shadow = copy.copy(self)
-            shadow._queues = {key: deque([first])}
-            shadow._played = bytearray(first + 1)
-            shadow._keys = {kind: StreamKey(kind) for kind in self._keys}
-            shadow.misses = []
-            counts = _flow_steps.get() or {}
-            _flow_steps.set({**counts, self._serial: (step - 1, _Count(step - 1, _owner()))})
-            _current.set(shadow)
-            call()
-
-        try:
-            for _ in range(times):
-                contextvars.copy_context().run(once)
-        except Exception:  # a rehearsal: the program's own call reports what fails
-            return False
-        return True
+    def rekey(self, records: list[Record]) -> None:
+        """Replay ``records`` in place of the loaded ones (the same records, keyed anew by a
+        migration of their keys); nothing may have been played yet."""
+        if self.mode is not Mode.REPLAY or any(self._played):
+            raise RuntimeError("only a replaying tape that played nothing yet can be re-keyed")
+        self.records = records
+        self._index()
 
     @property
     def replaying(self) -> bool:
@@ -404,50 +352,15 @@ class Tape:
         """How many recorded decisions replay has played so far."""
         return self._played.count(1) if self.mode is Mode.REPLAY else 0
 
-    @property
-    def model_calls(self) -> int:
-        """How many model calls this flow (thread, or asyncio task) made so far on this tape:
-        the ``step`` tools key on."""
-        entry = (_flow_steps.get() or {}).get(self._serial)
-        if entry is None:
-            return 0
-        created, count = entry
-        return count.n if count.owner is _owner() else created
-
-    @model_calls.setter
-    def model_calls(self, count: int) -> None:
-        self._count(0, count)
-
-    def next_model_step(self) -> int:
-        """Count one more model call in this flow and return its step number.
-
-        Each thread counts its own calls; an asyncio task starts from its parent's count when
-        it was created. So a program whose threads or tasks call the model concurrently keys
-        each call the same way on every run, whatever order the calls arrive in.
-        """
-        return self._count(1)
-
     def bind(self) -> contextvars.Token[Tape | None]:
-        """Make this the tape of the calling thread or task (``with tape:`` and the hooks do),
-        and start its model-call count here, so the contexts it copies and runs one after the
-        other (LangGraph's nodes) count on it. Returns the token to reset."""
-        entry = (_flow_steps.get() or {}).get(self._serial)
-        if entry is None or entry[1].owner is not _owner():
-            self._count(0)
+        """Make this the tape of the calling thread or task (``with tape:`` and the hooks
+        do). Returns the token to reset."""
         return _current.set(self)
 
-    def _count(self, add: int, to: int | None = None) -> int:
-        """Add ``add`` to this flow's count (or set it ``to`` a number) and return it."""
-        counts = _flow_steps.get() or {}
-        entry, owner = counts.get(self._serial), _owner()
-        if entry is not None and entry[1].owner is owner:
-            count = entry[1]
-            count.n = count.n + add if to is None else to
-        else:  # this thread's or task's first count: from the count it was created with
-            n = (entry[0] if entry is not None else 0) + add
-            count = _Count(n if to is None else to, owner)
-        _flow_steps.set({**counts, self._serial: (count.n, count)})
-        return count.n
+    @staticmethod
+    def unbind(token: contextvars.Token[Tape | None]) -> None:
+        """Undo a ``bind()``: the context's tape is the one before it again."""
+        _current.reset(token)
 
     # -- the decision API ----------------------------------------------------------------------
 
@@ -490,6 +403,12 @@ class Tape:
         blob = self.redactor.redact_payload(payload, canonical, kind)
         return Decision(kind, key_of(kind, blob), blob, step)
 
+    def peek(self, decision: Decision) -> Record | None:
+        """The record ``play(decision)`` would return next, without playing it (None: it
+        would miss)."""
+        queue = self._queues.get(decision.key) if self.mode is Mode.REPLAY else None
+        return self.records[queue[0]] if queue else None
+
     def play(self, decision: Decision) -> Record:
         """Return the next recorded record for ``decision`` or raise ``ReplayMiss``."""
         queue = self._queues.get(decision.key)
@@ -500,15 +419,29 @@ class Tape:
         return self.records[index]
 
     def record(
-        self, decision: Decision, out: Any, *, ms: float = 0.0, effect: str | Effect = Effect.READ
+        self,
+        decision: Decision,
+        out: Any,
+        *,
+        ms: float = 0.0,
+        effect: str | Effect = Effect.READ,
+        usage: Mapping[str, int] | None = None,
+        api: str | None = None,
+        stream_text: Callable[[tuple[Any, ...]], bool] | None = None,
     ) -> Any:
-        """Write one decision and its output; returns the output as stored (redacted)."""
+        """Write one decision and its output; returns the output as stored (redacted).
+
+        ``usage`` is the token counts the answer reported (``{"input", "output",
+        "cached"}``; the record's ``tokens`` is input plus output), ``api`` the provider route
+        of a model call, ``stream_text`` the provider's rule of which strings of a streamed
+        output's events are pieces of one text (redaction reads them assembled)."""
         if self.mode is not Mode.RECORD:
             raise RuntimeError(
                 f"tape {self.store.name} is in {self.mode} mode; nothing can be recorded"
             )
-        stored, _ = self.redactor.redact_value(out)
+        stored, _ = self.redactor.redact_value(out, stream_text)
         data = decision.input()
+        counts = dict(usage) if usage else None
         record = Record(
             kind=decision.kind,
             key=decision.key,
@@ -516,6 +449,9 @@ class Tape:
             input=data if self.store_inputs else None,
             out=stored,
             effect=Effect.parse(effect).value,
+            tokens=(counts.get("input", 0) + counts.get("output", 0)) if counts else None,
+            usage=counts,
+            api=api,
             ms=round(ms, 3),
             digests=field_digests(data) if isinstance(data, dict) else None,
         )
@@ -651,35 +587,6 @@ class Tape:
             )
         return same_step[0] if same_step else first
 
-    # -- integrations: SDK and HTTP hooks ---------------------------------------------------
-
-    def patch_sdks(self) -> AbstractContextManager[Tape]:
-        """Tape ``openai``/``anthropic`` SDK calls made in this thread or task (a context manager).
-
-        See ``tracetape.integrations.sdk``; replay returns the SDKs' own types.
-        """
-        from .integrations.sdk import patch_sdks
-
-        return patch_sdks(self)
-
-    def patch_http(self) -> AbstractContextManager[Tape]:
-        """Tape every ``httpx``/``httpx2`` client created in this thread or task in the block."""
-        from .integrations.http import patch_http
-
-        return patch_http(self)
-
-    def http_transport(self, inner: Any = None, *, flavor: Any = None) -> Any:
-        """A sync ``httpx2`` (or ``httpx``: ``flavor="httpx"``) transport through this tape."""
-        from .integrations.http import http_transport
-
-        return http_transport(self, inner, flavor=flavor)
-
-    def async_http_transport(self, inner: Any = None, *, flavor: Any = None) -> Any:
-        """The async twin of ``http_transport``, for ``AsyncClient``."""
-        from .integrations.http import async_http_transport
-
-        return async_http_transport(self, inner, flavor=flavor)
-
     # -- lifecycle -----------------------------------------------------------------------------
 
     def close(self, *, failed: bool = False) -> None:
@@ -744,47 +651,3 @@ class Tape:
 
     def __repr__(self) -> str:
         return f"Tape({self.store.name!r}, mode={self.mode.value!r})"
-
-    # -- integrations: tools and environment ------------------------------------------------
-
-    @overload
-    def tool(
-        self,
-        func: Callable[P, R],
-        *,
-        effect: str | Effect = ...,
-        name: str | None = ...,
-        stub: Callable[P, R] | None = ...,
-        ignore: Iterable[str] = ...,
-    ) -> Callable[P, R]: ...
-
-    @overload
-    def tool(
-        self,
-        func: None = ...,
-        *,
-        effect: str | Effect = ...,
-        name: str | None = ...,
-        stub: Callable[..., Any] | None = ...,
-        ignore: Iterable[str] = ...,
-    ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
-
-    def tool(
-        self,
-        func: Callable[P, R] | None = None,
-        *,
-        effect: str | Effect = Effect.READ,
-        name: str | None = None,
-        stub: Callable[..., Any] | None = None,
-        ignore: Iterable[str] = (),
-    ) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
-        """Decorate a function as a tool taped on this tape (see ``tracetape.tool``)."""
-        from .integrations.tools import tool
-
-        return tool(func, effect=effect, name=name, stub=stub, ignore=ignore, tape=self)
-
-    def env(self, name: str, default: str | None = None) -> str | None:
-        """Read an environment variable through this tape (see ``tracetape.env``)."""
-        from .integrations.tools import env
-
-        return env(name, default, tape=self)

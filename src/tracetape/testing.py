@@ -68,12 +68,10 @@ def default_cassette_path(
     return test_file.parent / "cassettes" / test_file.stem / f"{_UNSAFE.sub('_', name)}.jsonl"
 
 
-def _patch_sdks(tape: Tape) -> contextlib.AbstractContextManager[Any] | None:
-    try:
-        from .integrations.sdk import patch_sdks  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return None
-    return patch_sdks(tape)  # type: ignore[no-any-return,unused-ignore]
+def _patch_sdks(tape: Tape) -> contextlib.AbstractContextManager[Any]:
+    from .integrations.sdk import patch_sdks
+
+    return patch_sdks(tape)
 
 
 class TapeCase:
@@ -135,9 +133,7 @@ class TapeCase:
         try:
             self._stack.enter_context(tape)
             if self.sdk:
-                patch = _patch_sdks(tape)
-                if patch is not None:
-                    self._stack.enter_context(patch)
+                self._stack.enter_context(_patch_sdks(tape))
             if tape.replaying:
                 self.guard = self._stack.enter_context(
                     block_network(
@@ -177,7 +173,7 @@ class TapeCase:
         if swallowed is not None:
             raise swallowed
         if not failed and self.watcher is not None and self.watcher.seen and not tape.written:
-            fix = "tape them with tape.patch_http() (any httpx client) or @tracetape.tool"
+            fix = "tape them with tracetape.patch_http(tape) (any httpx client) or @tracetape.tool"
             warnings.warn(untaped_traffic(self.watcher.seen, fix), TapeWarning, stacklevel=2)
 
     def __enter__(self) -> Tape:

@@ -12,6 +12,7 @@ import httpx2
 import openai
 import pytest
 
+import tracetape
 from tracetape import Tape, read_cassette
 from tracetape.integrations.tools import RAISED
 
@@ -27,7 +28,7 @@ def _closed_port() -> int:
 
 def _fetch(tape: Tape, url: str) -> str:
     """What a program does with a fetch that may fail: fall back (litellm's price list)."""
-    with httpx2.Client(transport=tape.http_transport()) as client:
+    with httpx2.Client(transport=tracetape.http_transport(tape)) as client:
         try:
             return client.get(url).text
         except httpx2.ConnectError as exc:
@@ -57,7 +58,7 @@ def test_an_sdk_connection_error_replays_as_the_same_sdk_error(tmp_path: Path) -
     base = f"http://127.0.0.1:{_closed_port()}/v1"
 
     def ask(tape: Tape) -> type[BaseException]:
-        http_client = httpx2.Client(transport=tape.http_transport())
+        http_client = httpx2.Client(transport=tracetape.http_transport(tape))
         client = openai.OpenAI(base_url=base, api_key="sk-test", http_client=http_client,
                                max_retries=0)  # fmt: skip
         with pytest.raises(openai.APIConnectionError) as info:
@@ -83,7 +84,7 @@ def test_an_anthropic_miss_is_not_retried_whatever_the_user_agent(tmp_path: Path
     with pytest.raises(ReplayMiss) as outer, Tape(path, mode="replay") as tape:
         client = anthropic.Anthropic(
             base_url=f"http://127.0.0.1:{_closed_port()}", api_key="sk-ant-test",
-            http_client=httpx2.Client(transport=tape.http_transport()), max_retries=5,
+            http_client=httpx2.Client(transport=tracetape.http_transport(tape)), max_retries=5,
             default_headers={"User-Agent": "pydantic-ai/1.0"},
         )  # fmt: skip
         with pytest.raises(ReplayMiss) as info:
@@ -91,7 +92,7 @@ def test_an_anthropic_miss_is_not_retried_whatever_the_user_agent(tmp_path: Path
                 model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}]
             )
     assert not isinstance(info.value, anthropic.APIConnectionError)
-    assert tape.model_calls == 1  # one attempt: no retry numbered as a new step
+    assert len(tape.misses) == 1  # one attempt: no retry
     assert outer.value.key == info.value.key
 
 
@@ -109,7 +110,7 @@ def test_an_sdk_level_connection_error_is_one_decision(
     messages = [{"role": "user", "content": "hi"}]
 
     def ask(tape: Tape) -> BaseException:
-        with tape.patch_sdks():
+        with tracetape.patch_sdks(tape):
             if aio:
                 client: Any = openai.AsyncOpenAI(base_url=base, api_key="k", max_retries=retries)
                 call = client.chat.completions.create(model="m", messages=messages)
@@ -148,17 +149,21 @@ def test_sdk_retries_of_a_missed_request_keep_its_step(tmp_path: Path) -> None:
 
     path = tmp_path / "run.jsonl"
     base = f"http://127.0.0.1:{_closed_port()}/v1"
-    with Tape(path, mode="record") as tape, tape.patch_http():
+    with Tape(path, mode="record") as tape, tracetape.patch_http(tape):
         client = openai.OpenAI(base_url=base, api_key="k", max_retries=0)
         with pytest.raises(openai.APIConnectionError):
             client.chat.completions.create(model="m", messages=[{"role": "user", "content": "a"}])
-    with pytest.raises(ReplayMiss) as info, Tape(path, mode="replay") as tape, tape.patch_http():
+    with (
+        pytest.raises(ReplayMiss) as info,
+        Tape(path, mode="replay") as tape,
+        tracetape.patch_http(tape),
+    ):
         client = openai.OpenAI(base_url=base, api_key="k", max_retries=2)
         with pytest.MonkeyPatch.context() as m:
             m.setattr(openai.OpenAI, "_calculate_retry_timeout", lambda *a, **k: 0.0)
             client.chat.completions.create(model="m", messages=[{"role": "user", "content": "b"}])
     assert info.value.step == 1
-    assert tape.model_calls == 1
+    assert len(tape.misses) == 1  # the retries of the miss were not made
     assert info.value.changes == ["messages[0].content"]
 
 

@@ -29,6 +29,7 @@ pytestmark = pytest.mark.skipif(
 AGENT = """
 import asyncio, json, sys, time
 import anthropic, openai
+import tracetape
 from tracetape import ReplayMiss, Tape
 
 base, folder, mode = sys.argv[1:4]
@@ -64,20 +65,20 @@ for sdk in ("openai", "anthropic"):
     else:
         make = lambda aio=False: (anthropic.AsyncAnthropic if aio else anthropic.Anthropic)(
             base_url=base, api_key="k", max_retries=2)
-    with Tape(f"{folder}/{sdk}.jsonl", mode=mode) as tape, tape.patch_sdks():
+    with Tape(f"{folder}/{sdk}.jsonl", mode=mode) as tape, tracetape.patch_sdks(tape):
         answers = [ask(sdk, make(), msgs), ask(sdk, make(), msgs, stream=True)]
         answers.append(asyncio.run(aask(sdk, make(aio=True), msgs)))
     out[sdk] = answers
     if mode == "replay":
         try:
-            with Tape(f"{folder}/{sdk}.jsonl", mode="replay") as tape, tape.patch_http():
+            with Tape(f"{folder}/{sdk}.jsonl", mode="replay") as tape, tracetape.patch_http(tape):
                 try:
                     ask(sdk, make(), [{"role": "user", "content": "sum 1 to 1"}])
                 except Exception as exc:  # what the call itself raised
                     raised = type(exc).__name__
         except ReplayMiss as miss:
             out[sdk + "_miss"] = {"type": type(miss).__name__, "step": miss.step,
-                                  "changes": miss.changes, "calls": tape.model_calls,
+                                  "changes": miss.changes, "calls": len(tape.misses),
                                   "raised": raised}
 out["slept"] = slept
 print(json.dumps(out))

@@ -28,7 +28,6 @@ from sdk_agents import (
 import tracetape
 from tracetape import ReplayMiss, Tape, read_cassette
 from tracetape.integrations import unpatch_all
-from tracetape.tape import current_tape
 
 OPENAI_KEY = "sk-proj-abcdefghijklmnopqrstuvwxyz012345"
 ANTHROPIC_KEY = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123"
@@ -66,10 +65,10 @@ def _run(path: Path, mode: str, sdk: str, level: str, *, stream: bool, base: str
     make, agent = SYNC[sdk]
     with Tape(path, mode=mode) as tape:
         if level == "sdk":
-            with tape.patch_sdks():
+            with tracetape.patch_sdks(tape):
                 return str(agent(make(base), TASK, stream=stream, **kw))
         client = make(base)  # built before the hook: its requests are taped all the same
-        with tape.patch_http():
+        with tracetape.patch_http(tape):
             return str(agent(client, TASK, stream=stream, **kw))
 
 
@@ -77,7 +76,7 @@ async def _arun(path: Path, mode: str, sdk: str, level: str, *, stream: bool, ba
     make, agent = ASYNC[sdk]
     async with Tape(path, mode=mode) as tape:
         if level == "sdk":
-            with tape.patch_sdks():
+            with tracetape.patch_sdks(tape):
                 sdk_client = make(base, aio=True)
                 try:
                     return str(await agent(sdk_client, TASK, stream=stream))
@@ -86,14 +85,14 @@ async def _arun(path: Path, mode: str, sdk: str, level: str, *, stream: bool, ba
         if stream:  # streamed cases use patch_http, the others an explicit transport
             client = make(base, aio=True)
             try:
-                with tape.patch_http():
+                with tracetape.patch_http(tape):
                     return str(await agent(client, TASK, stream=stream))
             finally:
                 await client.close()
-        transport = tape.async_http_transport()
+        transport = tracetape.async_http_transport(tape)
         client = make(base, aio=True, http_client=httpx2.AsyncClient(transport=transport))
         try:
-            with tape.patch_http():  # a client with a tape transport is not taped twice
+            with tracetape.patch_http(tape):  # a client with a tape transport is not taped twice
                 return str(await agent(client, TASK, stream=stream))
         finally:
             await client.close()
@@ -188,7 +187,7 @@ def test_miss_surfaces_unwrapped_without_retries(
     server.stop()
     messages = [{"role": "user", "content": "hi"}]
     with pytest.raises(ReplayMiss) as again, Tape(path, mode="replay") as tape:
-        http_client = httpx2.Client(transport=tape.http_transport())
+        http_client = httpx2.Client(transport=tracetape.http_transport(tape))
         if sdk == "openai":
             client = _openai(server.base_url, http_client=http_client).with_options(max_retries=5)
             call = functools.partial(client.chat.completions.create, model="m", messages=messages)
@@ -202,7 +201,7 @@ def test_miss_surfaces_unwrapped_without_retries(
         with pytest.raises(ReplayMiss) as info:
             call()
     assert again.value.key == info.value.key  # caught in the block: raised again at close
-    assert tape.model_calls == 1  # one attempt: the SDK did not retry it
+    assert len(tape.misses) == 1  # one attempt: the SDK did not retry it
     assert not isinstance(info.value, openai.APIConnectionError | anthropic.APIConnectionError)
     # typed as both SDKs' base errors, which every SDK version re-raises as they are
     assert isinstance(info.value, openai.OpenAIError | anthropic.AnthropicError)
@@ -218,7 +217,7 @@ def test_sdk_replay_miss_opens_no_socket(tmp_path: Path, monkeypatch: pytest.Mon
         raise AssertionError("the network was touched")
 
     monkeypatch.setattr(httpx2.HTTPTransport, "handle_request", refuse)
-    with pytest.raises(ReplayMiss), Tape(path, mode="replay") as tape, tape.patch_sdks():
+    with pytest.raises(ReplayMiss), Tape(path, mode="replay") as tape, tracetape.patch_sdks(tape):
         _openai("http://127.0.0.1:9").chat.completions.create(
             model="m", messages=[{"role": "user", "content": "hi"}]
         )
@@ -248,10 +247,10 @@ def test_secrets_never_reach_the_cassette(
     path = tmp_path / "run.jsonl"
     with Tape(path, mode="record") as tape:
         if level == "sdk":
-            with tape.patch_sdks():
+            with tracetape.patch_sdks(tape):
                 agent(make(), "sum 1 to 3")
         else:
-            with tape.patch_http():
+            with tracetape.patch_http(tape):
                 agent(make(), "sum 1 to 3")
     headers = {k.lower(): v for k, v in server.requests[0]["headers"].items()}
     key = OPENAI_KEY if sdk == "openai" else ANTHROPIC_KEY
@@ -270,7 +269,7 @@ def test_threads_with_their_own_tapes_never_mix(tmp_path: Path, server: FakeServ
 
     def worker(name: str, task: str) -> None:
         client = _openai(server.base_url)
-        with Tape(tmp_path / f"{name}.jsonl", mode="record") as tape, tape.patch_sdks():
+        with Tape(tmp_path / f"{name}.jsonl", mode="record") as tape, tracetape.patch_sdks(tape):
             barrier.wait()
             results[name] = openai_agent(client, task)
 
@@ -302,10 +301,10 @@ def test_replay_returns_the_sdk_types(tmp_path: Path, server: FakeServer) -> Non
             final = events.get_final_completion()
         return [plain, streamed, raw.parse(), raw.status_code, final]
 
-    with Tape(path, mode="record") as tape, tape.patch_sdks():
+    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
         live = calls(_openai(server.base_url))
     server.stop()
-    with Tape(path, mode="replay") as tape, tape.patch_sdks():
+    with Tape(path, mode="replay") as tape, tracetape.patch_sdks(tape):
         replayed = calls(_openai(server.base_url))
     assert isinstance(replayed[0], ChatCompletion)
     assert all(isinstance(c, ChatCompletionChunk) for c in replayed[1])
@@ -327,11 +326,11 @@ def test_other_endpoints_round_trip(tmp_path: Path, server: FakeServer) -> None:
         emb = client.embeddings.create(model="e", input="text")
         return [resp.output_text, events, comp.choices[0].text, emb.data[0].embedding]
 
-    with Tape(path, mode="record") as tape, tape.patch_sdks():
+    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
         live = calls(_openai(server.base_url))
     assert live[3] == [0.5, -0.25, 0.125]
     server.stop()
-    with Tape(path, mode="replay") as tape, tape.patch_sdks():
+    with Tape(path, mode="replay") as tape, tracetape.patch_sdks(tape):
         assert calls(_openai(server.base_url)) == live
     assert [r.input["params"].get("encoding_format") for r in read_cassette(path)][3] == "base64"
 
@@ -340,12 +339,12 @@ def test_abandoned_stream_is_recorded_as_far_as_read(tmp_path: Path, server: Fak
     """A stream left half-read is recorded up to where it was read, in its own cassette only."""
     first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
     messages = [{"role": "user", "content": "sum 1 to 1"}]
-    with Tape(first, mode="record") as tape, tape.patch_sdks():
+    with Tape(first, mode="record") as tape, tracetape.patch_sdks(tape):
         stream = _openai(server.base_url).chat.completions.create(
             model="m", messages=messages, stream=True
         )
         head = next(iter(stream))
-    with Tape(second, mode="record") as tape, tape.patch_sdks():
+    with Tape(second, mode="record") as tape, tracetape.patch_sdks(tape):
         _openai(server.base_url).chat.completions.create(model="m", messages=messages)
     (rec,) = read_cassette(first).records
     assert rec.out["complete"] is False
@@ -353,7 +352,7 @@ def test_abandoned_stream_is_recorded_as_far_as_read(tmp_path: Path, server: Fak
     (other,) = read_cassette(second).records
     assert "events" not in other.out
     server.stop()
-    with Tape(first, mode="replay") as tape, tape.patch_sdks():
+    with Tape(first, mode="replay") as tape, tracetape.patch_sdks(tape):
         stream = _openai(server.base_url).chat.completions.create(
             model="m", messages=messages, stream=True
         )
@@ -394,7 +393,7 @@ def test_plain_http_requests_are_keyed_without_secret_params(
     url = server.base_url + "/echo?q=1&api_key=hunter2hunter2"
     with (
         Tape(path, mode="record") as tape,
-        httpx2.Client(transport=tape.http_transport()) as client,
+        httpx2.Client(transport=tracetape.http_transport(tape)) as client,
     ):
         live = client.post(url, json={"x": 1}, headers={"Authorization": "Bearer abc"}).json()
     (rec,) = read_cassette(path).records
@@ -408,7 +407,7 @@ def test_plain_http_requests_are_keyed_without_secret_params(
     server.stop()
     with (
         Tape(path, mode="replay") as tape,
-        httpx2.Client(transport=tape.http_transport()) as client,
+        httpx2.Client(transport=tracetape.http_transport(tape)) as client,
     ):
         assert client.post(url.replace("hunter2", "other"), json={"x": 1}).json() == live
 
@@ -427,9 +426,7 @@ def test_process_wide_patch_reaches_other_threads(tmp_path: Path, server: FakeSe
     finally:
         handle.stop()
         tape.close()
-    # the thread counted its own calls; this thread made none
     assert [r.step for r in read_cassette(path).records] == [1, 2, 3]
-    assert tape.model_calls == 0
 
 
 def test_status_errors_replay_as_the_sdk_error(tmp_path: Path, server: FakeServer) -> None:
@@ -441,10 +438,18 @@ def test_status_errors_replay_as_the_sdk_error(tmp_path: Path, server: FakeServe
         client = openai.OpenAI(api_key=OPENAI_KEY, max_retries=0, **client_kw)
         client.embeddings.create(model="m", input="x", extra_body={"fail": True})
 
-    with Tape(path, mode="record") as tape, tape.patch_sdks(), pytest.raises(openai.NotFoundError):
+    with (
+        Tape(path, mode="record") as tape,
+        tracetape.patch_sdks(tape),
+        pytest.raises(openai.NotFoundError),
+    ):
         call()
     server.stop()
-    with Tape(path, mode="replay") as tape, tape.patch_sdks(), pytest.raises(openai.NotFoundError):
+    with (
+        Tape(path, mode="replay") as tape,
+        tracetape.patch_sdks(tape),
+        pytest.raises(openai.NotFoundError),
+    ):
         call()
     assert json.loads(path.read_text().splitlines()[1])["out"]["status"] == 404
 
@@ -469,12 +474,12 @@ def test_helpers_and_raw_responses_replay(tmp_path: Path, server: FakeServer) ->
             out.append([e.type for e in events])
         return out
 
-    with Tape(path, mode="record") as tape, tape.patch_sdks():
+    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
         live = calls()
     assert live[2] == "echo: hey"
     assert "input_json" in live[3]
     server.stop()
-    with Tape(path, mode="replay") as tape, tape.patch_sdks():
+    with Tape(path, mode="replay") as tape, tracetape.patch_sdks(tape):
         assert calls() == live
 
 
@@ -485,7 +490,7 @@ def test_plain_httpx_client_and_half_read_http_stream(tmp_path: Path, server: Fa
     url = server.base_url + "/v1/chat/completions"
     with (
         Tape(path, mode="record") as tape,
-        httpx.Client(transport=tape.http_transport(flavor="httpx")) as client,
+        httpx.Client(transport=tracetape.http_transport(tape, flavor="httpx")) as client,
         client.stream("POST", url, json=body) as response,
     ):
         first = next(response.iter_lines())
@@ -496,7 +501,7 @@ def test_plain_httpx_client_and_half_read_http_stream(tmp_path: Path, server: Fa
     server.stop()
     with (
         Tape(path, mode="replay") as tape,
-        httpx.Client(transport=tape.http_transport(flavor="httpx")) as client,
+        httpx.Client(transport=tracetape.http_transport(tape, flavor="httpx")) as client,
         client.stream("POST", url, json=body) as response,
     ):
         assert json.loads(next(response.iter_lines())[6:]) == rec.out["events"][0]["data"]
@@ -508,7 +513,7 @@ def test_asyncio_tasks_with_their_own_tapes_never_mix(tmp_path: Path, server: Fa
     async def worker(name: str, task: str) -> str:
         client = _openai(server.base_url, aio=True)
         async with Tape(tmp_path / f"{name}.jsonl", mode="record") as tape:
-            with tape.patch_sdks():
+            with tracetape.patch_sdks(tape):
                 return await openai_agent_async(client, task)
 
     async def main() -> list[str]:
@@ -525,14 +530,14 @@ def test_patch_is_removed_on_exit(tmp_path: Path) -> None:
     """Leaving the last patch block restores the SDK methods and httpx send untouched."""
     chat = openai.resources.chat.completions.Completions
     before = (chat.create, anthropic.resources.messages.Messages.stream, httpx2.Client.send)
-    with Tape(tmp_path / "a.jsonl") as tape, tape.patch_sdks():
-        with tape.patch_sdks():
+    with Tape(tmp_path / "a.jsonl") as tape, tracetape.patch_sdks(tape):
+        with tracetape.patch_sdks(tape):
             assert chat.create is not before[0]
         assert chat.create is not before[0]
-        with tape.patch_http():
+        with tracetape.patch_http(tape):
             assert httpx2.Client.send is not before[2]
         assert httpx2.Client.send is not before[2]  # the SDK level's safety net
-    with Tape(tmp_path / "b.jsonl") as tape, tape.patch_http():
+    with Tape(tmp_path / "b.jsonl") as tape, tracetape.patch_http(tape):
         assert httpx2.Client.send is not before[2]
         assert chat.create is before[0]  # the HTTP level alone leaves the SDKs alone
     after = (chat.create, anthropic.resources.messages.Messages.stream, httpx2.Client.send)
@@ -555,12 +560,12 @@ def test_structured_output_parse_replays(tmp_path: Path, server: FakeServer) -> 
         )
         return completion.choices[0].message.parsed
 
-    with Tape(path, mode="record") as tape, tape.patch_sdks():
+    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
         assert call() == Answer(answer=42)
     server.stop()
-    with Tape(path, mode="replay") as tape, tape.patch_sdks():
+    with Tape(path, mode="replay") as tape, tracetape.patch_sdks(tape):
         assert call() == Answer(answer=42)
-    with Tape(path, mode="replay") as tape, tape.patch_http():
+    with Tape(path, mode="replay") as tape, tracetape.patch_http(tape):
         assert call() == Answer(answer=42)  # the HTTP level sends the same body
     params = read_cassette(path).records[0].input["params"]
     assert params["stream"] is False
@@ -575,7 +580,7 @@ def test_multipart_uploads_replay_despite_random_boundaries(
     url = server.base_url + "/echo"
 
     def upload(tape: Tape) -> int:
-        with httpx2.Client(transport=tape.http_transport()) as client:
+        with httpx2.Client(transport=tracetape.http_transport(tape)) as client:
             return client.post(url, files={"f": ("a.txt", b"hello")}).status_code
 
     with Tape(path, mode="record") as tape:
@@ -614,12 +619,12 @@ def test_anthropic_stream_helper_keys_the_body_it_sends(
         ) as events:
             return [e.type for e in events]
 
-    with Tape(path, mode="record") as tape, tape.patch_sdks():
+    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
         live = call()
     assert len(server.requests) == 1
     assert server.requests[0]["body"]["messages"] == messages
     server.stop()
-    with Tape(path, mode="replay") as tape, tape.patch_http():
+    with Tape(path, mode="replay") as tape, tracetape.patch_http(tape):
         assert call() == live
     params = read_cassette(path).records[0].input["params"]
     assert params["output_config"]["format"]["type"] == "json_schema"
@@ -632,7 +637,7 @@ import tracetape
 
 tape = tracetape.Tape(pathlib.Path(tempfile.mkdtemp()) / "t.jsonl", harness_sha="x")
 report = {}
-with tape, tape.patch_sdks():
+with tape, tracetape.patch_sdks(tape):
     report["imported_by_patch"] = sorted(
         m for m in ("openai", "anthropic", "httpx", "httpx2", "pydantic") if m in sys.modules
     )
@@ -646,7 +651,7 @@ with tape, tape.patch_sdks():
 
     report["patched_on_import"] = [
         patched(Completions), patched(AsyncCompletions), patched(Messages),
-        patched(Messages, "stream"), patched(sys.modules["httpx2"].Client, "send"),
+        patched(sys.modules["httpx2"].Client, "send"),
     ]
 report["restored"] = not any(
     patched(c) for c in (Completions, AsyncCompletions, Messages)
@@ -669,7 +674,7 @@ def test_the_hooks_patch_sdks_when_imported_and_never_import_them(tmp_path: Path
     report = json.loads(done.stdout)
     assert report == {
         "imported_by_patch": [],
-        "patched_on_import": [True, True, True, True, True],
+        "patched_on_import": [True, True, True, True],
         "restored": True,
         "finder_left": [],
     }
@@ -728,85 +733,38 @@ def test_replay_rehearses_its_first_call_and_leaves_no_trace(
     tmp_path: Path, server: FakeServer, sdk: str
 ) -> None:
     """When replay starts, and when the first client is built, the first recorded call is
-    replayed through the hook REHEARSALS times (the interpreter specializes the code before
-    the program's first call), and the tape is left as it was: nothing played, no miss, no
-    step counted; the run then replays whole, strict."""
-    from tracetape.integrations import sdk as hooks
+    replayed through the hook REHEARSALS times, each on a shadow of the tape (the interpreter
+    specializes the code before the program's first call), and the tape is left as it was:
+    nothing played, no miss; the run then replays whole, strict."""
+    from tracetape.integrations import stainless
+    from tracetape.integrations.state import state_of
 
     path = tmp_path / "run.jsonl"
     expected = _run(path, "record", sdk, "sdk", stream=False, base=server.base_url)
     runs = []
-    original = Tape.rehearse
+    original = Tape.shadow
 
-    def counted(self: Tape, key: str, call: Any, *, step: int, times: int) -> bool:
-        def once() -> object:
-            runs.append(key)
-            return call()
-
-        return original(self, key, once, step=step, times=times)
+    def counted(self: Tape, key: str) -> Tape | None:
+        runs.append(key)
+        return original(self, key)
 
     make, agent = SYNC[sdk]
     with Tape(path, mode="replay", strict=True) as tape:
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(Tape, "rehearse", counted)
-            with tape.patch_sdks():
-                assert list(tape.hooks.rehearsed.values()) == [True]
-                assert runs == [tape.records[0].key] * hooks.REHEARSALS
-                assert (tape.matched, tape.misses, tape.model_calls) == (0, [], 0)
+            mp.setattr(Tape, "shadow", counted)
+            with tracetape.patch_sdks(tape):
+                assert list(state_of(tape).rehearsed.values()) == [True]
+                assert runs == [tape.records[0].key] * stainless.REHEARSALS
+                assert (tape.matched, tape.misses) == (0, [])
                 assert len(tape.unplayed) == len(tape.records)
                 # The first client built rehearses again (building one runs other code); each
                 # client gets the resources the cassette answers built, as replay starts.
                 client, other = make(server.base_url), make(server.base_url)
-                assert len(runs) == 2 * hooks.REHEARSALS
+                assert len(runs) == 2 * stainless.REHEARSALS
                 resource = "chat" if sdk == "openai" else "messages"
                 assert resource in vars(client) and resource in vars(other)
                 assert str(agent(client, TASK, stream=False)) == expected
         assert tape.matched == len(tape.records)
-
-
-def test_a_rehearsal_that_misses_leaves_no_trace(tmp_path: Path, server: FakeServer) -> None:
-    """A rehearsal whose call misses (a first call the hook could not rebuild from its
-    record) stops at once and leaves the tape as it was: the run then replays whole."""
-    path = tmp_path / "run.jsonl"
-    expected = _run(path, "record", "openai", "sdk", stream=False, base=server.base_url)
-    with Tape(path, mode="replay") as tape:
-        key = tape.records[0].key
-        assert key is not None
-        calls: list[int] = []
-
-        def miss() -> None:
-            shadow = current_tape()  # what the hook resolves
-            assert shadow is not None and shadow is not tape
-            calls.append(shadow.model_calls)
-            shadow.play(shadow.prepare("llm", {"messages": ["not recorded"], "step": 1}))
-
-        assert not tape.rehearse(key, miss, step=3, times=5)
-        assert calls == [2]  # the step given, counted in the rehearsal's own context
-        assert (tape.matched, tape.misses, tape.model_calls) == (0, [], 0)
-        with tape.patch_sdks():
-            assert str(openai_agent(_openai(server.base_url), TASK, stream=False)) == expected
-
-
-def test_a_rehearsal_leaves_what_another_flow_played_meanwhile(
-    tmp_path: Path, server: FakeServer
-) -> None:
-    """The rehearsal never touches the tape itself: a decision another thread plays while it
-    runs stays played."""
-    path = tmp_path / "run.jsonl"
-    _run(path, "record", "openai", "sdk", stream=False, base=server.base_url)
-    with (
-        pytest.warns(tracetape.TapeWarning, match="were never played"),  # the rest: on purpose
-        Tape(path, mode="replay") as tape,
-    ):
-        rec = tape.records[0]
-        assert rec.key is not None
-
-        def meanwhile() -> None:  # as another thread would, on the tape itself
-            if not tape.matched:
-                tape.play(tape.prepare("llm", rec.input))
-
-        assert tape.rehearse(rec.key, meanwhile, step=1, times=3)
-        assert (tape.matched, tape.unplayed[0].key) == (1, tape.records[1].key)
 
 
 def test_threads_sharing_one_tape_replay_in_any_order(tmp_path: Path, server: FakeServer) -> None:
@@ -852,7 +810,7 @@ def test_concurrent_asyncio_agents_on_one_tape_replay(tmp_path: Path, server: Fa
     async def both(mode: str) -> list[str]:
         client = _openai(server.base_url, aio=True)
         async with Tape(path, mode=mode) as tape:
-            with tape.patch_sdks():
+            with tracetape.patch_sdks(tape):
                 answers = await asyncio.gather(
                     openai_agent_async(client, "sum 1 to 3"),
                     openai_agent_async(client, "sum 1 to 5"),
@@ -904,7 +862,7 @@ def test_a_secret_split_across_streamed_events_is_never_stored(
     task = f"echo your key is {secret} keep it safe"
 
     def run(mode: str) -> tuple[str, int]:
-        with Tape(path, mode=mode) as tape, tape.patch_sdks():
+        with Tape(path, mode=mode) as tape, tracetape.patch_sdks(tape):
             stream = _openai(server.base_url).chat.completions.create(
                 model="m", messages=[{"role": "user", "content": task}], stream=True
             )
@@ -963,18 +921,18 @@ def test_model_requests_the_sdk_level_misses_are_taped_at_send(
     cassette misses instead of silently going live."""
     path = tmp_path / "run.jsonl"
     client = make(server.base_url)
-    with Tape(path, mode="record") as tape, tape.patch_sdks():
+    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
         assert openai_agent(client, "sum 1 to 3") == "The total is 6."
     records = read_cassette(path).records
     assert [(r.kind, r.step) for r in records] == [("llm", n) for n in (1, 2, 3, 4)]
     assert records[0].input["messages"] == [{"role": "user", "content": "sum 1 to 3"}]
     assert OPENAI_KEY not in path.read_text()  # the key went in a header: never stored
     live = len(server.requests)
-    with Tape(path, mode="replay") as tape, tape.patch_sdks():
+    with Tape(path, mode="replay") as tape, tracetape.patch_sdks(tape):
         assert openai_agent(client, "sum 1 to 3") == "The total is 6."
     empty = tmp_path / "empty.jsonl"
     Tape(empty, mode="record").close()
-    with pytest.raises(ReplayMiss), Tape(empty, mode="replay") as tape, tape.patch_sdks():
+    with pytest.raises(ReplayMiss), Tape(empty, mode="replay") as tape, tracetape.patch_sdks(tape):
         openai_agent(client, "sum 1 to 3")
     assert len(server.requests) == live
 
@@ -992,12 +950,12 @@ def test_anthropic_beta_messages_are_taped_under_the_sdk_hooks(
         )
         return str(reply.content[0].text)
 
-    with Tape(path, mode="record") as tape, tape.patch_sdks():
+    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
         assert ask() == "The total is 0."
     (rec,) = read_cassette(path).records
     assert rec.kind == "llm" and rec.step == 1
     server.stop()
-    with Tape(path, mode="replay") as tape, tape.patch_sdks():
+    with Tape(path, mode="replay") as tape, tracetape.patch_sdks(tape):
         assert ask() == "The total is 0."
 
 
@@ -1005,7 +963,7 @@ def test_the_safety_net_leaves_other_requests_alone(tmp_path: Path, server: Fake
     """Under the SDK hooks alone only model requests are taped: a program's other HTTP
     traffic (here a POST to /echo) goes out untouched, in record and in replay."""
     path = tmp_path / "run.jsonl"
-    with Tape(path, mode="record") as tape, tape.patch_sdks():
+    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
         reply = httpx2.post(server.base_url + "/echo", json={"a": 1})
     assert reply.json() == {"echo": {"a": 1}}
     assert read_cassette(path).records == []
@@ -1017,7 +975,7 @@ def test_the_safety_net_redacts_before_writing(tmp_path: Path, server: FakeServe
     path = tmp_path / "run.jsonl"
     secret = "AKIAIOSFODNN7EXAMPLE"
     client = _raw_post(server.base_url)
-    with Tape(path, mode="record") as tape, tape.patch_sdks():
+    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
         reply = client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": f"sum 1 to 0, key {secret}"}]
         )

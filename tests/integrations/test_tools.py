@@ -1,4 +1,4 @@
-"""``@tool`` / ``tape.tool`` and ``env`` / ``tape.env``: tools and environment reads on a tape."""
+"""``@tool`` and ``env`` (on ``tape=`` or the current tape): tool calls and environment reads."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import tracetape
 from tracetape import IrreversibleEffectError, ReplayMiss, Tape, read_cassette
+from tracetape.integrations.state import state_of
 from tracetape.integrations.tools import env, tool
 
 
@@ -49,7 +50,7 @@ def test_tool_key_payload_is_name_args_step(tmp_path: Path) -> None:
 
     path = tmp_path / "run.jsonl"
     with Tape(path, mode="record") as tape:
-        tape.model_calls = 3
+        state_of(tape).steps.saw(3)  # a model call of step 3 was made
         Agent().save("hi")
     (rec,) = read_cassette(path).records
     assert rec.kind == "tool"
@@ -105,10 +106,10 @@ def test_tool_step_follows_model_calls(tmp_path: Path) -> None:
 
     path = tmp_path / "run.jsonl"
     with Tape(path, mode="record") as tape:
-        tape.model_calls = 1
+        state_of(tape).steps.saw(1)  # a model call of step 1 was made
         clock()
     with pytest.raises(ReplayMiss) as info, Tape(path, mode="replay") as tape:
-        tape.model_calls = 2
+        state_of(tape).steps.saw(2)  # a model call of step 2 was made
         clock()
     assert info.value.changes == ["step"]
 
@@ -262,10 +263,10 @@ def test_tool_without_a_tape_is_a_plain_call() -> None:
 
 
 def test_tape_tool_binds_to_its_own_tape(tmp_path: Path) -> None:
-    """``tape.tool`` records on its tape even while another tape is the current one."""
+    """``tool(tape=...)`` records on its tape even while another tape is the current one."""
     tape = Tape(tmp_path / "bound.jsonl", mode="record")
 
-    @tape.tool(effect="read")
+    @tool(effect="read", tape=tape)
     def ping() -> str:
         return "pong"
 
@@ -324,18 +325,19 @@ def test_threads_each_record_on_their_own_tape(tmp_path: Path) -> None:
 
 
 def test_env_replays_the_recorded_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``tape.env`` returns the value read while recording, whatever the live value is now."""
+    """``env(name, tape=tape)`` returns the value read while recording, whatever the live
+    value is now."""
     path = tmp_path / "run.jsonl"
     monkeypatch.setenv("AGENT_REGION", "eu-north")
     monkeypatch.delenv("AGENT_UNSET", raising=False)
     with Tape(path, mode="record") as tape:
-        assert tape.env("AGENT_REGION") == "eu-north"
-        assert tape.env("AGENT_UNSET", "dflt") == "dflt"
+        assert env("AGENT_REGION", tape=tape) == "eu-north"
+        assert env("AGENT_UNSET", "dflt", tape=tape) == "dflt"
     monkeypatch.setenv("AGENT_REGION", "us-east")
     monkeypatch.setenv("AGENT_UNSET", "now-set")
     with Tape(path, mode="replay") as tape:
         assert env("AGENT_REGION") == "eu-north"
-        assert tape.env("AGENT_UNSET", "dflt") == "dflt"
+        assert env("AGENT_UNSET", "dflt", tape=tape) == "dflt"
 
 
 @pytest.mark.parametrize(
@@ -352,10 +354,10 @@ def test_env_secrets_never_reach_the_cassette(
     monkeypatch.setenv(name, value)
     path = tmp_path / "run.jsonl"
     with Tape(path, mode="record") as tape:
-        assert tape.env(name) == value
+        assert env(name, tape=tape) == value
     assert value not in path.read_text()
     with Tape(path, mode="replay") as tape:
-        replayed = tape.env(name)
+        replayed = env(name, tape=tape)
     assert replayed is not None
     assert replayed.startswith("[REDACTED:")
     assert json.loads(path.read_text().splitlines()[1])["kind"] == "env"

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import tracetape
 from tests.span.helpers import Decider, tool_call_reply
 from tests.span.test_model import record_agent
 from tracetape import SpanError
@@ -185,7 +186,7 @@ def test_a_span_recorded_through_the_openai_sdk_is_decided_by_a_second_model(
     try:
         client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="sk-test", max_retries=0)
         path = tmp_path / "sdk.jsonl"
-        with Tape(path, mode="record") as tape, tape.patch_sdks():
+        with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
             messages: list[Any] = [{"role": "user", "content": "sum 1 to 2"}]
             for _ in range(5):
                 reply = client.chat.completions.create(

@@ -61,6 +61,7 @@ from .schemas import TOO_DEEP, is_effect, readable
 
 __all__ = [
     "FORMAT_VERSION",
+    "KEYS_VERSION",
     "MAX_RECORD_BYTES",
     "READABLE_FORMATS",
     "Cassette",
@@ -80,6 +81,9 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 2
+# What a cassette's keys mean, in its header's ``keys`` (absent: 1). 2: a model call's step is
+# read from its conversation (``integrations.steps``); 1 counted calls per thread and task.
+KEYS_VERSION = 2
 READABLE_FORMATS = (1, 2)  # format 1: the same records, without the seal
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 _RECORD_FIELDS = ("key", "kind", "out")
@@ -373,14 +377,19 @@ class CassetteReader:
                 named = (self.header or {}).get("run_id")
                 run = self.run = named if isinstance(named, str) else self.run
             get = rec.get
-            data, out, seq, step, ms, effect = (
+            data, out, seq, step, ms, effect, tokens, usage, api = (
                 get("input"),
                 rec["out"],
                 get("seq"),
                 get("step"),
                 get("ms"),
                 get("effect"),
+                get("tokens"),
+                get("usage"),
+                get("api"),
             )
+            if type(tokens) is not int or not 0 <= tokens < 1 << 63:
+                tokens = None if norm is None else tokens_of(out)
             yield new(
                 kind=rec["kind"],
                 key=rec["key"],
@@ -392,7 +401,9 @@ class CassetteReader:
                 out=out,
                 out_digest=None if norm is None else fingerprint(out, norm),
                 effect=effect if is_effect(effect) else None,
-                tokens=None if norm is None else tokens_of(out),
+                tokens=tokens,
+                usage=usage if _is_usage(usage) else None,
+                api=api if type(api) is str else None,
                 ms=ms if type(ms) is float or type(ms) is int else None,
                 digests=get("digests"),
                 source=source,
@@ -518,13 +529,26 @@ def name_of(data: Any) -> str | None:
 _NAME_FIELDS = ("name", "tool", "model", "url")
 
 
+def _is_usage(value: Any) -> bool:
+    """Whether a record's ``usage`` is token counts by name (``{"input": 12, ...}``)."""
+    return (
+        type(value) is dict
+        and bool(value)
+        and all(type(k) is str and type(v) is int and 0 <= v < 1 << 63 for k, v in value.items())
+    )
+
+
 def tokens_of(out: Any) -> int | None:
-    """Total tokens of a provider response (OpenAI or Anthropic ``usage``), if it has one.
+    """Total tokens of a provider response (OpenAI or Anthropic ``usage``), if it has one:
+    what a record read without its own ``tokens`` (written before the tape filled them in)
+    is given.
 
     >>> tokens_of({"usage": {"input_tokens": 3, "output_tokens": 4}})
     7
     """
     usage = out.get("usage") if isinstance(out, dict) else None
+    if usage is None and isinstance(out, dict) and isinstance(out.get("body"), dict):
+        usage = out["body"].get("usage")  # a response the hooks recorded before ``usage``
     if not isinstance(usage, dict):
         return None
     total = usage.get("total_tokens")
@@ -616,6 +640,12 @@ class CassetteEncoder:
             line["step"] = rec.step
         line["ms"] = round(rec.ms or 0.0, 3)
         line["effect"] = rec.effect or "read"
+        if rec.api is not None:
+            line["api"] = rec.api
+        if rec.tokens is not None:
+            line["tokens"] = rec.tokens
+        if rec.usage is not None:
+            line["usage"] = rec.usage
         line["out"] = rec.out
         if not all_finite(rec.out):
             line["out"] = tag_values(rec.out)

@@ -1,67 +1,67 @@
-"""HTTP-level hooks: tape transports for ``httpx`` and ``httpx2``, and ``patch_http()``.
+"""The ``httpx``/``httpx2`` transport: tape transports, the clients' ``send``, ``patch_http()``.
 
-``tape.http_transport()`` / ``tape.async_http_transport()`` return transports to give any
-client built on ``httpx2`` (current ``openai`` and ``anthropic``) or ``httpx``::
+``http_transport(tape)`` / ``async_http_transport(tape)`` return transports to give any client
+built on ``httpx2`` (current ``openai``, ``anthropic``, ``groq``, ``google-genai``) or ``httpx``
+(``mistralai``, ``cohere``, ``ollama``)::
 
-    client = openai.OpenAI(http_client=httpx2.Client(transport=tape.http_transport()))
+    client = openai.OpenAI(http_client=httpx2.Client(transport=http_transport(tape)))
 
-``with tape.patch_http():`` does it for every client created inside the block, in this thread
-or task. A POST to a known model endpoint (``/chat/completions``, ``/responses``,
-``/completions``, ``/embeddings``, ``/v1/messages``) is an ``llm`` decision keyed on the same
-payload as the SDK hooks; any other request is an ``http`` decision keyed on method, URL without
-secret query parameters, and body. Headers are never keyed nor stored.
+``with patch_http(tape):`` does it for every client of the thread or task, whenever it was
+built. A request to a model route of the provider table is an ``llm`` decision, any other an
+``http`` decision (``capture``). In replay the transport answers from the cassette and never
+calls the inner transport, so no socket is opened; a miss raises ``ReplayMiss`` there, typed so
+that the SDKs re-raise it as it is instead of retrying it as a connection error.
 
-In replay the transport answers from the cassette and never calls the inner transport, so no
-socket is opened; a miss raises ``ReplayMiss`` there, typed so that the SDKs re-raise it as it is
-instead of retrying it as a connection error.
+Every client's ``send`` is patched at the class while a hook level is installed (``send`` is
+the clients' public method), so a client built before the tape became active (an SDK client, a
+framework's own client) is taped all the same:
+
+* while an SDK fast path records a call (``state.capture_var``), its response is tapped as
+  it is read;
+* inside ``patch_http(tape)``, every request of this thread or task is a decision;
+* under the SDK hooks alone, a request to a model route that no fast path handled
+  (``client.post``, beta resources, a stream helper, an SDK without a fast path) is the same
+  ``llm`` decision.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import contextvars
 import datetime
 import functools
 import importlib
 import importlib.util
-import json
-import re
-import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from functools import cache
 from types import ModuleType
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
 
-from ..errors import ReplayMiss
-from ..record import Decision, Record
-from ..tape import Tape, _current
-from ._common import (
+from ..record import Record
+from ..tape import Tape
+from .capture import (
     Capture,
-    capture_var,
-    endpoint_for_path,
+    Keyed,
+    beyond_recording,
+    failed,
     flush_pending,
-    llm_payload,
-    next_model_step,
+    key_request,
+    learn_credentials,
+    model_route,
     out_content,
-    resolve_tape,
-    sse_encode,
-    truncated_stream_miss,
+    play,
+    rebuilt,
 )
-from .tools import RAISED, reraise
+from .framing import content_type_of, framing_of
+from .install import install, patch_attr, uninstall
+from .state import capture_var, resolve_tape
 
 __all__ = [
     "async_http_transport",
-    "http_decision",
     "http_transport",
     "patch_http",
-    "sdk_compatible_miss",
+    "replayed_headers",
 ]
-
-_SECRET_PARAM = re.compile(
-    r"(?i)key|token|secret|passw|signature|credential|^(sig|auth|authorization|session|sessionid|code)$"
-)
 
 
 def _module(flavor: str | ModuleType | None, inner: Any = None) -> ModuleType:
@@ -76,157 +76,76 @@ def _module(flavor: str | ModuleType | None, inner: Any = None) -> ModuleType:
     return importlib.import_module(flavor)
 
 
-def _clean_url(url: Any) -> str:
-    """The URL without secret query parameters (``?api_key=``, ``&token=``...)."""
+def _parts(url: Any) -> tuple[str, str, str, str]:
     query = url.query.decode() if isinstance(url.query, bytes) else str(url.query)
-    kept = [
-        (k, v) for k, v in parse_qsl(query, keep_blank_values=True) if not _SECRET_PARAM.search(k)
-    ]
-    base = f"{url.scheme}://{url.netloc.decode() if isinstance(url.netloc, bytes) else url.netloc}"
-    return str(base + url.path + (f"?{urlencode(kept)}" if kept else ""))
+    netloc = url.netloc.decode() if isinstance(url.netloc, bytes) else str(url.netloc)
+    return str(url.scheme), netloc, str(url.path), query
 
 
-def _body_value(content: bytes, content_type: str) -> Any:
-    if not content:
-        return None
-    if "boundary=" in content_type:
-        # a multipart body's boundary is random per request: key it as a constant
-        boundary = content_type.split("boundary=", 1)[1].split(";", maxsplit=1)[0].strip('"')
-        content = content.replace(boundary.encode(), b"BOUNDARY")
-    if "json" in content_type or content[:1] in (b"{", b"["):
-        try:
-            return json.loads(content)
-        except ValueError:
-            pass
-    try:
-        return content.decode()
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(content).decode()}
-
-
-def _model_step(tape: Tape, request: Any) -> int:
-    """The step of a model request: the next one, but an SDK's retry of a request (its
-    ``x-stainless-retry-count`` header, which the openai and anthropic SDKs send on every
-    attempt) keeps the step of the attempt it repeats, so retries of a missed or failed
-    request are never numbered as new steps."""
-    retry = request.headers.get("x-stainless-retry-count", "0")
-    if retry not in ("", "0") and tape.model_calls:
-        return tape.model_calls
-    return next_model_step(tape)
-
-
-def http_decision(tape: Tape, request: Any) -> Decision:
-    """Key a request: ``llm`` for a known model endpoint, else ``http``. Counts model calls."""
-    content: bytes = request.content
-    ctype = request.headers.get("content-type", "")
-    ep = endpoint_for_path(request.url.path) if request.method == "POST" else None
-    if ep is not None:
-        try:
-            body = json.loads(content) if content else None
-        except ValueError:
-            body = None
-        if isinstance(body, Mapping):
-            payload = llm_payload(ep, body, _model_step(tape, request))
-            return tape.prepare("llm", payload, finite=True)
-    payload = {
-        "method": request.method,
-        "url": _clean_url(request.url),
-        "body": _body_value(content, ctype),
-    }
-    return tape.prepare("http", payload)
-
-
-def _rebuilt(out: Mapping[str, Any], request: Any) -> BaseException:
-    """The recorded exception, with the request it failed on (httpx's errors carry one)."""
-    try:
-        reraise(out)
-    except Exception as exc:
-        if "httpx" in type(exc).__module__:
-            with contextlib.suppress(AttributeError, TypeError):
-                exc.request = request  # type: ignore[attr-defined]
-        return exc
-    return RuntimeError(f"a recorded failure could not be rebuilt: {out!r}")
-
-
-@cache
-def _miss_class(bases: tuple[type[Exception], ...]) -> type[ReplayMiss]:
-    cls = type("ReplayMiss", bases, {"__module__": ReplayMiss.__module__})
-    return cls
-
-
-# The SDKs' base errors, which their current releases re-raise as they are; any other exception
-# from their HTTP client they turn into ``APIConnectionError`` and retry (openai 1.x and anthropic
-# 0.x retry their own errors too: see ``sdk._no_retry_of_a_miss``).
-_SDK_ERRORS = (("openai", "OpenAIError"), ("anthropic", "AnthropicError"))
-
-
-def sdk_compatible_miss(miss: ReplayMiss) -> ReplayMiss:
-    """The same miss, also typed as the base error of each SDK this process imported, so that
-    no SDK version wraps it into a connection error or retries it, whoever built the client
-    (no User-Agent is looked at). An agent's ``except openai.OpenAIError`` may then catch a
-    miss: the tape raises it again when it closes, with its diagnosis."""
-    bases = tuple(
-        cls
-        for module, name in _SDK_ERRORS
-        if isinstance(cls := getattr(sys.modules.get(module), name, None), type)
-        and not isinstance(miss, cls)
+def _key(tape: Tape, request: Any) -> Keyed:
+    return key_request(
+        tape,
+        request.method,
+        _parts(request.url),
+        request.content,
+        request.headers.get("content-type", ""),
     )
-    if not bases:
-        return miss
-    typed = _miss_class((type(miss), *bases))
-    new = typed.__new__(typed)
-    new.__dict__.update(miss.__dict__)
-    new.args = miss.args
-    return new
 
 
-def _replayed(module: Any, tape: Tape, decision: Decision, request: Any, *, aio: bool) -> Any:
-    """The recorded response to ``request``; a miss is raised the way the SDKs let it through,
-    a recorded failure (no response) as the exception it was."""
-    again = tape.failed_again(decision)
+def replayed_headers(tape: Tape, keyed: Keyed, out: Mapping[str, Any]) -> dict[str, str]:
+    """The headers of a replayed response besides its content type: for an error status,
+    whether the SDK should retry (``x-should-retry``, ``retry-after-ms``, which the
+    openai-style SDKs honour): at once when the recording holds the retry, never when it
+    holds none, so a replay retries exactly as the recorded run did and never sleeps."""
+    status = int(out.get("status", 200))
+    if status < 400:
+        return {}
+    if tape.peek(keyed.decision) is not None:
+        return {"x-should-retry": "true", "retry-after-ms": "1"}
+    return {"x-should-retry": "false"}
+
+
+def _replayed(module: Any, tape: Tape, keyed: Keyed, request: Any, *, aio: bool) -> Any:
+    """The recorded response to ``request``; a miss is raised the way the SDKs let it
+    through, a recorded failure (no response) as the exception it was."""
+    again = tape.failed_again(keyed.decision)
     if again is not None:
-        raise _rebuilt(again.out, request)
-    try:
-        rec = tape.play(decision)
-    except ReplayMiss as miss:
-        raise sdk_compatible_miss(miss) from None
-    if isinstance(rec.out, dict) and RAISED in rec.out:
-        raise _rebuilt(rec.out, request)
-    beyond = beyond_recording(tape, decision, rec)
-    return _replay_response(module, request, rec.out, aio=aio, beyond=beyond)
+        raise rebuilt(again.out, request)
+    rec = play(tape, keyed)
+    if failed(rec.out):
+        raise rebuilt(rec.out, request)
+    beyond = beyond_recording(tape, keyed.decision, rec)
+    headers = replayed_headers(tape, keyed, rec.out)
+    return replay_response(module, request, rec, aio=aio, beyond=beyond, headers=headers)
 
 
-def _replay_response(
+def replay_response(
     module: ModuleType,
     request: Any,
-    out: Mapping[str, Any],
+    rec: Record | Mapping[str, Any],
+    *,
     aio: bool,
     beyond: Callable[[], BaseException] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Any:
+    """An ``httpx`` response (of ``module``) built from a recorded output."""
+    out: Mapping[str, Any] = rec.out if isinstance(rec, Record) else rec
     status = int(out.get("status", 200))
     if "events" in out:
-        chunks = [sse_encode(e) for e in out["events"]]
+        chunks = framing_of(out).encode(out)
         stream = _event_stream_class(module, aio)(chunks, beyond)
-        headers = {"content-type": "text/event-stream; charset=utf-8"}
-        return module.Response(status, headers=headers, stream=stream, request=request)
+        all_headers = {"content-type": content_type_of(out), **(headers or {})}
+        return module.Response(status, headers=all_headers, stream=stream, request=request)
     ctype, content = out_content(out)
     return module.Response(
-        status, headers={"content-type": ctype}, content=content, request=request
+        status, headers={"content-type": ctype, **(headers or {})}, content=content, request=request
     )
-
-
-def beyond_recording(tape: Tape, decision: Decision, rec: Record) -> Any:
-    """For a stream the recorded run abandoned: what raises if this run reads past its end."""
-    if rec.out.get("complete") is not False:
-        return None
-    return lambda: truncated_stream_miss(tape, decision, rec)
 
 
 @cache
 def _event_stream_class(module: ModuleType, aio: bool) -> type:
-    """A byte stream that yields one recorded SSE event per chunk, as the server sent them,
-    and raises ``beyond()`` if read past the end of a stream the recorded run abandoned.
-    """
+    """A byte stream that yields one recorded event per chunk, as the server sent them, and
+    raises ``beyond()`` if read past the end of a stream the recorded run abandoned."""
     if aio:
 
         class AsyncEvents(module.AsyncByteStream):  # type: ignore[name-defined,misc]
@@ -292,16 +211,24 @@ def _tap_stream_classes(module: ModuleType) -> tuple[type, type]:
     return SyncTap, AsyncTap
 
 
-def tap_response(module: ModuleType, response: Any, capture: Capture, aio: bool) -> None:
+def _tap(module: ModuleType, response: Any, capture: Capture, aio: bool) -> None:
     """Make ``response`` report its body to ``capture`` as it is read."""
     tap = capture.new_tap(response.status_code, response.headers.get("content-type", ""))
     sync_cls, async_cls = _tap_stream_classes(module)
     response.stream = (async_cls if aio else sync_cls)(response.stream, tap)
 
 
-def _identity(request: Any) -> None:
-    # Recorded bodies are stored decoded: ask the server not to compress them.
+def _before_recording(tape: Tape, request: Any) -> None:
+    """Prepare ``request`` to be recorded: its credentials learned, its body asked for
+    uncompressed (recorded bodies are stored decoded)."""
+    learn_credentials(tape, request.headers, _parts(request.url)[3])
     request.headers["accept-encoding"] = "identity"
+
+
+def _recording(tape: Tape, keyed: Keyed, request: Any) -> Capture:
+    """Start recording ``request`` as its own decision."""
+    _before_recording(tape, request)
+    return Capture(tape, keyed, final=True)
 
 
 @cache
@@ -317,17 +244,16 @@ def _transport_classes(module: ModuleType) -> tuple[type, type]:
             if capture_var.get() is not None:
                 return self.inner.handle_request(request)  # the SDK hook records this call
             request.read()
-            decision = http_decision(self.tape, request)
+            keyed = _key(self.tape, request)
             if self.tape.replaying:
-                return _replayed(module, self.tape, decision, request, aio=False)
-            _identity(request)
-            capture = Capture(self.tape, decision, final=True)
+                return _replayed(module, self.tape, keyed, request, aio=False)
+            capture = _recording(self.tape, keyed, request)
             try:
                 response = self.inner.handle_request(request)
             except Exception as exc:
                 capture.failed(exc)
                 raise
-            tap_response(module, response, capture, aio=False)
+            _tap(module, response, capture, aio=False)
             return response
 
         def close(self) -> None:
@@ -345,17 +271,16 @@ def _transport_classes(module: ModuleType) -> tuple[type, type]:
             if capture_var.get() is not None:
                 return await self.inner.handle_async_request(request)
             await request.aread()
-            decision = http_decision(self.tape, request)
+            keyed = _key(self.tape, request)
             if self.tape.replaying:
-                return _replayed(module, self.tape, decision, request, aio=True)
-            _identity(request)
-            capture = Capture(self.tape, decision, final=True)
+                return _replayed(module, self.tape, keyed, request, aio=True)
+            capture = _recording(self.tape, keyed, request)
             try:
                 response = await self.inner.handle_async_request(request)
             except Exception as exc:
                 capture.failed(exc)
                 raise
-            tap_response(module, response, capture, aio=True)
+            _tap(module, response, capture, aio=True)
             return response
 
         async def aclose(self) -> None:
@@ -381,28 +306,24 @@ def async_http_transport(
     return _transport_classes(_module(flavor, inner))[1](tape, inner)
 
 
-# -- the httpx clients' ``send``: SDK capture, safety net and ``patch_http`` -----------------------
-#
-# Every ``httpx``/``httpx2`` client's ``send`` is patched at the class while a hook level is
-# installed, so a client built before the tape became active (an SDK client, a bound method an
-# instructor kept, a framework's own client) is taped all the same:
-#
-# * while an SDK-level call records (``capture_var``), its response is tapped as it is read;
-# * inside ``tape.patch_http()``, every request of this thread or task is a decision;
-# * under the SDK hooks alone, a POST to a model endpoint that no SDK-level capture handled
-#   (``client.post``, beta resources, a framework's own client) is the same ``llm`` decision:
-#   the safety net that keeps a recording from silently missing model calls.
+# -- the clients' ``send`` -------------------------------------------------------------------------
 
-_http_tape: contextvars.ContextVar[Tape | None] = contextvars.ContextVar(
+http_tape: contextvars.ContextVar[Tape | None] = contextvars.ContextVar(
     "tracetape_http", default=None
 )
 
 
-def _net_tape(module: ModuleType, client: Any, request: Any) -> Tape | None:
-    """The tape that takes ``request`` at ``send``, if any."""
-    tape = _http_tape.get()
+def _taker(module: ModuleType, client: Any, request: Any) -> Capture | Tape | None:
+    """Who takes ``request`` at ``send``: the SDK fast path recording it (a ``Capture``), the
+    tape of the model routes or of ``patch_http`` (a ``Tape``), or nobody."""
+    capture = capture_var.get()
+    host, path = request.url.host, request.url.path
+    if capture is not None:
+        # not the model request itself (say, a credential refresh the SDK makes first)
+        return capture if model_route(request.method, host, path) is not None else None
+    tape = http_tape.get()
     if tape is None:
-        if request.method != "POST" or endpoint_for_path(request.url.path) is None:
+        if model_route(request.method, host, path) is None:
             return None
         tape = resolve_tape()
         if tape is None:
@@ -412,20 +333,8 @@ def _net_tape(module: ModuleType, client: Any, request: Any) -> Tape | None:
     return tape
 
 
-def _taker(module: ModuleType, client: Any, request: Any) -> Capture | Tape | None:
-    """Who takes ``request`` at ``send``: the SDK-level call recording it (a ``Capture``), the
-    tape of the safety net or of ``patch_http`` (a ``Tape``), or nobody."""
-    capture = capture_var.get()
-    if capture is not None:
-        # not the model request itself (say, a credential refresh the SDK makes first)
-        return capture if endpoint_for_path(request.url.path) is not None else None
-    return _net_tape(module, client, request)
-
-
-def _replayed_at_send(
-    module: ModuleType, tape: Tape, decision: Decision, request: Any, *, aio: bool
-) -> Any:
-    response = _replayed(module, tape, decision, request, aio=aio)
+def _replayed_at_send(module: ModuleType, tape: Tape, keyed: Keyed, request: Any, aio: bool) -> Any:
+    response = _replayed(module, tape, keyed, request, aio=aio)
     response.elapsed = datetime.timedelta(0)  # what httpx sets once a response is closed
     return response
 
@@ -441,22 +350,23 @@ def wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Ca
                 return await original(self, request, stream=stream, **kwargs)
             if isinstance(taker, Tape):
                 await request.aread()
-                decision = http_decision(taker, request)
+                keyed = _key(taker, request)
                 if taker.replaying:
-                    response = _replayed_at_send(module, taker, decision, request, aio=True)
+                    response = _replayed_at_send(module, taker, keyed, request, aio=True)
                     for hook in self._event_hooks.get("response", ()):
                         await hook(response)
                     if not stream:
                         await response.aread()
                     return response
-                taker = Capture(taker, decision, final=True)
-            _identity(request)
+                taker = _recording(taker, keyed, request)
+            else:
+                _before_recording(taker.tape, request)
             try:
                 response = await original(self, request, stream=True, **kwargs)
             except Exception as exc:
                 taker.failed(exc)
                 raise
-            tap_response(module, response, taker, aio=True)
+            _tap(module, response, taker, aio=True)
             if not stream:
                 try:
                     await response.aread()
@@ -474,22 +384,23 @@ def wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Ca
             return original(self, request, stream=stream, **kwargs)
         if isinstance(taker, Tape):
             request.read()
-            decision = http_decision(taker, request)
+            keyed = _key(taker, request)
             if taker.replaying:
-                response = _replayed_at_send(module, taker, decision, request, aio=False)
+                response = _replayed_at_send(module, taker, keyed, request, aio=False)
                 for hook in self._event_hooks.get("response", ()):
                     hook(response)
                 if not stream:
                     response.read()
                 return response
-            taker = Capture(taker, decision, final=True)
-        _identity(request)
+            taker = _recording(taker, keyed, request)
+        else:
+            _before_recording(taker.tape, request)
         try:
             response = original(self, request, stream=True, **kwargs)
         except Exception as exc:
             taker.failed(exc)
             raise
-        tap_response(module, response, taker, aio=False)
+        _tap(module, response, taker, aio=False)
         if not stream:
             try:
                 response.read()
@@ -501,21 +412,33 @@ def wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Ca
     return send
 
 
+def patch_module(module: ModuleType) -> None:
+    """Patch the ``send`` of ``module``'s ``Client`` and ``AsyncClient`` (the installer's
+    watch of ``httpx`` and ``httpx2``)."""
+    for client_cls, aio in ((module.Client, False), (module.AsyncClient, True)):
+        patch_attr(client_cls, "send", wrap_send(module, client_cls.__dict__["send"], aio))
+
+
 @contextlib.contextmanager
 def patch_http(tape: Tape) -> Iterator[Tape]:
     """Within the block, every request an ``httpx``/``httpx2`` client sends in this thread or
     task goes through ``tape`` (as with ``http_transport``), whenever the client was built; the
     tape is also this context's current tape.
-    """
-    from .sdk import install, uninstall
 
-    token = _http_tape.set(tape)
+        >>> import tracetape, tempfile, pathlib
+        >>> tape = tracetape.Tape(pathlib.Path(tempfile.mkdtemp()) / "run.jsonl")
+        >>> with tape, patch_http(tape):
+        ...     pass  # any httpx2.Client(...).get(...) is taped here
+    """
+    token = http_tape.set(tape)
     current = tape.bind()
     install("http")
     try:
         yield tape
     finally:
-        flush_pending(tape)
-        uninstall("http")
-        _current.reset(current)
-        _http_tape.reset(token)
+        try:
+            flush_pending(tape)
+        finally:
+            uninstall("http")
+            tape.unbind(current)
+            http_tape.reset(token)

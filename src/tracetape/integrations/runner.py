@@ -87,7 +87,7 @@ _ENV_NAMES = (
 )
 
 
-# -- the child: started by bootstrap/sitecustomize.py -------------------------------------------
+# -- the child: started by bootstrap/sitecustomize.py ----------------------------------------------
 
 
 def _write_report(path: str, report: dict[str, Any]) -> None:
@@ -134,30 +134,17 @@ def _scrub_environment() -> None:
 
 
 def _enter_hooks(tape: Any, hook: str, stack: contextlib.ExitStack) -> None:
-    """``sdk``: the SDK level; ``http``: httpx clients; ``auto``: both, the SDK level first (a
-    call it tapes passes the HTTP level untouched) and the HTTP level as the safety net for
-    every other request (beta resources, ``client.post``, a framework's own httpx client)."""
-    if hook == "auto":
-        _enter_hooks(tape, "sdk", stack)
-        _enter_hooks(tape, "http", stack)
-    elif hook == "sdk":
-        try:
-            from .sdk import patch_sdks  # type: ignore[import-not-found,unused-ignore]
-        except ImportError:
-            print(
-                "tracetape run: SDK hooks are not available in this install "
-                "(tracetape.integrations.sdk is missing); only tools and env are taped",
-                file=sys.stderr,
-            )
-            return
+    """``sdk``: every provider's SDK hooks and the model routes at every transport; ``http``:
+    every request of the transports; ``auto``: both, the SDK level first (a call it tapes
+    passes the HTTP level untouched) and the HTTP level for every other request."""
+    if hook in ("auto", "sdk"):
+        from .sdk import patch_sdks
+
         stack.enter_context(patch_sdks(tape))
-    elif hook == "http":
-        patch_http = getattr(tape, "patch_http", None)
-        if patch_http is None:
-            raise ValueError(
-                "--hook http needs Tape.patch_http, which this install lacks; use --hook sdk"
-            )
-        stack.enter_context(patch_http())
+    if hook in ("auto", "http"):
+        from .http import patch_http
+
+        stack.enter_context(patch_http(tape))
 
 
 def start_from_environment() -> None:
@@ -275,7 +262,7 @@ def start_from_environment() -> None:
     atexit.register(finish)
 
 
-# -- the parent: ``tracetape run`` ---------------------------------------------------------------
+# -- the parent: ``tracetape run`` -----------------------------------------------------------------
 
 
 @dataclass

@@ -18,8 +18,10 @@ the other two, so a replayed run executes no tool and reads no live environment:
     {'city': 'Oslo', 'temp': 21}
 
 A tool call's key payload is ``{"name": <function name>, "args": <bound arguments, defaults
-applied>, "step": <tape.model_calls>}``: calling ``lookup("Oslo")`` or ``lookup(city="Oslo")``
-is the same decision, and the step ties the call to the model call that asked for it. ``self``
+applied>, "step": <step>}``: calling ``lookup("Oslo")`` or ``lookup(city="Oslo")`` is the same
+decision, and the step is that of the model call that asked for the tool (``steps``: the answer
+that asked for this name and these arguments; else the latest model call of the thread or
+task). ``self``
 and ``cls`` are left out of ``args`` (their ``repr`` holds an address), as is every name in
 ``ignore``. Arguments are serialized when the call is made, never kept by reference.
 
@@ -44,6 +46,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
 
 from ..errors import TapeError
 from ..tape import RAISED, Effect, current_tape
+from .state import state_of
 
 if TYPE_CHECKING:
     from ..tape import Tape
@@ -118,7 +121,8 @@ class _ToolSpec:
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
         arguments = {k: v for k, v in bound.arguments.items() if k not in self.ignore}
-        return {"name": self.name, "args": arguments, "step": tape.model_calls}
+        step = state_of(tape).steps.tool_step(self.name, arguments)
+        return {"name": self.name, "args": arguments, "step": step}
 
 
 def _wrap(spec: _ToolSpec) -> Callable[..., Any]:

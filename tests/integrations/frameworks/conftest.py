@@ -20,7 +20,8 @@ from typing import Any, Protocol
 import anthropic
 import openai
 
-from tracetape import ReplayMiss, Tape
+import tracetape
+from tracetape import ReplayMiss, Tape, read_cassette
 from tracetape.integrations.runner import EXIT_REPLAY_MISS
 
 
@@ -51,7 +52,7 @@ FAKE_KEYS = {
 @contextlib.contextmanager
 def taped(path: Path, mode: str) -> Iterator[Tape]:
     """Record or replay the block's model calls into ``path`` through the SDK hooks."""
-    with Tape(path, mode=mode) as tape, tape.patch_sdks():
+    with Tape(path, mode=mode) as tape, tracetape.patch_sdks(tape):
         yield tape
 
 
@@ -124,3 +125,20 @@ def assert_task_miss(miss: ReplayMiss, field: str) -> None:
     text = str(miss)
     assert f"changed: {field}" in text and "changed: step" not in text
     assert "carefully" in text and "quickly" in text
+
+
+def agent_steps(path: Path) -> dict[str, list[int]]:
+    """The steps of each agent's model calls in a cassette, in recorded order, by the task
+    ("sum 1 to N") its conversation carries: a sequential agent's are 1..n, and two agents run
+    at once each count their own."""
+    import json
+    import re
+
+    found: dict[str, list[int]] = {}
+    for rec in read_cassette(path).records:
+        if rec.kind != "llm":
+            continue
+        task = re.search(r"sum 1 to \d+", json.dumps(rec.input))
+        assert task is not None and rec.step is not None, rec.input
+        found.setdefault(task.group(), []).append(rec.step)
+    return found

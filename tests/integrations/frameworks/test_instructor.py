@@ -34,6 +34,7 @@ AGENT = """
 import asyncio, json, sys
 import instructor, openai
 from pydantic import BaseModel
+import tracetape
 from tracetape import ReplayMiss, Tape
 
 class Answer(BaseModel):
@@ -46,7 +47,7 @@ kw = dict(base_url=base + "/v1", api_key="sk-test", max_retries=2)
 
 def run_sync():
     client = instructor.from_openai(openai.OpenAI(**kw))
-    with Tape(path, mode=mode) as tape, tape.patch_sdks():
+    with Tape(path, mode=mode) as tape, tracetape.patch_sdks(tape):
         if variant == "partial":
             *_, last = client.chat.completions.create_partial(
                 model="m", response_model=Answer, messages=messages)
@@ -56,7 +57,7 @@ def run_sync():
 async def run_async():
     client = instructor.from_openai(openai.AsyncOpenAI(**kw))
     async with Tape(path, mode=mode) as tape:
-        with tape.patch_sdks():
+        with tracetape.patch_sdks(tape):
             return await client.chat.completions.create(
                 model="m", response_model=Answer, messages=messages)
 
@@ -69,7 +70,7 @@ async def run_two():
             model="m", response_model=Answer, messages=[{"role": "user", "content": text}])
 
     async with Tape(path, mode=mode) as tape:
-        with tape.patch_sdks():
+        with tracetape.patch_sdks(tape):
             first, second = await asyncio.gather(one(task), one(task + ", twice"))
     assert first.model_dump() == second.model_dump()
     return first

@@ -26,6 +26,7 @@ from pydantic import SecretStr
 
 from tests.integrations.frameworks.conftest import (
     FakeServer,
+    agent_steps,
     assert_task_miss,
     record_replay_miss,
     taped,
@@ -36,16 +37,9 @@ TASK = "sum 1 to 3"
 NO_LANGSMITH = {"LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false"}
 
 
-# How the cassette numbers a run's four model calls. A flow counts its calls; LangGraph runs
-# each node in a copy of the context, in the caller's thread for invoke (the count goes on) but
-# as an asyncio task or a pool thread of its own for ainvoke and stream, which counts from the
-# count it was created with: replay is the same, the steps restart.
-STEPS = {
-    "invoke": [1, 2, 3, 4],
-    "bind_tools": [1, 2, 3, 4],
-    "ainvoke": [1, 1, 1, 1],
-    "stream": [1, 1, 1, 1],
-}
+# A run's four model calls are steps 1..4 however LangGraph schedules them (tasks, threads,
+# copies of the context): a step is read from the conversation each request carries.
+STEPS = [1, 2, 3, 4]
 
 
 @pytest.fixture(autouse=True)
@@ -149,6 +143,7 @@ def test_agent_replays_with_server_stopped(tmp_path: Path, server: FakeServer, h
     server.stop()
     assert _answer(path, "replay", server.base_url, how=how) == answer
     assert len(server.requests) == 4
+    assert agent_steps(path) == {"sum 1 to 3": STEPS}
 
 
 @HOW
@@ -170,7 +165,7 @@ def test_a_changed_tool_result_is_a_miss_at_step_2(
     miss = info.value
     # the task, the add call, its result
     steps = [r.step for r in read_cassette(path).records]
-    assert steps == STEPS[how]
+    assert steps == STEPS
     assert miss.expected is not None and miss.step == miss.expected.step == steps[1]
     assert (miss.matched, miss.changes) == (1, ["messages[2].content"])
 
@@ -196,6 +191,7 @@ def test_two_agents_at_once_share_one_tape(tmp_path: Path, server: FakeServer) -
     assert len(server.requests) == 4 + 3
     server.stop()
     assert _answer(path, "replay", server.base_url, how="gather") == answers
+    assert agent_steps(path) == {"sum 1 to 3": [1, 2, 3, 4], "sum 1 to 2": [1, 2, 3]}
 
 
 # An unmodified program: ChatOpenAI's client reads OPENAI_BASE_URL and OPENAI_API_KEY.

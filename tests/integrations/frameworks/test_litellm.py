@@ -16,6 +16,7 @@ import pytest
 from tests.integrations.frameworks.conftest import (
     FAKE_KEYS,
     FakeServer,
+    agent_steps,
     assert_task_miss,
     record_replay_miss,
     taped,
@@ -226,6 +227,7 @@ def test_two_loops_at_once_under_one_tape(
     server.stop()
     assert asyncio.run(both("replay")) == expected
     assert len(read_cassette(path).records) == 7
+    assert agent_steps(path) == {"sum 1 to 3": [1, 2, 3, 4], "sum 1 to 2": [1, 2, 3]}
 
 
 def _script(tmp_path: Path, server: FakeServer) -> Callable[[str], list[str]]:
@@ -240,7 +242,8 @@ def test_tracetape_run_records_and_replays_an_unmodified_script(
     server stopped to the same output, and exits 3 with the diagnosis when the task changes."""
     record_replay_miss(tmp_path, server, _script(tmp_path, server), f"{ANSWER}\n{ANSWER}\n")
     records = read_cassette(tmp_path / "run.jsonl").records
-    assert [(r.kind, r.step) for r in records] == [("llm", n) for n in range(1, 9)]
+    # two loops, one after the other: each is its own conversation, steps 1..4
+    assert [(r.kind, r.step) for r in records] == [("llm", n) for n in (1, 2, 3, 4)] * 2
 
 
 def _fetch_failures(stderr: str) -> list[str]:

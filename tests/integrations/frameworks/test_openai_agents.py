@@ -27,20 +27,16 @@ from openai import AsyncOpenAI
 
 from tests.integrations.frameworks.conftest import (
     FakeServer,
+    agent_steps,
     assert_task_miss,
     record_replay_miss,
     taped,
 )
 from tracetape import ReplayMiss, read_cassette
 
-# How the cassette numbers a run's four model calls. A flow counts its calls; openai-agents runs
-# a run's first turn in an asyncio task of its own (beside the input guardrails), which counts
-# from the count it was created with, so the second turn, back in the run's task, is step 1 too.
-STEPS = {
-    "run_sync": [1, 1, 2, 3],
-    "run": [1, 1, 2, 3],
-    "run_streamed": [1, 2, 3, 4],
-}
+# A run's four model calls are steps 1..4 however openai-agents schedules them (tasks, threads,
+# copies of the context): a step is read from the conversation each request carries.
+STEPS = [1, 2, 3, 4]
 
 
 set_tracing_disabled(True)  # in-process runs export no trace to api.openai.com
@@ -144,6 +140,7 @@ def test_agent_replays_with_server_stopped(
     server.stop()
     assert _answer(path, "replay", server.base_url, api=api, how=how) == answer
     assert len(server.requests) == 4
+    assert agent_steps(path) == {"sum 1 to 3": STEPS}
 
 
 @API
@@ -165,7 +162,7 @@ def test_a_changed_tool_result_is_a_miss_at_step_2(
         _answer(path, "replay", server.base_url, api=api, how=how, add=add)
     miss = info.value
     steps = [r.step for r in read_cassette(path).records]
-    assert steps == STEPS[how]
+    assert steps == STEPS
     assert miss.expected is not None and miss.step == miss.expected.step == steps[1]
     assert (miss.matched, miss.changes) == (1, [RESULT_FIELD[api]])
 
@@ -193,6 +190,7 @@ def test_two_agents_at_once_share_one_tape(tmp_path: Path, server: FakeServer, a
     assert len(server.requests) == 4 + 3
     server.stop()
     assert _answer(path, "replay", server.base_url, api=api, how="gather") == answers
+    assert agent_steps(path) == {"sum 1 to 3": [1, 2, 3, 4], "sum 1 to 2": [1, 2, 3]}
 
 
 # An unmodified script: the SDK's default model (the Responses API) and its default client,

@@ -18,6 +18,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from tests.integrations.frameworks.conftest import (
     FAKE_KEYS,
     FakeServer,
+    agent_steps,
     assert_task_miss,
     record_replay_miss,
     taped,
@@ -31,16 +32,9 @@ MODELS = ["openai", "anthropic"]
 # the Anthropic model as ``system`` and the prompt as a list of content blocks
 TASK_FIELD = {"openai": "messages[1].content", "anthropic": "messages[0].content[0].text"}
 
-# How the cassette numbers a run's four model calls. A flow counts its calls; pydantic-graph runs
-# each node of agent.run in an asyncio task of its own, which counts from the count it was
-# created with: replay is the same, the steps restart. The streaming ways request in the caller.
-STEPS = {
-    "run_sync": [1, 1, 1, 1],
-    "run": [1, 1, 1, 1],
-    "run_stream_sync": [1, 2, 3, 4],
-    "run_stream": [1, 2, 3, 4],
-    "iter": [1, 2, 3, 4],
-}
+# A run's four model calls are steps 1..4 however pydantic-ai schedules them (tasks, threads,
+# copies of the context): a step is read from the conversation each request carries.
+STEPS = [1, 2, 3, 4]
 
 # An unmodified pydantic-ai program: both models sum with the add tool, keys from the environment.
 SCRIPT = '''\
@@ -167,6 +161,7 @@ def test_run_replays_with_server_stopped(
     assert len(server.requests) == 4  # replay sent nothing
     records = read_cassette(path).records
     assert [r.kind for r in records] == ["llm"] * 4
+    assert agent_steps(path) == {"sum 1 to 3": STEPS}
     assert all(("events" in r.out) == (way in STREAMED) for r in records)
 
 
@@ -207,6 +202,7 @@ def test_two_agents_at_once_under_one_tape(
     server.stop()
     assert asyncio.run(both("replay")) == expected
     assert len(read_cassette(path).records) == 7
+    assert agent_steps(path) == {"sum 1 to 3": [1, 2, 3, 4], "sum 1 to 2": [1, 2, 3]}
 
 
 @pytest.mark.parametrize("way", WAYS)
@@ -228,7 +224,7 @@ def test_a_changed_tool_result_is_a_miss_at_step_2(
     miss = info.value
     # instructions, task, the add call, its result
     steps = [r.step for r in read_cassette(path).records]
-    assert steps == STEPS[way]
+    assert steps == STEPS
     assert miss.expected is not None and miss.step == miss.expected.step == steps[1]
     assert (miss.matched, miss.changes) == (1, ["messages[3].content"])
 

@@ -1,32 +1,18 @@
-"""Canonical llm payloads, keys and the SSE parser shared by the SDK and HTTP hooks."""
+"""The mechanism the transports share: keying a request (model routes, secret query
+parameters), and the payload every hook level builds alike."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import httpx2
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessage
 
+import tracetape
 from tracetape import Tape
-from tracetape.integrations._common import (
-    SSEParser,
-    endpoint_for_path,
-    sse_encode,
-)
-from tracetape.integrations.http import _clean_url
-
-json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
-    max_leaves=12,
-)
+from tracetape.integrations.capture import clean_url
+from tracetape.integrations.providers import match_route
 
 
 def test_sdk_models_are_keyed_as_the_json_the_sdk_sends(tmp_path: Path) -> None:
@@ -48,28 +34,6 @@ def test_sdk_models_are_keyed_as_the_json_the_sdk_sends(tmp_path: Path) -> None:
     assert as_model.key == as_json.key
 
 
-events = st.lists(
-    st.fixed_dictionaries(
-        {"data": st.dictionaries(st.text(max_size=5), json_scalars, max_size=3)},
-        optional={"event": st.from_regex(r"[a-z_.]{1,12}", fullmatch=True)},
-    )
-    | st.builds(lambda t: {"text": t}, st.from_regex(r"\[DONE\]|[a-z ]{1,10}", fullmatch=True)),
-    max_size=6,
-)
-
-
-@given(events, st.lists(st.integers(1, 40), max_size=8))
-def test_sse_round_trip_any_chunking(recorded: list[dict[str, Any]], cuts: list[int]) -> None:
-    """Encoded events parse back to the same events however the bytes are split."""
-    wire = b"".join(sse_encode(e) for e in recorded)
-    parser, out, pos = SSEParser(), [], 0
-    for cut in cuts:
-        out += parser.feed(wire[pos : pos + cut])
-        pos += cut
-    out += parser.feed(wire[pos:]) + parser.close()
-    assert out == recorded
-
-
 @pytest.mark.parametrize(
     ("path", "name"),
     [
@@ -84,10 +48,10 @@ def test_sse_round_trip_any_chunking(recorded: list[dict[str, Any]], cuts: list[
         pytest.param("/v1/models", None, id="models"),
     ],
 )
-def test_endpoint_detection(path: str, name: str | None) -> None:
-    """Known model endpoints are recognized by their path suffix, behind any prefix."""
-    ep = endpoint_for_path(path)
-    assert (ep.name if ep else None) == name
+def test_model_routes_are_recognised_by_path(path: str, name: str | None) -> None:
+    """Known model routes are recognized by their path suffix, behind any prefix."""
+    match = match_route("POST", "127.0.0.1", path)
+    assert (match.route.name if match else None) == name
 
 
 @pytest.mark.parametrize(
@@ -104,7 +68,9 @@ def test_endpoint_detection(path: str, name: str | None) -> None:
 )
 def test_secret_query_params_are_dropped_from_the_url(url: str, kept: str) -> None:
     """Secret-looking query parameters never reach an http key; ordinary ones stay."""
-    assert _clean_url(httpx2.URL(url)) == kept
+    parsed = httpx2.URL(url)
+    parts = (parsed.scheme, parsed.netloc.decode(), parsed.path, parsed.query.decode())
+    assert clean_url(*parts) == kept
 
 
 def test_unknown_transport_flavor_is_refused(tmp_path: Path) -> None:
@@ -113,4 +79,4 @@ def test_unknown_transport_flavor_is_refused(tmp_path: Path) -> None:
         Tape(tmp_path / "t.jsonl", mode="record", harness_sha="x") as tape,
         pytest.raises(ValueError, match="use 'httpx2' or 'httpx'"),
     ):
-        tape.http_transport(flavor="requests")
+        tracetape.http_transport(tape, flavor="requests")

@@ -1,0 +1,503 @@
+"""The mechanism every transport shares: recognise and key a request, record its response as
+the consumer reads it, play a recorded one back, and raise a miss the SDKs let through.
+
+One payload for every hook level and provider: a model request (a route of the provider
+table) is keyed as::
+
+    {"messages": <the conversation field>, "tools": <tool schemas sorted by name>,
+     "params": <every other body field, and the fields the URL carries>, "step": <turn>}
+
+whether it is seen by an SDK's fast path (from the method's arguments) or at a transport
+(from the request's JSON body), so a cassette recorded at one level replays at the other.
+Any other request is an ``http`` decision keyed on method, URL without secret query
+parameters, and body. Headers are never keyed nor stored; the credentials they carry are
+learned by the redactor, so an answer that echoes one is redacted too.
+
+A response is stored whole (``{"status", "body" | "text" | "base64"}``), or, streamed, as its
+events in its framing (``framing``): the transports replay each event as one chunk.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any, NamedTuple
+from urllib.parse import parse_qsl, urlencode
+
+from ..diagnose import truncated_stream_miss
+from ..errors import CassetteError, ReplayMiss, TapeError, TapeWarning
+from ..record import Decision, Record
+from ..tape import Effect, Tape
+from .framing import framing_for
+from .providers import Match, match_route, providers
+from .state import state_of
+from .tools import RAISED, raised_record, reraise
+
+__all__ = [
+    "Capture",
+    "Keyed",
+    "Tap",
+    "beyond_recording",
+    "clean_url",
+    "flush_pending",
+    "key_request",
+    "learn_credentials",
+    "llm_payload",
+    "out_content",
+    "play",
+    "rebuilt",
+    "response_out",
+    "sdk_compatible_miss",
+]
+
+
+# -- keying ----------------------------------------------------------------------------------------
+
+
+class Keyed(NamedTuple):
+    """A request, keyed: its decision, and for a model request its route and JSON body."""
+
+    decision: Decision
+    match: Match | None = None
+    body: Any = None
+
+
+def _tool_name(tool: Any) -> str:
+    if type(tool) is dict or isinstance(tool, Mapping):
+        name = tool.get("name")
+        if not name:
+            function = tool.get("function")
+            if type(function) is dict or isinstance(function, Mapping):
+                name = function.get("name")
+        return str(name or tool.get("type") or "")
+    function = getattr(tool, "function", None)
+    return str(getattr(tool, "name", None) or getattr(function, "name", None) or "")
+
+
+def llm_payload(match: Match, body: Mapping[str, Any], step: int) -> dict[str, Any]:
+    """The key payload of a model request body: messages, tools sorted by name, params (the
+    URL's fields among them), step. The provider's transport noise is left out.
+
+    >>> from tracetape.integrations.providers import match_route
+    >>> match = match_route("POST", "h", "/v1/messages")
+    >>> llm_payload(match, {"model": "m", "messages": [], "tools": [{"name": "b"},
+    ...     {"name": "a"}]}, 3)
+    {'messages': [], 'tools': [{'name': 'a'}, {'name': 'b'}], 'params': {'model': 'm'}, 'step': 3}
+    """
+    noise = match.provider.noise
+    params = {k: v for k, v in body.items() if k not in noise} if noise else dict(body)
+    conversation = match.route.conversation
+    messages = params.pop(conversation, None) if conversation else None
+    tools = params.pop("tools", None)
+    schemas = sorted(tools, key=_tool_name) if isinstance(tools, list) and tools else []
+    if tools and not isinstance(tools, list):
+        params["tools"] = tools
+    for name, value in match.fields.items():
+        params.setdefault(name, value)
+    return {"messages": messages, "tools": schemas, "params": params, "step": step}
+
+
+def model_decision(tape: Tape, match: Match, body: Mapping[str, Any]) -> Keyed:
+    """Key a model request: its step from the conversation (``steps``), then the payload."""
+    step = state_of(tape).steps.model_step(match, body)
+    return Keyed(tape.prepare("llm", llm_payload(match, body, step), finite=True), match, body)
+
+
+_SECRET_PARAM_WORDS = ("key", "token", "secret", "passw", "signature", "credential")
+_SECRET_PARAM_NAMES = frozenset({"sig", "auth", "authorization", "session", "sessionid", "code"})
+
+
+def _secret_param(name: str) -> bool:
+    low = name.lower()
+    return low in _SECRET_PARAM_NAMES or any(word in low for word in _SECRET_PARAM_WORDS)
+
+
+def clean_url(scheme: str, netloc: str, path: str, query: str) -> str:
+    """A URL without secret query parameters (``?api_key=``, ``&token=``, ``?key=``...).
+
+    >>> clean_url("https", "h", "/p", "q=1&key=s")
+    'https://h/p?q=1'
+    """
+    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if not _secret_param(k)]
+    return f"{scheme}://{netloc}{path}" + (f"?{urlencode(kept)}" if kept else "")
+
+
+def _body_value(content: bytes, content_type: str) -> Any:
+    if not content:
+        return None
+    if "boundary=" in content_type:
+        # a multipart body's boundary is random per request: key it as a constant
+        boundary = content_type.split("boundary=", 1)[1].split(";", maxsplit=1)[0].strip('"')
+        content = content.replace(boundary.encode(), b"BOUNDARY")
+    if "json" in content_type or content[:1] in (b"{", b"["):
+        try:
+            return json.loads(content)
+        except ValueError:
+            pass
+    try:
+        return content.decode()
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(content).decode()}
+
+
+def model_route(method: str, host: str, path: str) -> Match | None:
+    """The provider route of a request, if it is a model request."""
+    return match_route(method, host, path) if method == "POST" else None
+
+
+def key_request(
+    tape: Tape,
+    method: str,
+    url: tuple[str, str, str, str],
+    content: bytes,
+    content_type: str,
+    *,
+    match: Match | None = None,
+) -> Keyed:
+    """Key a request (``url`` as scheme, netloc, path, query): ``llm`` for a model route with
+    a JSON object body, else ``http``."""
+    scheme, netloc, path, query = url
+    if match is None:
+        match = model_route(method, netloc.rsplit("@", 1)[-1].split(":", 1)[0], path)
+    if match is not None:
+        try:
+            body = json.loads(content) if content else None
+        except ValueError:
+            body = None
+        if isinstance(body, Mapping):
+            return model_decision(tape, match, body)
+    payload = {
+        "method": method,
+        "url": clean_url(scheme, netloc, path, query),
+        "body": _body_value(content, content_type),
+    }
+    return Keyed(tape.prepare("http", payload))
+
+
+@cache
+def _credential_names() -> tuple[frozenset[str], frozenset[str]]:
+    names = {c.lower() for p in providers() for c in p.credentials}
+    return frozenset(names), frozenset(n for n in names if not n.startswith("x-") and "-" not in n)
+
+
+_SCHEMES = ("bearer ", "basic ", "token ", "key ")
+
+
+def learn_credentials(tape: Tape, headers: Mapping[str, str], query: str = "") -> None:
+    """Teach ``tape``'s redactor the credentials a request carries (in any provider's
+    credential headers, an AWS signature's key id and signature, a ``?key=`` parameter), so a
+    response or an error that echoes one is redacted like any secret."""
+    names, _ = _credential_names()
+    learn = tape.redactor.learn
+    for name, value in headers.items():
+        low = name.lower()
+        if low not in names and low != "x-amz-security-token":
+            continue
+        text = str(value)
+        if text.startswith("AWS4-"):
+            for part in text.replace(",", " ").split():
+                field_name, _, found = part.partition("=")
+                if field_name == "Credential":
+                    learn(found.split("/", 1)[0])
+                elif field_name == "Signature":
+                    learn(found)
+            continue
+        lowered = text.lower()
+        scheme = next((s for s in _SCHEMES if lowered.startswith(s)), "")
+        learn(text[len(scheme) :].strip())
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if _secret_param(name) and value:
+            learn(value)
+
+
+# -- recording -------------------------------------------------------------------------------------
+
+
+def response_out(status: int, content_type: str, body: bytes) -> dict[str, Any]:
+    """The stored form of a whole (not streamed) response body: JSON as JSON, else text."""
+    out: dict[str, Any] = {"status": status}
+    if body:
+        try:
+            out["body"] = json.loads(body)
+        except ValueError:
+            try:
+                out["text"] = body.decode()
+            except UnicodeDecodeError:
+                out["base64"] = base64.b64encode(body).decode()
+    if content_type and "json" not in content_type:
+        out["content_type"] = content_type
+    return out
+
+
+def out_content(out: Mapping[str, Any]) -> tuple[str, bytes]:
+    """The content type and bytes of a stored response that was not streamed."""
+    if "body" in out:
+        ctype = out.get("content_type", "application/json")
+        return ctype, json.dumps(out["body"], separators=(",", ":"), ensure_ascii=False).encode()
+    if "text" in out:
+        return out.get("content_type", "text/plain; charset=utf-8"), str(out["text"]).encode()
+    if "base64" in out:
+        return out.get("content_type", "application/octet-stream"), base64.b64decode(out["base64"])
+    return out.get("content_type", "application/json"), b""
+
+
+def _no_end(event: Mapping[str, Any]) -> bool:
+    return False
+
+
+class Tap:
+    """Watches a response's bytes as the consumer reads them and builds the stored output.
+
+    A streamed response (``framing.framing_for`` its content type) is parsed event by event;
+    anything else is kept whole. ``on_done`` runs once: when the body was read to its end, the
+    response was closed, or the recording was flushed. ``terminal`` says which event ends a
+    stream: an SDK stops reading there, and the stream is whole.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        content_type: str,
+        on_done: Callable[[Tap], None],
+        terminal: Callable[[Mapping[str, Any]], bool] = _no_end,
+    ):
+        self.status = status
+        self.content_type = content_type
+        self.framing = framing_for(content_type)
+        self.events: list[dict[str, Any]] = []
+        self._parser = self.framing.parser() if self.framing is not None else None
+        self._chunks: list[bytes] = []
+        self._terminal = terminal
+        self.complete = False
+        self.done = False
+        self._lock = threading.Lock()
+        self._on_done = on_done
+
+    @property
+    def streamed(self) -> bool:
+        return self._parser is not None
+
+    def feed(self, chunk: bytes) -> None:
+        """Account for one chunk the consumer read."""
+        self._chunks.append(chunk)
+        if self._parser is not None:
+            try:
+                self.events += self._parser.feed(chunk)
+            except ValueError:  # not the framing it announced: stored whole instead
+                self._parser = None
+
+    def finish(self, *, complete: bool) -> None:
+        """The body ended (``complete``) or was abandoned: build the output and report it once."""
+        with self._lock:
+            if self.done:
+                return
+            self.done = True
+        if self._parser is not None:
+            try:
+                self.events += self._parser.close()
+            except ValueError:
+                self._parser = None
+            else:
+                complete = complete or (bool(self.events) and self._terminal(self.events[-1]))
+        self.complete = complete
+        self._on_done(self)
+
+    def out(self) -> dict[str, Any]:
+        """The output to store for this response."""
+        if self._parser is None or self.framing is None:
+            return response_out(self.status, self.content_type, b"".join(self._chunks))
+        out: dict[str, Any] = {"status": self.status, "events": self.events}
+        if self.framing.name != "sse":
+            out["framing"] = self.framing.name
+        elif getattr(self._parser, "crlf", False):
+            out["eol"] = "crlf"
+        if not self.complete:
+            out["complete"] = False
+        return out
+
+
+class Capture:
+    """One decision being recorded: the response that answers it is written when it is read.
+
+    An SDK retries on a 429 or 5xx: each attempt's response replaces the previous one, and
+    only the one the call ends with (``finish()``) is written; a transport's capture is
+    ``final`` (each request is its own decision).
+    """
+
+    def __init__(self, tape: Tape, keyed: Keyed, *, final: bool = False):
+        self.tape = tape
+        self.keyed = keyed
+        self.decision = keyed.decision
+        self.started = time.perf_counter()
+        self.tap: Tap | None = None
+        self.final = final
+        self.written = False
+        self.error: Exception | None = None
+        self._lock = threading.Lock()
+
+    def new_tap(self, status: int, content_type: str) -> Tap:
+        """Start watching the response of one attempt."""
+        match = self.keyed.match
+        terminal = match.provider.terminal if match is not None else _no_end
+        tap = Tap(status, content_type, self._tap_done, terminal)
+        with self._lock:
+            self.tap = tap
+        if self.final:
+            state_of(self.tape).pending.add(self)
+        return tap
+
+    def _tap_done(self, tap: Tap) -> None:
+        if self.final and tap is self.tap:
+            self._write()
+
+    def failed(self, exc: Exception) -> None:
+        """An attempt got no response at all (a connection error, a timeout): a decision too,
+        recorded as the exception (the last attempt's, once the call ends) so that replay
+        raises the same type and a program that handles it replays. Our own errors (a blocked
+        network, a miss) are not decisions."""
+        if isinstance(exc, TapeError):
+            return
+        with self._lock:
+            self.error, self.tap = exc, None
+        if self.final:
+            self._write()
+
+    def finish(self) -> None:
+        """The call returned or raised: its last response (or failure) is the one to record."""
+        self.final = True
+        tap = self.tap
+        if tap is None or tap.done:
+            self._write()
+        else:
+            state_of(self.tape).pending.add(self)
+
+    def abandon(self) -> None:
+        """Write what was read so far of a response nobody finished reading."""
+        if self.tap is not None:
+            self.tap.finish(complete=False)
+
+    def _write(self) -> None:
+        with self._lock:
+            if self.written or (self.tap is None and self.error is None):
+                return
+            self.written = True
+        state_of(self.tape).pending.discard(self)
+        ms = (time.perf_counter() - self.started) * 1000
+        if self.tap is not None:
+            out = self.tap.out()
+        else:
+            assert self.error is not None
+            out = raised_record(self.error)
+        match, decision = self.keyed.match, self.decision
+        usage = stream_text = api = None
+        if match is not None:
+            api = match.api
+            stream_text = match.provider.stream_text
+            if decision.step is not None:
+                state_of(self.tape).steps.answered(match, self.keyed.body, decision.step, out)
+            with contextlib.suppress(Exception):  # an answer of an unexpected shape: no usage
+                usage = match.provider.usage(out)
+        try:
+            self.tape.record(
+                decision,
+                out,
+                ms=ms,
+                effect=Effect.READ,
+                usage=usage.stored() if usage is not None else None,
+                api=api,
+                stream_text=stream_text,
+            )
+        except CassetteError as exc:
+            # The tape closed before the stream did: say so rather than fail the consumer.
+            warnings.warn(f"a response finished after its tape closed: {exc}", TapeWarning, 2)
+
+
+def flush_pending(tape: Tape) -> int:
+    """Record every response of ``tape`` still being read, as far as it was read.
+
+    Called when a patch scope ends, so an abandoned stream is written to its own tape and
+    never leaks into the next test's. Returns how many were flushed.
+    """
+    pending = list(state_of(tape).pending)
+    for capture in pending:
+        capture.abandon()
+    return len(pending)
+
+
+# -- replaying -------------------------------------------------------------------------------------
+
+
+def play(tape: Tape, keyed: Keyed) -> Record:
+    """The recorded record of a keyed request (what its answer asks for noted, as when it was
+    recorded); a miss is raised the way the SDKs let it through."""
+    try:
+        rec = tape.play(keyed.decision)
+    except ReplayMiss as miss:
+        raise sdk_compatible_miss(miss) from None
+    if keyed.match is not None and keyed.decision.step is not None and isinstance(rec.out, dict):
+        state_of(tape).steps.answered(keyed.match, keyed.body, keyed.decision.step, rec.out)
+    return rec
+
+
+def failed(out: Any) -> bool:
+    """Whether a recorded output is a request that got no response (an exception)."""
+    return isinstance(out, dict) and RAISED in out
+
+
+def rebuilt(out: Mapping[str, Any], request: Any = None) -> BaseException:
+    """The recorded exception, with the request it failed on (httpx's errors carry one)."""
+    try:
+        reraise(out)
+    except Exception as exc:
+        if request is not None and "httpx" in type(exc).__module__:
+            with contextlib.suppress(AttributeError, TypeError):
+                exc.request = request  # type: ignore[attr-defined]
+        return exc
+    return RuntimeError(f"a recorded failure could not be rebuilt: {out!r}")
+
+
+def beyond_recording(tape: Tape, decision: Decision, rec: Record) -> Any:
+    """For a stream the recorded run abandoned: what raises if this run reads past its end."""
+    if not isinstance(rec.out, dict) or rec.out.get("complete") is not False:
+        return None
+    return lambda: truncated_stream_miss(
+        decision, rec, matched=tape.matched, recorded=len(tape.records), rerecord=tape.rerecord
+    )
+
+
+@cache
+def _miss_class(bases: tuple[type[Exception], ...]) -> type[ReplayMiss]:
+    cls = type("ReplayMiss", bases, {"__module__": ReplayMiss.__module__})
+    return cls
+
+
+def sdk_compatible_miss(miss: ReplayMiss) -> ReplayMiss:
+    """The same miss, also typed as the base error of each SDK this process imported that
+    re-raises its own errors as they are (``Provider.errors``), so that no SDK wraps it into a
+    connection error or retries it. An agent's ``except openai.OpenAIError`` may then catch a
+    miss: the tape raises it again when it closes, with its diagnosis."""
+    bases = tuple(
+        cls
+        for module, name in _sdk_errors()
+        if isinstance(cls := getattr(sys.modules.get(module), name, None), type)
+        and not isinstance(miss, cls)
+    )
+    if not bases:
+        return miss
+    typed = _miss_class((type(miss), *bases))
+    new = typed.__new__(typed)
+    new.__dict__.update(miss.__dict__)
+    new.args = miss.args
+    return new
+
+
+@cache
+def _sdk_errors() -> tuple[tuple[str, str], ...]:
+    return tuple(error for p in providers() for error in p.errors)

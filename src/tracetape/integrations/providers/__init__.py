@@ -1,0 +1,317 @@
+"""The provider table: what each model provider's wire format says, one small module each.
+
+A provider module declares only what that provider knows (``Provider``):
+
+* ``routes``: its model endpoints as the transport sees them, a path pattern each (matched at
+  the end of the URL path, behind any prefix) and the body field that carries the
+  conversation; a pattern's named groups (``model``, ``method``) are fields the request puts
+  in its URL, and join the keyed ``params``;
+* ``credentials``: the headers and query parameters its credentials travel in (never keyed,
+  never stored; their values are redacted wherever a response echoes them), and ``noise``:
+  body fields that are transport settings, left out of the key;
+* ``turn`` and ``chain``: how a request names its conversation, to derive the step (a model
+  item of the conversation; the id of an earlier answer the request continues);
+* ``usage``, ``asks``, ``answer_id``: what an answer says (its token usage, the tool calls it
+  asks for, its id), from the stored output, whole or streamed;
+* ``framing``, ``stream_text`` and ``terminal``: how its streams are framed, which strings of
+  an event are pieces of one streamed text (redaction reads them assembled), and which event
+  ends a stream;
+* ``sdk``: its SDK-level fast path, where it has one (``Sdk``), and ``errors``: the base
+  errors its SDK re-raises as they are (a miss is typed as them, so the SDK neither wraps nor
+  retries it).
+
+The mechanism (installing hooks on import, the wrappers, capture, replay, the miss) lives
+once, in ``tracetape.integrations``; adding a provider is one module here, named in
+``MODULES``, plus its tests. Provider modules import no SDK: the table is read at install time.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+from urllib.parse import unquote
+
+__all__ = [
+    "MODULES",
+    "Ask",
+    "Match",
+    "Provider",
+    "Route",
+    "Sdk",
+    "SdkTarget",
+    "Usage",
+    "body_of",
+    "events_of",
+    "item_field",
+    "match_route",
+    "provider",
+    "providers",
+    "turns",
+]
+
+# The provider modules, in the order a path two of them share is given to (the first wins
+# unless another names the request's host).
+MODULES = ("openai", "anthropic")
+
+
+class Usage(NamedTuple):
+    """Tokens an answer reports: ``input`` (prompt), ``output`` (completion) and ``cached``
+    (input tokens read from a cache, counted within ``input`` where the provider does so)."""
+
+    input: int | None = None
+    output: int | None = None
+    cached: int | None = None
+
+    def stored(self) -> dict[str, int]:
+        """The record's ``usage`` field: the counts the answer gave."""
+        return {k: v for k, v in self._asdict().items() if v is not None}
+
+    @property
+    def total(self) -> int:
+        """Input and output tokens (the record's ``tokens``)."""
+        return (self.input or 0) + (self.output or 0)
+
+
+class Ask(NamedTuple):
+    """One tool call an answer asks for: the tool's name and its arguments (parsed JSON where
+    the provider sends them as a JSON text)."""
+
+    name: str
+    args: Any
+
+
+@dataclass(frozen=True)
+class Route:
+    """One model endpoint: ``name``, the ``path`` pattern (a regular expression matched at
+    the end of the URL path) and the body field holding the ``conversation`` (``None``: the
+    request carries none, a one-shot call)."""
+
+    name: str
+    path: str
+    conversation: str | None = None
+    method: str = "POST"
+    pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pattern", re.compile(f"(?:{self.path})/?$"))
+
+    def match(self, path: str) -> dict[str, str] | None:
+        """The URL fields of ``path`` if this route answers it, else None."""
+        found = self.pattern.search(path)
+        if found is None:
+            return None
+        return {k: unquote(v) for k, v in found.groupdict().items() if v is not None}
+
+
+class SdkTarget(NamedTuple):
+    """An SDK resource class whose ``create`` is taped before the SDK builds its request:
+    where the class lives (its ``Async`` twin beside it), its route (whose name is also the
+    client's attribute path to the resource: ``client.chat.completions``), the request path
+    below the client's base URL, the public response type
+    a recorded JSON answer is validated into (``None``: the SDK post-processes the answer, so
+    replay goes through the transport), the values of a recorded body's (or first event's)
+    ``object``/``type`` that say it answers this route, and the class a client's attribute
+    imports on first read on its way to the resource, where it is not the target's own
+    (``client.chat``): replay imports it as it starts."""
+
+    module: str
+    cls: str
+    route: str
+    path: str
+    response: tuple[str, str] | None
+    answers: tuple[str, ...] = ()
+    via: tuple[str, str] | None = None
+
+
+class Sdk(NamedTuple):
+    """The SDK-level fast path of an openai-style (Stainless-generated) SDK
+    (``integrations.stainless``): its package, its sync client class (exported by the
+    package; building one warms replay up), its resource targets, and whether its oldest
+    supported releases need the retry seam (they retry any exception their HTTP client
+    raises: ``BaseClient._calculate_retry_timeout`` is patched, a private name, so that a miss
+    leaves at once)."""
+
+    package: str
+    client: str
+    targets: tuple[SdkTarget, ...]
+    retry_seam: bool = False
+
+
+def _never(_: Any) -> Any:
+    return None
+
+
+def _no_asks(_: Any) -> list[Ask]:
+    return []
+
+
+@dataclass(frozen=True)
+class Provider:
+    """What one provider's wire format says (see the module doc)."""
+
+    name: str
+    routes: tuple[Route, ...]
+    turn: Callable[[Any], bool]
+    hosts: tuple[str, ...] = ()
+    credentials: tuple[str, ...] = ()
+    noise: frozenset[str] = frozenset()
+    chain: Callable[[Mapping[str, Any]], str | None] = _never
+    answer_id: Callable[[Mapping[str, Any]], str | None] = _never
+    usage: Callable[[Mapping[str, Any]], Usage | None] = _never
+    asks: Callable[[Mapping[str, Any]], list[Ask]] = _no_asks
+    framing: str = "sse"
+    stream_text: Callable[[tuple[Any, ...]], bool] = lambda path: "delta" in path
+    terminal: Callable[[Mapping[str, Any]], bool] = lambda event: False
+    sdk: Sdk | None = None
+    errors: tuple[tuple[str, str], ...] = ()
+
+    def route(self, name: str) -> Route:
+        """The route called ``name``."""
+        return next(r for r in self.routes if r.name == name)
+
+
+class Match(NamedTuple):
+    """A request recognised as a model call: its provider, route and URL fields."""
+
+    provider: Provider
+    route: Route
+    fields: dict[str, str]
+
+    @property
+    def api(self) -> str:
+        """``provider.route``, as records name it (``openai.chat.completions``)."""
+        return f"{self.provider.name}.{self.route.name}"
+
+
+@functools.cache
+def providers() -> tuple[Provider, ...]:
+    """Every provider of the table, in ``MODULES`` order."""
+    return tuple(importlib.import_module(f"{__name__}.{name}").PROVIDER for name in MODULES)
+
+
+@functools.cache
+def provider(name: str) -> Provider:
+    """The provider called ``name``."""
+    for found in providers():
+        if found.name == name:
+            return found
+    raise KeyError(name)
+
+
+def match_route(method: str, host: str, path: str) -> Match | None:
+    """The model route a request goes to, if any: the first provider whose route answers the
+    path, unless a later one also answers it and names the request's host.
+
+    >>> match_route("POST", "127.0.0.1", "/v1/chat/completions").api
+    'openai.chat.completions'
+    >>> match_route("GET", "127.0.0.1", "/v1/chat/completions") is None
+    True
+    """
+    first: Match | None = None
+    host = host.lower()
+    for prov in providers():
+        for route in prov.routes:
+            if route.method != method:
+                continue
+            fields = route.match(path)
+            if fields is None:
+                continue
+            found = Match(prov, route, fields)
+            if any(host == h or host.endswith("." + h) for h in prov.hosts):
+                return found
+            if first is None:
+                first = found
+            break
+    return first
+
+
+# -- helpers for provider modules ------------------------------------------------------------------
+
+
+def body_of(out: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The JSON body of a stored, not streamed, output."""
+    body = out.get("body")
+    return body if isinstance(body, Mapping) else None
+
+
+def events_of(out: Mapping[str, Any]) -> list[Any]:
+    """The data of each event of a stored stream (empty for a whole body)."""
+    events = out.get("events")
+    if not isinstance(events, list):
+        return []
+    return [e.get("data") for e in events if isinstance(e, Mapping) and "data" in e]
+
+
+def turns(items: Any, model: Callable[[Any], bool]) -> int:
+    """How many model turns a conversation holds: runs of consecutive items ``model`` says
+    are the model's (one turn may be several items: a reasoning item and two tool calls).
+
+    >>> conversation = [{"role": "user"}, {"role": "assistant"}, {"role": "tool"}]
+    >>> turns(conversation, lambda m: m["role"] == "assistant")
+    1
+    """
+    if not isinstance(items, list):
+        return 0
+    count, inside = 0, False
+    for item in items:
+        mine = model(item)
+        if mine and not inside:
+            count += 1
+        inside = mine
+    return count
+
+
+def integer(value: Any) -> int | None:
+    """``value`` if it is a token count (an int, not a bool)."""
+    return value if type(value) is int else None
+
+
+def dig(node: Any, *path: Any) -> Any:
+    """The value at ``path`` in nested dicts and lists, or None."""
+    for step in path:
+        if isinstance(step, int):
+            node = node[step] if isinstance(node, list) and -len(node) <= step < len(node) else None
+        else:
+            node = node.get(step) if isinstance(node, Mapping) else None
+        if node is None:
+            return None
+    return node
+
+
+def json_args(text: Any) -> Any:
+    """Tool arguments sent as a JSON text, parsed (the text itself if it is not JSON)."""
+    if not isinstance(text, str):
+        return text
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def item_field(item: Any, name: str) -> Any:
+    """A field of a conversation item: a JSON object's, or an SDK model's attribute (an SDK's
+    fast path keys the arguments the program passed, its own models among them)."""
+    if isinstance(item, Mapping):
+        return item.get(name)
+    return getattr(item, name, None)
+
+
+def role_in(*roles: str) -> Callable[[Any], bool]:
+    """A ``turn`` rule: items whose ``role`` is one of ``roles``."""
+    wanted = frozenset(roles)
+    return lambda item: item_field(item, "role") in wanted
+
+
+def last_usage(candidates: Iterable[Usage | None]) -> Usage | None:
+    """The last usage a stream reported (later events carry the final counts)."""
+    found = None
+    for usage in candidates:
+        if usage is not None:
+            found = usage
+    return found
