@@ -51,7 +51,7 @@ def turn(item: Any) -> bool:
     kind = item_field(item, "type")
     if isinstance(kind, str) and (kind == "reasoning" or kind.endswith("_call")):
         return True
-    return item_field(item, "role") == "assistant"
+    return bool(item_field(item, "role") == "assistant")
 
 
 def chain(body: Mapping[str, Any]) -> str | None:
