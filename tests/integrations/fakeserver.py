@@ -205,6 +205,10 @@ class FakeServer:
                     kind, pieces = "text", [value[i : i + 7] for i in range(0, len(value), 7)]
                 if body.get("response_format"):
                     kind, value = "text", json.dumps({"answer": 42})
+                if _task_of(body["messages"]).startswith("show header "):
+                    # a server that echoes a request header (an error page quoting the key)
+                    header = _task_of(body["messages"]).removeprefix("show header ")
+                    kind, value = "text", f"you sent {self.headers.get(header)}"
                 step = len(body["messages"])
                 base = {"id": f"chatcmpl-{step}", "created": 1700000000, "model": body["model"]}
                 if kind == "tool":
@@ -283,6 +287,13 @@ class FakeServer:
                         ),
                     )
                 )
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    usage = {
+                        "prompt_tokens": step,
+                        "completion_tokens": 1,
+                        "total_tokens": step + 1,
+                    }
+                    events.append((None, json.dumps({**chunk, "choices": [], "usage": usage})))
                 events.append((None, "[DONE]"))
                 self._sse(events)
 

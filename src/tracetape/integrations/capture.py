@@ -53,6 +53,7 @@ __all__ = [
     "out_content",
     "play",
     "rebuilt",
+    "replayed_headers",
     "response_out",
     "sdk_compatible_miss",
 ]
@@ -461,6 +462,19 @@ def rebuilt(out: Mapping[str, Any], request: Any = None) -> BaseException:
                 exc.request = request  # type: ignore[attr-defined]
         return exc
     return RuntimeError(f"a recorded failure could not be rebuilt: {out!r}")
+
+
+def replayed_headers(tape: Tape, keyed: Keyed, out: Mapping[str, Any]) -> dict[str, str]:
+    """The headers of a replayed response besides its content type: for an error status,
+    whether the SDK should retry (``x-should-retry``, ``retry-after-ms``, which the
+    openai-style SDKs honour): at once when the recording holds the retry, never when it
+    holds none, so a replay retries exactly as the recorded run did and never sleeps."""
+    status = int(out.get("status", 200))
+    if status < 400:
+        return {}
+    if tape.peek(keyed.decision) is not None:
+        return {"x-should-retry": "true", "retry-after-ms": "1"}
+    return {"x-should-retry": "false"}
 
 
 def beyond_recording(tape: Tape, decision: Decision, rec: Record) -> Any:

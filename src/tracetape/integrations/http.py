@@ -51,6 +51,7 @@ from .capture import (
     out_content,
     play,
     rebuilt,
+    replayed_headers,
 )
 from .framing import content_type_of, framing_of
 from .install import install, patch_attr, uninstall
@@ -60,7 +61,6 @@ __all__ = [
     "async_http_transport",
     "http_transport",
     "patch_http",
-    "replayed_headers",
 ]
 
 
@@ -90,19 +90,6 @@ def _key(tape: Tape, request: Any) -> Keyed:
         request.content,
         request.headers.get("content-type", ""),
     )
-
-
-def replayed_headers(tape: Tape, keyed: Keyed, out: Mapping[str, Any]) -> dict[str, str]:
-    """The headers of a replayed response besides its content type: for an error status,
-    whether the SDK should retry (``x-should-retry``, ``retry-after-ms``, which the
-    openai-style SDKs honour): at once when the recording holds the retry, never when it
-    holds none, so a replay retries exactly as the recorded run did and never sleeps."""
-    status = int(out.get("status", 200))
-    if status < 400:
-        return {}
-    if tape.peek(keyed.decision) is not None:
-        return {"x-should-retry": "true", "retry-after-ms": "1"}
-    return {"x-should-retry": "false"}
 
 
 def _replayed(module: Any, tape: Tape, keyed: Keyed, request: Any, *, aio: bool) -> Any:

@@ -21,14 +21,16 @@ A provider module declares only what that provider knows (``Provider``):
   retries it).
 
 The mechanism (installing hooks on import, the wrappers, capture, replay, the miss) lives
-once, in ``tracetape.integrations``; adding a provider is one module here, named in
-``MODULES``, plus its tests. Provider modules import no SDK: the table is read at install time.
+once, in ``tracetape.integrations``; adding a provider is one module here (found by its
+name: nothing else lists it), plus its tests. Provider modules import no SDK: the table is
+read when the hooks are installed.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import pkgutil
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,7 +38,7 @@ from typing import Any, NamedTuple
 from urllib.parse import unquote
 
 __all__ = [
-    "MODULES",
+    "FIRST",
     "Ask",
     "Match",
     "Provider",
@@ -48,14 +50,16 @@ __all__ = [
     "events_of",
     "item_field",
     "match_route",
+    "modules",
     "provider",
     "providers",
     "turns",
 ]
 
-# The provider modules, in the order a path two of them share is given to (the first wins
-# unless another names the request's host).
-MODULES = ("openai", "anthropic")
+# The providers whose wire format others copy come first: a path two providers share goes to
+# the first (unless another names the request's host). Every other module of this package is a
+# provider too, in name order: adding one needs no line here.
+FIRST = ("openai", "anthropic")
 
 
 class Usage(NamedTuple):
@@ -188,9 +192,16 @@ class Match(NamedTuple):
 
 
 @functools.cache
+def modules() -> tuple[str, ...]:
+    """The provider modules of this package: ``FIRST``, then the others by name."""
+    found = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+    return (*FIRST, *(name for name in found if name not in FIRST))
+
+
+@functools.cache
 def providers() -> tuple[Provider, ...]:
-    """Every provider of the table, in ``MODULES`` order."""
-    return tuple(importlib.import_module(f"{__name__}.{name}").PROVIDER for name in MODULES)
+    """Every provider of the table, in ``modules()`` order."""
+    return tuple(importlib.import_module(f"{__name__}.{name}").PROVIDER for name in modules())
 
 
 @functools.cache

@@ -1,0 +1,116 @@
+"""The OpenAI provider: usage and route on every recorded answer, streamed or not, at both
+hook levels; credentials never stored, even echoed back by the server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from fakeserver import FakeServer
+
+import tracetape
+from tracetape import Tape, read_cassette
+from tracetape.integrations.providers import Usage, provider
+
+KEY = "sk-proj-usage0123456789abcdefghijklmnop"
+
+
+def _client(base: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0)
+
+
+@pytest.mark.parametrize("level", ["sdk", "http"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_every_recorded_answer_carries_its_usage(
+    tmp_path: Path, server: FakeServer, level: str, stream: bool
+) -> None:
+    """A Chat answer's ``usage`` (a stream's last chunk, with ``include_usage``) fills the
+    record's ``tokens`` and ``usage``, and the record names its route."""
+    path = tmp_path / "run.jsonl"
+    messages = [{"role": "user", "content": "echo hello"}]
+    hook = tracetape.patch_sdks if level == "sdk" else tracetape.patch_http
+    with Tape(path, mode="record") as tape, hook(tape):
+        client = _client(server.base_url)
+        if stream:
+            options: Any = {"include_usage": True}
+            chunks = client.chat.completions.create(
+                model="m", messages=messages, stream=True, stream_options=options
+            )
+            assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        else:
+            client.chat.completions.create(model="m", messages=messages)
+    (rec,) = read_cassette(path).records
+    assert (rec.api, rec.tokens, rec.usage) == (
+        "openai.chat.completions",
+        2,
+        {"input": 1, "output": 1},
+    )
+
+
+@pytest.mark.parametrize(
+    ("out", "usage"),
+    [
+        pytest.param(
+            {"body": {"usage": {"prompt_tokens": 9, "completion_tokens": 3,
+                                "prompt_tokens_details": {"cached_tokens": 4}}}},
+            Usage(9, 3, 4),
+            id="chat-cached",
+        ),
+        pytest.param(
+            {"body": {"object": "response", "usage": {"input_tokens": 7, "output_tokens": 2}}},
+            Usage(7, 2, None),
+            id="responses",
+        ),
+        pytest.param(
+            {"events": [
+                {"data": {"type": "response.created", "response": {"usage": None}}},
+                {"data": {"type": "response.completed", "response": {
+                    "object": "response", "usage": {
+                        "input_tokens": 5, "output_tokens": 6,
+                        "input_tokens_details": {"cached_tokens": 1}}}}},
+            ]},
+            Usage(5, 6, 1),
+            id="responses-stream",
+        ),
+        pytest.param({"body": {"usage": {"total_tokens": 42}}}, None, id="total-only"),
+        pytest.param({"events": [{"text": "[DONE]"}]}, None, id="stream-without-usage"),
+    ],
+)  # fmt: skip
+def test_usage_is_read_where_each_api_puts_it(out: dict[str, Any], usage: Usage | None) -> None:
+    """Chat, Completions and Responses usage, whole or streamed; an answer without the parts
+    reports none (never a made-up count)."""
+    assert provider("openai").usage(out) == usage
+
+
+def test_streamed_tool_calls_are_assembled_from_their_deltas() -> None:
+    """A streamed answer asks for the tool calls its deltas assemble, by index."""
+    events = [
+        {"data": {"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"name": "add", "arguments": '{"a": '}},
+            {"index": 1, "function": {"name": "mul", "arguments": '{"x"'}},
+        ]}}]}},
+        {"data": {"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"arguments": "1}"}},
+            {"index": 1, "function": {"arguments": ": 2}"}},
+        ]}}]}},
+        {"text": "[DONE]"},
+    ]  # fmt: skip
+    asked = provider("openai").asks({"events": events})
+    assert [(a.name, a.args) for a in asked] == [("add", {"a": 1}), ("mul", {"x": 2})]
+
+
+def test_a_key_the_server_echoes_never_reaches_the_cassette(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """The credential a request sent is learned as a secret: an answer quoting it back is
+    stored redacted, and no cassette byte holds it."""
+    path = tmp_path / "run.jsonl"
+    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
+        reply = _client(server.base_url).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "show header authorization"}]
+        )
+    assert reply.choices[0].message.content == f"you sent Bearer {KEY}"
+    text = path.read_text()
+    assert KEY not in text and "[REDACTED:" in text
