@@ -37,7 +37,7 @@ from ..record import Decision, Record
 from ..tape import Effect, Tape
 from .framing import framing_for
 from .providers import Match, match_route, providers
-from .state import state_of
+from .state import capture_var, http_tape, resolve_tape, state_of
 from .tools import RAISED, raised_record, reraise
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "replayed_headers",
     "response_out",
     "sdk_compatible_miss",
+    "taker",
 ]
 
 
@@ -216,6 +217,21 @@ def learn_credentials(tape: Tape, headers: Mapping[str, str], query: str = "") -
     for name, value in parse_qsl(query, keep_blank_values=True):
         if _secret_param(name) and value:
             learn(value)
+
+
+def taker(method: str, host: str, path: str) -> Capture | Tape | None:
+    """Who takes a request a transport is about to send: the SDK fast path recording it (its
+    ``Capture``: only the model request itself, not a credential refresh the SDK makes first),
+    the tape of ``patch_http`` (every request), the tape of the model routes (a model
+    request), or nobody."""
+    capture = capture_var.get()
+    match = model_route(method, host, path)
+    if capture is not None:
+        return capture if match is not None else None
+    tape = http_tape.get()
+    if tape is None and match is not None:
+        tape = resolve_tape()
+    return tape
 
 
 # -- recording -------------------------------------------------------------------------------------

@@ -27,7 +27,6 @@ framework's own client) is taped all the same:
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import datetime
 import functools
 import importlib
@@ -47,15 +46,15 @@ from .capture import (
     flush_pending,
     key_request,
     learn_credentials,
-    model_route,
     out_content,
     play,
     rebuilt,
     replayed_headers,
+    taker,
 )
 from .framing import content_type_of, framing_of
 from .install import install, patch_attr, uninstall
-from .state import capture_var, resolve_tape
+from .state import capture_var, http_tape
 
 __all__ = [
     "async_http_transport",
@@ -295,29 +294,16 @@ def async_http_transport(
 
 # -- the clients' ``send`` -------------------------------------------------------------------------
 
-http_tape: contextvars.ContextVar[Tape | None] = contextvars.ContextVar(
-    "tracetape_http", default=None
-)
-
 
 def _taker(module: ModuleType, client: Any, request: Any) -> Capture | Tape | None:
-    """Who takes ``request`` at ``send``: the SDK fast path recording it (a ``Capture``), the
-    tape of the model routes or of ``patch_http`` (a ``Tape``), or nobody."""
-    capture = capture_var.get()
-    host, path = request.url.host, request.url.path
-    if capture is not None:
-        # not the model request itself (say, a credential refresh the SDK makes first)
-        return capture if model_route(request.method, host, path) is not None else None
-    tape = http_tape.get()
-    if tape is None:
-        if model_route(request.method, host, path) is None:
-            return None
-        tape = resolve_tape()
-        if tape is None:
-            return None
-    if isinstance(getattr(client, "_transport", None), _transport_classes(module)):
-        return None  # the client was given a tape transport: it tapes the request there
-    return tape
+    """Who takes ``request`` at ``send`` (``capture.taker``), unless the client was given a
+    tape transport: it tapes the request there."""
+    found = taker(request.method, request.url.host, request.url.path)
+    if isinstance(found, Tape) and isinstance(
+        getattr(client, "_transport", None), _transport_classes(module)
+    ):
+        return None
+    return found
 
 
 def _replayed_at_send(module: ModuleType, tape: Tape, keyed: Keyed, request: Any, aio: bool) -> Any:
@@ -408,9 +394,10 @@ def patch_module(module: ModuleType) -> None:
 
 @contextlib.contextmanager
 def patch_http(tape: Tape) -> Iterator[Tape]:
-    """Within the block, every request an ``httpx``/``httpx2`` client sends in this thread or
-    task goes through ``tape`` (as with ``http_transport``), whenever the client was built; the
-    tape is also this context's current tape.
+    """Within the block, every request an HTTP client sends in this thread or task goes
+    through ``tape`` (``httpx``/``httpx2`` as with ``http_transport``, and every other
+    transport the installer watches), whenever the client was built; the tape is also this
+    context's current tape.
 
         >>> import tracetape, tempfile, pathlib
         >>> tape = tracetape.Tape(pathlib.Path(tempfile.mkdtemp()) / "run.jsonl")

@@ -21,6 +21,7 @@ __all__ = [
     "HookState",
     "capture_var",
     "current_step",
+    "http_tape",
     "resolve_tape",
     "set_default_tape",
     "state_of",
@@ -66,6 +67,13 @@ _default_lock = threading.Lock()
 # the request through (it is already being recorded once) and tap its response into it.
 capture_var: contextvars.ContextVar[Capture | None] = contextvars.ContextVar(
     "tracetape_capture", default=None
+)
+
+
+# Set inside ``patch_http(tape)``: every request of every watched transport in this thread or
+# task goes through that tape (else only model requests do, through ``resolve_tape()``).
+http_tape: contextvars.ContextVar[Tape | None] = contextvars.ContextVar(
+    "tracetape_http", default=None
 )
 
 
