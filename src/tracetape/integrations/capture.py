@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import contextvars
 import json
 import sys
 import threading
@@ -219,11 +220,18 @@ def learn_credentials(tape: Tape, headers: Mapping[str, str], query: str = "") -
             learn(value)
 
 
+# Set while a transport sends a request it took: a transport the request passes through on its
+# way (an httpx transport built on aiohttp, as litellm's) takes it no more.
+sending: contextvars.ContextVar[bool] = contextvars.ContextVar("tracetape_sending", default=False)
+
+
 def taker(method: str, host: str, path: str) -> Capture | Tape | None:
     """Who takes a request a transport is about to send: the SDK fast path recording it (its
     ``Capture``: only the model request itself, not a credential refresh the SDK makes first),
     the tape of ``patch_http`` (every request), the tape of the model routes (a model
-    request), or nobody."""
+    request), or nobody (also inside another transport that took it: ``sending``)."""
+    if sending.get():
+        return None
     capture = capture_var.get()
     match = model_route(method, host, path)
     if capture is not None:
@@ -326,17 +334,25 @@ class Tap:
         self.complete = complete
         self._on_done(self)
 
+    # Response headers a transport keeps with the output (``"headers"``), where its client
+    # reads what an answer means from one: botocore reads an AWS error's code from
+    # ``x-amzn-errortype``, not from the body.
+    headers: Mapping[str, str] | None = None
+
     def out(self) -> dict[str, Any]:
         """The output to store for this response."""
         if self._parser is None or self.framing is None:
-            return response_out(self.status, self.content_type, b"".join(self._chunks))
-        out: dict[str, Any] = {"status": self.status, "events": self.events}
-        if self.framing.name != "sse":
-            out["framing"] = self.framing.name
-        elif getattr(self._parser, "crlf", False):
-            out["eol"] = "crlf"
-        if not self.complete:
-            out["complete"] = False
+            out = response_out(self.status, self.content_type, b"".join(self._chunks))
+        else:
+            out = {"status": self.status, "events": self.events}
+            if self.framing.name != "sse":
+                out["framing"] = self.framing.name
+            elif getattr(self._parser, "crlf", False):
+                out["eol"] = "crlf"
+            if not self.complete:
+                out["complete"] = False
+        if self.headers:
+            out["headers"] = dict(self.headers)
         return out
 
 

@@ -22,6 +22,9 @@ framework's own client) is taped all the same:
 * under the SDK hooks alone, a request to a model route that no fast path handled
   (``client.post``, beta resources, a stream helper, an SDK without a fast path) is the same
   ``llm`` decision.
+
+One private name, tested on httpx 0.29.0 and httpx2 2.16.2: a client's ``_transport`` (a
+client given a tape transport tapes its requests there, not again at ``send``).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from .capture import (
     play,
     rebuilt,
     replayed_headers,
+    sending,
     taker,
 )
 from .framing import content_type_of, framing_of
@@ -326,7 +330,7 @@ def wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Ca
                 keyed = _key(taker, request)
                 if taker.replaying:
                     response = _replayed_at_send(module, taker, keyed, request, aio=True)
-                    for hook in self._event_hooks.get("response", ()):
+                    for hook in self.event_hooks["response"]:
                         await hook(response)
                     if not stream:
                         await response.aread()
@@ -334,11 +338,14 @@ def wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Ca
                 taker = _recording(taker, keyed, request)
             else:
                 _before_recording(taker.tape, request)
+            sent = sending.set(True)  # an inner transport (litellm's, on aiohttp) takes it no more
             try:
                 response = await original(self, request, stream=True, **kwargs)
             except Exception as exc:
                 taker.failed(exc)
                 raise
+            finally:
+                sending.reset(sent)
             _tap(module, response, taker, aio=True)
             if not stream:
                 try:
@@ -360,7 +367,7 @@ def wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Ca
             keyed = _key(taker, request)
             if taker.replaying:
                 response = _replayed_at_send(module, taker, keyed, request, aio=False)
-                for hook in self._event_hooks.get("response", ()):
+                for hook in self.event_hooks["response"]:
                     hook(response)
                 if not stream:
                     response.read()

@@ -44,6 +44,9 @@ class Watch(NamedTuple):
 TRANSPORTS = (
     Watch("httpx", "http", "http:patch_module"),
     Watch("httpx2", "http", "http:patch_module"),
+    Watch("botocore.session", "http", "botocore_events:patch_module"),
+    Watch("aiohttp", "http", "aiohttp_client:patch_module"),
+    Watch("mcp.client.client", "sdk", "mcp_client:patch_module"),
 )
 
 
@@ -63,7 +66,7 @@ def watches() -> tuple[Watch, ...]:
 
 _lock = threading.RLock()
 _installs = {"sdk": 0, "http": 0}
-_saved: dict[str, list[tuple[type, str, Any]]] = {"sdk": [], "http": []}
+_saved: dict[str, list[tuple[type | ModuleType, str, Any]]] = {"sdk": [], "http": []}
 _waiting: set[Watch] = set()  # watches whose module is not imported yet
 _group: list[str] = []  # the group of the watch being applied (the lock is held)
 
@@ -72,10 +75,10 @@ def _active(group: str) -> bool:
     return _installs["sdk"] > 0 or (group == "http" and _installs["http"] > 0)
 
 
-def patch_attr(cls: type, name: str, wrapper: Callable[..., Any]) -> None:
-    """Replace ``cls.name`` by ``wrapper`` (called by a watch's patching function); the
-    original is restored when the watch's group is uninstalled, and is reachable as
-    ``wrapper.__tracetape_original__``."""
+def patch_attr(cls: type | ModuleType, name: str, wrapper: Callable[..., Any]) -> None:
+    """Replace ``cls.name`` (a class's attribute, or a module's function) by ``wrapper``
+    (called by a watch's patching function); the original is restored when the watch's group
+    is uninstalled, and is reachable as ``wrapper.__tracetape_original__``."""
     original = cls.__dict__[name]
     _saved[_group[-1]].append((cls, name, original))
     wrapper.__dict__["__tracetape_original__"] = original

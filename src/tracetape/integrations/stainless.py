@@ -14,9 +14,11 @@ In record mode the real call runs and the transport taps its HTTP response into 
 ``Capture``: the SDK retries a 429 or 5xx, and only the response the call ends with is
 recorded, the same JSON body or events the transport alone would record.
 
-Private names, and the releases they are tested on: ``BaseClient._calculate_retry_timeout``
-(the retry seam of the oldest releases, ``openai`` 1.109.1 and ``anthropic`` 0.40.0: they
-retry any exception their HTTP client raises); none other.
+Private names, and the releases they are tested on (``openai`` 3.57.0 and 1.109.1,
+``anthropic`` 2.14.0 and 0.40.0, ``groq`` 1.7.0): ``BaseClient._calculate_retry_timeout``, the
+retry seam of the oldest releases (they retry any exception their HTTP client raises), and a
+resource's ``_client``, read for its public ``base_url`` only, to name the URL of a recorded
+connection failure.
 """
 
 from __future__ import annotations
@@ -294,9 +296,10 @@ def imported(module: types.ModuleType) -> None:
 # the figures.
 
 
-def _answer(out: Any) -> tuple[_Target, Any, bool] | None:
+def _answer(out: Any, api: str | None) -> tuple[_Target, Any, bool] | None:
     """The (sync) target a recorded output answers, with its body or first event and whether
-    it was streamed."""
+    it was streamed: the target of the record's ``api`` where one has it (``groq`` and
+    ``openai`` answer alike), else the first whose SDK answers that kind of body."""
     if not isinstance(out, Mapping):
         return None
     sample, streamed = out.get("body"), False
@@ -309,10 +312,11 @@ def _answer(out: Any) -> tuple[_Target, Any, bool] | None:
     kind = sample.get("object") or sample.get("type")
     if not isinstance(kind, str):
         return None
-    for target in _targets():
-        if not target.aio and kind in target.spec.answers:
+    answering = [t for t in _targets() if not t.aio and kind in t.spec.answers]
+    for target in answering:
+        if target.match.api == api:
             return target, sample, streamed
-    return None
+    return (answering[0], sample, streamed) if answering else None
 
 
 def _answered(tape: Tape) -> dict[_Target, tuple[Any, bool, Record]]:
@@ -322,7 +326,7 @@ def _answered(tape: Tape) -> dict[_Target, tuple[Any, bool, Record]]:
     if hooks.answered is None:
         found: dict[_Target, tuple[Any, bool, Record]] = {}
         for rec in tape.records:
-            answer = _answer(rec.out) if rec.kind == "llm" else None
+            answer = _answer(rec.out, rec.api) if rec.kind == "llm" else None
             if answer is not None:
                 found.setdefault(answer[0], (answer[1], answer[2], rec))
         hooks.answered = found  # type: ignore[assignment]
