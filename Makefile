@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed-dev
 INSTRUCTOR := .venv-instructor
 # the oldest openai/anthropic releases the hooks support, also in a venv of their own
 OLDEST := .venv-oldest-sdks
+# strands-agents pins an mcp the dev extra excludes: its tests run it in a venv of its own
+STRANDS := .venv-strands
 
 .PHONY: demo test lint bench clean
 
@@ -37,7 +39,13 @@ $(OLDEST)/.installed: pyproject.toml
 	$(OLDEST)/bin/python -m pip install -q -e '.[oldest-sdks]'
 	touch $@
 
-test: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed
+$(STRANDS)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(STRANDS)
+	$(STRANDS)/bin/python -m pip install -q --upgrade pip
+	$(STRANDS)/bin/python -m pip install -q -e '.[strands]'
+	touch $@
+
+test: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed $(STRANDS)/.installed
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
@@ -48,4 +56,4 @@ bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(INSTRUCTOR) $(OLDEST) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(INSTRUCTOR) $(OLDEST) $(STRANDS) .pytest_cache .mypy_cache .ruff_cache .hypothesis
