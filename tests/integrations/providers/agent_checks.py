@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 import tracetape
-from tracetape import Redactor, ReplayMiss, Tape, read_cassette
+from tracetape import Record, Redactor, ReplayMiss, Tape, read_cassette
 from tracetape.integrations.providers import provider
 
 TASK = "sum 1 to 3, carefully"
@@ -66,12 +66,13 @@ def compact(data: Any) -> bytes:
 @dataclass
 class Reply:
     """A fake's answer: a whole body, or ``chunks`` written one by one (chunked encoding,
-    each flushed, as a streaming server sends its events)."""
+    each flushed, as a streaming server sends its events; an iterator may wait between
+    them)."""
 
     status: int = 200
     content_type: str = "application/json"
     body: bytes = b""
-    chunks: list[bytes] | None = None
+    chunks: Iterable[bytes] | None = None
     headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -83,8 +84,10 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeModelServer:
-    """A provider's server on 127.0.0.1: ``answer(path, body)`` is the provider's; every
-    request (path, headers, JSON body) is kept in ``requests``. ``start()``/``stop()``."""
+    """A provider's server on 127.0.0.1: ``answer(path, body)`` is the provider's (or
+    ``respond(request)``, where the answer depends on more than the path and the body); every
+    request (``path``, ``query``, ``headers``, JSON ``body``) is kept in ``requests``.
+    ``start()``/``stop()``; ``base_url`` is ``http://127.0.0.1:PORT``."""
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
@@ -103,10 +106,15 @@ class FakeModelServer:
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                body = json.loads(raw or b"{}")
-                path = self.path.split("?", 1)[0]
-                fake.requests.append({"path": path, "headers": dict(self.headers), "body": body})
-                self._write(fake.answer(path, body))
+                url = urlsplit(self.path)
+                request = {
+                    "path": url.path,
+                    "query": {k: v[0] for k, v in parse_qs(url.query).items()},
+                    "headers": dict(self.headers),
+                    "body": json.loads(raw or b"{}"),
+                }
+                fake.requests.append(request)
+                self._write(fake.respond(request))
 
             def _write(self, reply: Reply) -> None:
                 self.send_response(reply.status)
@@ -120,13 +128,20 @@ class FakeModelServer:
                     return
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
-                for chunk in reply.chunks:
-                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-                    self.wfile.flush()
-                self.wfile.write(b"0\r\n\r\n")
+                try:
+                    for chunk in reply.chunks:
+                        self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:
+                    return  # the client left mid-stream
 
         self._server = _Server(("127.0.0.1", 0), Handler)
         self._thread: threading.Thread | None = None
+
+    def respond(self, request: dict[str, Any]) -> Reply:
+        """The provider's reply to ``request`` (as kept in ``requests``)."""
+        return self.answer(request["path"], request["body"])
 
     def answer(self, path: str, body: dict[str, Any]) -> Reply:
         """The provider's reply to a POST of ``body`` to ``path``."""
@@ -310,6 +325,20 @@ def check_error(
     (rec,) = read_cassette(path).records
     assert rec.kind == "llm" and rec.out["status"] >= 400
     return raised[0], raised[1]
+
+
+def check_one_shot(path: Path, server: Any, call: Callable[[], Any]) -> Record:
+    """Record ``call``, a request that carries no conversation, then replay it with the server
+    stopped to the same value: one decision, at step 1. Returns its record."""
+    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
+        recorded = call()
+    server.stop()
+    with Tape(path, mode="replay") as tape, tracetape.patch_sdks(tape):
+        assert call() == recorded
+    assert len(server.requests) == 1
+    (rec,) = read_cassette(path).records
+    assert (rec.kind, rec.step) == ("llm", 1)
+    return rec
 
 
 def check_split_secret(

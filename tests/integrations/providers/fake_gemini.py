@@ -21,11 +21,11 @@ from __future__ import annotations
 import base64
 import json
 import re
-import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+
+from .agent_checks import FakeModelServer, Reply, pieces
 
 ROUTE = re.compile(
     r"/v1(?:beta)?/models/(?P<model>[^/:]+):(?P<method>generateContent|streamGenerateContent)$"
@@ -78,164 +78,90 @@ def plan(contents: list[Any]) -> tuple[str, Any]:
     return "text", f"The total is {total}."
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client leaving a stream half-read is not an error
-
-
-class FakeGemini:
-    """Start with ``start()``, stop with ``stop()``; ``base_url`` is ``http://127.0.0.1:PORT``."""
+class FakeGemini(FakeModelServer):
+    """The Gemini API (see the module doc)."""
 
     def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
+        super().__init__()
         self.release = threading.Event()
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def respond(self, request: dict[str, Any]) -> Reply:
+        path, query, body = request["path"], request["query"], request["body"]
+        key = request["headers"].get("x-goog-api-key") or query.get("key")
+        route = ROUTE.search(path)
+        if route is None:
+            return _error(404, "NOT_FOUND", f"{path} is not found")
+        if not key:
+            return _error(403, "PERMISSION_DENIED", "Method doesn't allow unregistered callers")
+        if route["model"] == "missing":
+            return _error(404, "NOT_FOUND", "models/missing is not found for API version v1")
+        if (why := bad_signature(body.get("contents") or [])) is not None:
+            return _error(400, "INVALID_ARGUMENT", f"Corrupted thought signature: {why}")
+        return self._answer(route["model"], route["method"], body, key)
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def setup(self) -> None:
-                super().setup()
-                # small writes must not wait for delayed ACKs
-                self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                url = urlsplit(self.path)
-                query = {k: v[0] for k, v in parse_qs(url.query).items()}
-                body = json.loads(raw or b"{}")
-                server.requests.append(
-                    {"path": url.path, "query": query, "headers": dict(self.headers), "body": body}
-                )
-                key = self.headers.get("x-goog-api-key") or query.get("key")
-                route = ROUTE.search(url.path)
-                if route is None:
-                    self._error(404, "NOT_FOUND", f"{url.path} is not found")
-                elif not key:
-                    self._error(
-                        403, "PERMISSION_DENIED", "Method doesn't allow unregistered callers"
-                    )
-                elif route["model"] == "missing":
-                    self._error(404, "NOT_FOUND", "models/missing is not found for API version v1")
-                elif (why := bad_signature(body.get("contents") or [])) is not None:
-                    self._error(400, "INVALID_ARGUMENT", f"Corrupted thought signature: {why}")
-                else:
-                    self._answer(route["model"], route["method"], body, key)
-
-            def _json(self, data: Any, status: int = 200) -> None:
-                raw = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json; charset=UTF-8")
-                self.send_header("content-length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def _error(self, code: int, status: str, message: str) -> None:
-                self._json({"error": {"code": code, "message": message, "status": status}}, code)
-
-            def _answer(self, model: str, method: str, body: dict[str, Any], key: str) -> None:
-                contents = body.get("contents") or []
-                kind, value = plan(contents)
-                task = _text(contents[0]) if contents else ""
-                if task == "show key":
-                    kind, value = "text", f"you sent {key}"
-                step = 1 + sum(1 for c in contents if c.get("role") == "model")
-                if kind == "call":
-                    pieces = [
-                        {
-                            "functionCall": {"name": "add", "args": value},
-                            "thoughtSignature": signature(step),
-                        }
-                    ]
-                else:
-                    words = value.split(" ")
-                    pieces = [
-                        {"text": w + (" " if i < len(words) - 1 else "")}
-                        for i, w in enumerate(words)
-                    ]
-                if method == "generateContent":
-                    text = "".join(p.get("text", "") for p in pieces)
-                    self._json(
-                        self._response(
-                            model,
-                            step,
-                            [{"text": text}] if kind == "text" else pieces,
-                            len(contents),
-                            1,
-                            last=True,
-                        )
-                    )
-                    return
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("transfer-encoding", "chunked")
-                self.end_headers()
-                chunks = [pieces] if kind == "call" else [[p] for p in pieces]
-                for i, parts in enumerate(chunks):
-                    last = i == len(chunks) - 1
-                    event = self._response(model, step, parts, len(contents), i + 1, last=last)
-                    raw = f"data: {json.dumps(event)}\r\n\r\n".encode()
-                    try:
-                        self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
-                        self.wfile.flush()
-                    except OSError:
-                        return  # the client left
-                    if i == 0 and task.startswith("hold "):
-                        server.release.wait(5)
-                self.wfile.write(b"0\r\n\r\n")
-
-            def _response(
-                self,
-                model: str,
-                step: int,
-                parts: list[Any],
-                prompt: int,
-                output: int,
-                *,
-                last: bool,
-            ) -> dict[str, Any]:
-                candidate: dict[str, Any] = {
-                    "content": {"parts": parts, "role": "model"},
-                    "index": 0,
+    def _answer(self, model: str, method: str, body: dict[str, Any], key: str) -> Reply:
+        contents = body.get("contents") or []
+        kind, value = plan(contents)
+        task = _text(contents[0]) if contents else ""
+        if task == "show key":
+            kind, value = "text", f"you sent {key}"
+        step = 1 + sum(1 for c in contents if c.get("role") == "model")
+        if kind == "call":
+            parts = [
+                {
+                    "functionCall": {"name": "add", "args": value},
+                    "thoughtSignature": signature(step),
                 }
-                if last:
-                    candidate["finishReason"] = "STOP"
-                usage = {
-                    "promptTokenCount": prompt,
-                    "candidatesTokenCount": output,
-                    "thoughtsTokenCount": 2,
-                    "totalTokenCount": prompt + output + 2,
-                }
-                return {
-                    "candidates": [candidate],
-                    "usageMetadata": usage,
-                    "modelVersion": model,
-                    "responseId": f"resp-{step}",
-                }
+            ]
+        else:
+            parts = [{"text": piece} for piece in pieces(value)]
+        if method == "generateContent":
+            whole = [{"text": value}] if kind == "text" else parts
+            return _json(_response(model, step, whole, len(contents), 1, last=True))
+        chunks = [parts] if kind == "call" else [[p] for p in parts]
+        events = [
+            _response(model, step, chunk, len(contents), i + 1, last=i == len(chunks) - 1)
+            for i, chunk in enumerate(chunks)
+        ]
+        return Reply(200, "text/event-stream", chunks=self._sse(events, task.startswith("hold ")))
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        self._thread: threading.Thread | None = None
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> FakeGemini:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        )
-        self._thread.start()
-        return self
+    def _sse(self, events: list[dict[str, Any]], hold: bool) -> Iterator[bytes]:
+        """The events in CRLF-ended SSE, one chunk each; held after the first until
+        ``release`` when ``hold``."""
+        for i, event in enumerate(events):
+            yield f"data: {json.dumps(event)}\r\n\r\n".encode()
+            if i == 0 and hold:
+                self.release.wait(5)
 
     def stop(self) -> None:
         self.release.set()
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
+        super().stop()
+
+
+def _json(data: Any, status: int = 200) -> Reply:
+    return Reply(status, "application/json; charset=UTF-8", json.dumps(data).encode())
+
+
+def _error(code: int, status: str, message: str) -> Reply:
+    return _json({"error": {"code": code, "message": message, "status": status}}, code)
+
+
+def _response(
+    model: str, step: int, parts: list[Any], prompt: int, output: int, *, last: bool
+) -> dict[str, Any]:
+    """A ``GenerateContentResponse``: one candidate with ``parts``, finished if ``last``."""
+    candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
+    if last:
+        candidate["finishReason"] = "STOP"
+    usage = {
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": output,
+        "thoughtsTokenCount": 2,
+        "totalTokenCount": prompt + output + 2,
+    }
+    return {
+        "candidates": [candidate],
+        "usageMetadata": usage,
+        "modelVersion": model,
+        "responseId": f"resp-{step}",
+    }

@@ -28,6 +28,7 @@ from .agent_checks import (
     check_agent,
     check_error,
     check_miss,
+    check_one_shot,
     check_split_secret,
     to_fake,
     usage_for,
@@ -188,7 +189,6 @@ def test_a_stream_is_stored_as_its_named_events(tmp_path: Path, fake: FakeCohere
 def test_embed_is_a_one_shot_call(tmp_path: Path, fake: FakeCohere) -> None:
     """``/v2/embed`` carries no conversation: step 1, ``cohere.embed``, its usage from
     ``meta``, replayed offline to the same vectors."""
-    path = tmp_path / "run.jsonl"
 
     def embed() -> Any:
         reply = _client(fake.base_url).embed(
@@ -199,12 +199,8 @@ def test_embed_is_a_one_shot_call(tmp_path: Path, fake: FakeCohere) -> None:
         )
         return reply.embeddings.float_
 
-    with Tape(path, mode="record") as tape, patch_sdks(tape):
-        recorded = embed()
-    fake.stop()
-    with Tape(path, mode="replay") as tape, patch_sdks(tape):
-        assert embed() == recorded == [[0.5, -0.25]] * 2
-    (rec,) = read_cassette(path).records
+    rec = check_one_shot(tmp_path / "run.jsonl", fake, embed)
+    assert rec.out["body"]["embeddings"]["float"] == [[0.5, -0.25]] * 2
     read, wrote = usage_for(2)
     assert (rec.api, rec.step, rec.usage) == ("cohere.embed", 1, {"input": read, "output": wrote})
 

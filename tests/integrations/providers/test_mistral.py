@@ -15,7 +15,6 @@ from mistralai.client import Mistral
 from mistralai.client.errors import SDKError
 
 from tests.integrations.frameworks.conftest import record_replay_miss
-from tracetape import Tape, patch_sdks, read_cassette
 from tracetape.integrations.providers import match_route
 
 from .agent_checks import (
@@ -29,6 +28,7 @@ from .agent_checks import (
     check_agent,
     check_error,
     check_miss,
+    check_one_shot,
     to_fake,
     usage_for,
 )
@@ -190,14 +190,7 @@ def test_one_shot_calls_are_step_one(
 ) -> None:
     """FIM and embeddings carry no conversation: step 1, their route and usage recorded, and
     replayed offline to the same value."""
-    path = tmp_path / "run.jsonl"
-    with Tape(path, mode="record") as tape, patch_sdks(tape):
-        recorded = call(_client(fake.base_url))
-    fake.stop()
-    with Tape(path, mode="replay") as tape, patch_sdks(tape):
-        assert call(_client(fake.base_url)) == recorded
-    assert len(fake.requests) == 1
-    (rec,) = read_cassette(path).records
+    rec = check_one_shot(tmp_path / "run.jsonl", fake, lambda: call(_client(fake.base_url)))
     prompt, completion = usage_for(messages)
     output = 0 if api.endswith("embeddings") else completion
     assert (rec.api, rec.step, rec.usage) == (api, 1, {"input": prompt, "output": output})

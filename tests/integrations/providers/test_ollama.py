@@ -29,6 +29,7 @@ from .agent_checks import (
     check_agent,
     check_error,
     check_miss,
+    check_one_shot,
     check_split_secret,
     usage_for,
 )
@@ -196,13 +197,7 @@ def test_one_shot_calls_are_step_one(
 ) -> None:
     """Generate and embed carry no conversation: step 1, their route and usage recorded, and
     replayed offline to the same value."""
-    path = tmp_path / "run.jsonl"
-    with Tape(path, mode="record") as tape, patch_sdks(tape):
-        recorded = call(_client(fake.base_url))
-    fake.stop()
-    with Tape(path, mode="replay") as tape, patch_sdks(tape):
-        assert call(_client(fake.base_url)) == recorded
-    (rec,) = read_cassette(path).records
+    rec = check_one_shot(tmp_path / "run.jsonl", fake, lambda: call(_client(fake.base_url)))
     read, wrote = usage_for(texts)
     usage = {"input": read} if api == "ollama.embed" else {"input": read, "output": wrote}
     assert (rec.api, rec.step, rec.usage) == (api, 1, usage)
