@@ -24,6 +24,10 @@ import tracetape
 from tracetape import ReplayMiss, Tape, read_cassette
 from tracetape.integrations.runner import EXIT_REPLAY_MISS
 
+# strands_agent.py is a program run with .venv-strands' Python (test_strands.py), whose
+# strands-agents this environment does not have: not a test module, nor doctests to collect
+collect_ignore = ["strands_agent.py"]
+
 
 class FakeServer(Protocol):
     """What the tests use of ``tests/integrations/fakeserver.py``'s server (the ``server``
