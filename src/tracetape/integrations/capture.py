@@ -32,6 +32,8 @@ from functools import cache
 from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, urlencode
 
+import orjson
+
 from ..diagnose import truncated_stream_miss
 from ..errors import CassetteError, ReplayMiss, TapeError, TapeWarning
 from ..record import Decision, Record
@@ -150,6 +152,21 @@ def _body_value(content: bytes, content_type: str) -> Any:
         return {"base64": base64.b64encode(content).decode()}
 
 
+def _json_body(content: bytes) -> Any:
+    """A request body's JSON (orjson, twice as fast on a long conversation; the standard
+    library for what orjson refuses: NaN, integers beyond 64 bits, UTF-16), else None."""
+    if not content:
+        return None
+    try:
+        return orjson.loads(content)
+    except ValueError:  # orjson.JSONDecodeError
+        pass
+    try:
+        return json.loads(content)
+    except ValueError:
+        return None
+
+
 def model_route(method: str, host: str, path: str) -> Match | None:
     """The provider route of a request, if it is a model request."""
     return match_route(method, host, path) if method == "POST" else None
@@ -170,10 +187,7 @@ def key_request(
     if match is None:
         match = model_route(method, netloc.rsplit("@", 1)[-1].split(":", 1)[0], path)
     if match is not None:
-        try:
-            body = json.loads(content) if content else None
-        except ValueError:
-            body = None
+        body = _json_body(content)
         if isinstance(body, Mapping):
             return model_decision(tape, match, body)
     payload = {

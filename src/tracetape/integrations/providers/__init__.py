@@ -222,8 +222,13 @@ def match_route(method: str, host: str, path: str) -> Match | None:
     >>> match_route("GET", "127.0.0.1", "/v1/chat/completions") is None
     True
     """
+    found = _match_route(method, host.lower(), path)  # an agent asks the same few routes
+    return None if found is None else found._replace(fields=dict(found.fields))
+
+
+@functools.lru_cache(maxsize=1024)
+def _match_route(method: str, host: str, path: str) -> Match | None:
     first: Match | None = None
-    host = host.lower()
     for prov in providers():
         for route in prov.routes:
             if route.method != method:
@@ -308,7 +313,7 @@ def json_args(text: Any) -> Any:
 def item_field(item: Any, name: str) -> Any:
     """A field of a conversation item: a JSON object's, or an SDK model's attribute (an SDK's
     fast path keys the arguments the program passed, its own models among them)."""
-    if isinstance(item, Mapping):
+    if type(item) is dict or isinstance(item, Mapping):  # a dict without the slower ABC check
         return item.get(name)
     return getattr(item, name, None)
 
@@ -316,7 +321,12 @@ def item_field(item: Any, name: str) -> Any:
 def role_in(*roles: str) -> Callable[[Any], bool]:
     """A ``turn`` rule: items whose ``role`` is one of ``roles``."""
     wanted = frozenset(roles)
-    return lambda item: item_field(item, "role") in wanted
+
+    def turn(item: Any) -> bool:
+        role = item.get("role") if type(item) is dict else item_field(item, "role")
+        return role in wanted
+
+    return turn
 
 
 def last_usage(candidates: Iterable[Usage | None]) -> Usage | None:

@@ -48,10 +48,13 @@ ROUTES = (
 
 def turn(item: Any) -> bool:
     """A model item of a Chat or Responses conversation."""
-    kind = item_field(item, "type")
+    if type(item) is dict:  # the common case, read directly (this runs on every item)
+        kind, role = item.get("type"), item.get("role")
+    else:
+        kind, role = item_field(item, "type"), item_field(item, "role")
     if isinstance(kind, str) and (kind == "reasoning" or kind.endswith("_call")):
         return True
-    return bool(item_field(item, "role") == "assistant")
+    return role == "assistant"
 
 
 def chain(body: Mapping[str, Any]) -> str | None:
