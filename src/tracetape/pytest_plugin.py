@@ -1,7 +1,8 @@
 """The pytest plugin (entry point ``tracetape``): thin fixtures over ``tracetape.testing``.
 
 * fixture ``tape``: a ``Tape`` on ``cassettes/<test module>/<test name>.jsonl`` beside the test,
-  the openai/anthropic SDKs patched for the test's duration, the network blocked in replay;
+  every provider's SDK and MCP clients patched for the test's duration, the network blocked
+  in replay;
 * marker ``@pytest.mark.tape(path=..., mode=..., allow_loopback=..., allow_hosts=[...],
   **tape_options)``: configures it, and taps a test that does not ask for the fixture;
 * ``--tape-mode=replay|record|auto|rewrite`` (default: the ``tape_mode`` ini option, else

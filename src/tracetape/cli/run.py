@@ -49,8 +49,9 @@ EXIT_NOT_FOUND = 127
     type=click.Choice(HOOKS),
     default="auto",
     show_default=True,
-    help="What to patch: auto (the openai/anthropic SDKs, and httpx clients for every other "
-    "request), the SDKs only, httpx clients only, or nothing (only @tracetape.tool and "
+    help="What to patch: auto (every provider's SDK and MCP clients, and the HTTP clients "
+    "for every other request), the model and MCP calls only, every request of the HTTP "
+    "clients (httpx, aiohttp, botocore) only, or nothing (only @tracetape.tool and "
     "tracetape.env are taped).",
 )
 @click.option(
