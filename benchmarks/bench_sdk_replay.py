@@ -26,8 +26,8 @@ in the same run (the machine is shared and noisy):
 * tracetape SDK-level record vs a live call to the local server (overhead, reported).
 
 The tracetape hooks come from ``tracetape.integrations.sdk`` (``patch_sdks``) and
-``Tape.http_transport``; a figure whose hook is missing from this install is printed as
-skipped with the reason. Needs the ``bench`` extra: ``pip install -e '.[bench]'``.
+``tracetape.http_transport(tape)``; a figure whose hook is missing from this install is
+printed as skipped with the reason. Needs the ``bench`` extra: ``pip install -e '.[bench]'``.
 
 Run: ``python benchmarks/bench_sdk_replay.py [--steps 50] [--repeat 7] [--fresh-repeat 7]``
 (``--fresh-repeat 0`` skips the fresh-process part, ``--only-fresh`` skips the rest).
@@ -230,7 +230,7 @@ def report_fresh(results: list[tuple[int, int, float, dict[str, Any]]], repeat: 
 
 def sdk_hooks() -> tuple[Callable[..., AbstractContextManager[Any]] | None, str]:
     try:
-        from tracetape.integrations.sdk import patch_sdks  # type: ignore[import-not-found]
+        from tracetape.integrations.sdk import patch_sdks
     except ImportError as exc:
         return None, f"tracetape.integrations.sdk is not available ({exc})"
     return patch_sdks, ""
@@ -345,8 +345,8 @@ def main() -> None:
     else:
         skipped["tracetape_sdk"] = why_no_sdk
 
-    if not hasattr(Tape, "http_transport"):
-        skipped["tracetape_http"] = "Tape.http_transport is not available in this install"
+    if not hasattr(tracetape, "http_transport"):
+        skipped["tracetape_http"] = "tracetape.http_transport is not available in this install"
     else:
 
         def http_replay() -> str:
@@ -358,7 +358,7 @@ def main() -> None:
             kind = type(tracetape.http_transport(probe))
         if not issubclass(kind, httpx2.BaseTransport):
             skipped["tracetape_http"] = (
-                f"tracetape.http_transport(Tape) returned {kind.__name__}, not an httpx2 transport "
+                f"tracetape.http_transport(tape) returned {kind.__name__}, not an httpx2 transport "
                 "(the openai SDK runs on httpx2): adapt http_replay() to its signature"
             )
         elif "tracetape_record" in figures:
