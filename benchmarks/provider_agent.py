@@ -318,11 +318,63 @@ AGENTS: dict[str, Agent] = {
 }
 
 
+# the providers replayed by an SDK fast path: the whole call is tracetape's
+FAST_PATHS = ("openai", "anthropic", "groq")
+# the botocore event handlers tracetape registers on a client (looked up when it is created)
+BOTOCORE_HANDLERS = (
+    "_before_call",
+    "_choose_signer",
+    "_before_send",
+    "_before_parse",
+    "_received",
+    "_needs_retry",
+    "_after_call",
+)
+
+
+def time_the_tape(provider: str) -> list[float] | None:
+    """Time tracetape's own part of each call where ``provider`` is taped at a transport: the
+    hooked ``send`` of the httpx and httpx2 clients, or the botocore handlers. The seconds
+    accumulate in the list returned; None for a fast-path provider."""
+    if provider in FAST_PATHS:
+        return None
+    spent = [0.0]
+
+    def timer(function: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - start
+
+        return timed
+
+    if provider == "bedrock":
+        import botocore.session  # noqa: F401 - tracetape hooks create_client on this import
+
+        from tracetape.integrations import botocore_events
+
+        for name in BOTOCORE_HANDLERS:
+            setattr(botocore_events, name, timer(getattr(botocore_events, name)))
+    else:
+        import httpx  # tracetape patches both clients' send on their import
+        import httpx2
+
+        for module in (httpx, httpx2):
+            module.Client.send = timer(module.Client.send)
+    return spent
+
+
 def main() -> None:
     steps, size = int(os.environ["BENCH_STEPS"]), int(os.environ["BENCH_SIZE"])
-    agent = AGENTS[os.environ["BENCH_PROVIDER"]]
-    answers, times = agent(os.environ["BENCH_URL"], steps, size)
-    Path(os.environ["BENCH_OUT"]).write_text(json.dumps({"answers": answers, "times": times}))
+    name = os.environ["BENCH_PROVIDER"]
+    spent = time_the_tape(name) if os.environ.get("BENCH_TIME_TAPE") else None
+    answers, times = AGENTS[name](os.environ["BENCH_URL"], steps, size)
+    result: dict[str, Any] = {"answers": answers, "times": times}
+    if spent is not None:
+        result["tape_s"] = spent[0]
+    Path(os.environ["BENCH_OUT"]).write_text(json.dumps(result))
 
 
 if __name__ == "__main__":
