@@ -136,6 +136,13 @@ EDITS = [
                  3, "the record has no chain digest: inserted by hand", id="inserted"),
     pytest.param(lambda ls: [*ls, ls[-1]], 7, "lines were added after the trailer",
                  id="after-trailer"),
+    pytest.param(lambda ls: [*ls[:5], _sub(ls[5], '"end":4', '"end":5')], 6, "the trailer's "
+                 "record count was changed: it says 5, and the chain it seals holds 4",
+                 id="trailer-count-raised"),
+    pytest.param(lambda ls: [*ls[:5], _sub(ls[5], '"end":4', '"end":3')], 6, "the trailer's "
+                 "record count was changed: it says 3", id="trailer-count-lowered"),
+    pytest.param(lambda ls: [*ls[:5], _sub(ls[5], '"end":4', '"end":"4"')], 6, "the trailer's "
+                 "record count was changed: it says '4'", id="trailer-count-a-string"),
 ]  # fmt: skip
 
 

@@ -273,13 +273,21 @@ def verify_seal(path: str | os.PathLike[str]) -> Seal:
         if "end" in rec and "key" not in rec:
             if lineno != len(lines):
                 return Seal("broken", count, lineno + 1, "lines were added after the trailer")
-            if rec.get("end") != count or rec.get("chain") != previous:
+            if rec.get("chain") != previous:
                 return Seal(
                     "broken",
                     count,
                     lineno,
                     f"the trailer seals {rec.get('end')!r} records and this file holds {count}: "
                     "records at the end were deleted or added",
+                )
+            if rec.get("end") != count:
+                return Seal(
+                    "broken",
+                    count,
+                    lineno,
+                    f"the trailer's record count was changed: it says {rec.get('end')!r}, and "
+                    f"the chain it seals holds {count}",
                 )
             return Seal("sealed", count)
         body, _, tail = raw.rstrip(b"\n").rpartition(_CHAIN_FIELD)
