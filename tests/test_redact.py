@@ -191,8 +191,27 @@ SHAPES = [
      "-----BEGIN CERTIFICATE-----"),
 ]  # fmt: skip
 
+# Every alternative a detector's pattern names, each with a sample of its own: an alternative
+# dropped from a pattern fails here (issue 37, item 8).
+ALTERNATIVES = [
+    *(("openai_key", f"sk-{kind}Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0Pp", f"sk-{kind}readme")
+      for kind in ("", "proj-", "svcacct-", "admin-")),
+    *(("stripe_key", f"{kind}_{mode}_4eC39HqLyjWDarjtT1zdp7dc", f"{kind}_{mode}_preview")
+      for kind in ("sk", "rk") for mode in ("live", "test", "prod")),
+    *(("aws_access_key", f"{prefix}IOSFODNN7EXAMPLE", f"{prefix}-style ids")
+      for prefix in ("AKIA", "ASIA", "ABIA", "ACCA")),
+    *(("github_token", f"{prefix}_" + "a1B2c3D4e5" * 4, f"{prefix}_short")
+      for prefix in ("ghp", "gho", "ghu", "ghs", "ghr")),
+    ("github_token", "github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "github_pat_short"),
+    *(("slack_token", f"xox{kind}-1234567890-abcdefghij", f"xox{kind} and more")
+      for kind in "abposre"),
+    *(("url_token", f"GET https://api.x.io/v1?{name}=a1b2c3d4e5&q=1", f"?{name}=&q=1")
+      for name in ("api_key", "api-key", "apikey", "access_token", "access-token",
+                   "accesstoken", "token", "secret", "password", "auth", "PASSWORD")),
+]  # fmt: skip
 
-@pytest.mark.parametrize(("detector", "sample", "lookalike"), SHAPES)
+
+@pytest.mark.parametrize(("detector", "sample", "lookalike"), SHAPES + ALTERNATIVES)
 def test_each_shape_is_found_in_prose_and_its_lookalike_left_alone(
     detector: str, sample: str, lookalike: str
 ) -> None:
@@ -209,7 +228,8 @@ def test_each_shape_is_found_in_prose_and_its_lookalike_left_alone(
     "name",
     ["password", "db_password", "passwd", "pwd", "passphrase", "token", "accessToken",
      "SessionToken", "privateKey", "api_key", "apiKey", "API-KEY", "x-api-key", "client_secret",
-     "aws_secret_access_key", "Authorization", "db password", "a.token"],
+     "aws_secret_access_key", "Authorization", "db password", "a.token", "credential",
+     "db_credentials", "secret", "apikeys", "accessKey", "secret_key", "private-key"],
 )  # fmt: skip
 def test_secret_field_names_in_any_spelling(name: str) -> None:
     """A field whose name ends with a secret name, in any case and separator, is a secret, in

@@ -95,13 +95,10 @@ DETECTORS: tuple[Detector, ...] = (
         r"(?:.*?-----END[A-Z ]*PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=\s:-]|\\n)*)",
         ("-----begin",),
     ),
-    # gitleaks anthropic-api-key, openai-api-key (any sk- key with a digit: legacy, proj, admin)
+    # gitleaks anthropic-api-key, openai-api-key: any sk- key with a digit, which covers the
+    # legacy, proj-, svcacct- and admin- forms alike (each has a test)
     Detector("anthropic_key", _B + r"sk-ant-" + _HAS_DIGIT + r"[A-Za-z0-9_\-]{20,}", ("sk-",)),
-    Detector(
-        "openai_key",
-        _B + r"sk-(?:proj-|svcacct-|admin-)?" + _HAS_DIGIT + r"[A-Za-z0-9_\-]{20,}",
-        ("sk-",),
-    ),
+    Detector("openai_key", _B + r"sk-" + _HAS_DIGIT + r"[A-Za-z0-9_\-]{20,}", ("sk-",)),
     # gitleaks stripe-access-token
     Detector("stripe_key", _B + r"(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{16,}", ("sk_", "rk_")),
     # gitleaks aws-access-token
