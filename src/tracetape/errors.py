@@ -43,6 +43,7 @@ __all__ = [
     "EnvironmentDriftError",
     "IrreversibleEffectError",
     "NetworkBlockedError",
+    "NotACassetteError",
     "ReplayMiss",
     "SpanError",
     "TapeError",
@@ -91,6 +92,11 @@ class CassetteLockedError(CassetteError):
     def __init__(self, message: str, *, path: str | Path, pid: int | None):
         self.pid = pid
         super().__init__(message, path=path)
+
+
+class NotACassetteError(CassetteError):
+    """Raised for a file that holds no cassette at all: it is empty, or its first line is
+    not JSON and nothing comes before it (not a recording cut short, which keeps its header)."""
 
 
 class CassetteVersionError(CassetteError):

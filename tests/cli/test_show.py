@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tracetape import Tape
+from tracetape import NotACassetteError, Tape
 from tracetape.cli import main
 
 
@@ -192,3 +192,42 @@ def test_warnings_on_the_command_line_are_one_plain_line(sealed: Path) -> None:
             f"tracetape: warning: {sealed}:6: skipped a torn last line (the recording process "
             "was killed mid-write); the records before it replay"
         ]
+
+
+# Files that hold no cassette at all (issue 37, item 6): no header, no record before the first
+# broken line. A recording killed mid-write keeps its header line, so it is not one of them.
+NOT_CASSETTES = [
+    pytest.param(bytes(range(256)).replace(b"\n", b"") * 16, id="4-KB-of-bytes-no-newline"),
+    pytest.param(b'{"tracetape":2,"versi', id="a-torn-header-alone"),
+    pytest.param(b"\x00\xff garbage\nmore garbage\n", id="bytes-with-newlines"),
+    pytest.param(b"", id="empty"),
+    pytest.param(b"\n\n  \n", id="blank-lines"),
+]
+
+
+@pytest.mark.parametrize("content", NOT_CASSETTES)
+def test_a_file_that_is_not_a_cassette_is_bad_input(tmp_path: Path, content: bytes) -> None:
+    """show, verify and export refuse it (exit 2, naming the file), and replay raises
+    ``NotACassetteError``: it never replays as an empty cassette."""
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(content)
+    for command in (["show"], ["verify"], ["export", "--otel"]):
+        result = CliRunner().invoke(main, [*command, str(path)])
+        assert result.exit_code == 2, (command, result.output)
+        assert str(path) in result.output
+    with pytest.raises(NotACassetteError, match=r"c\.jsonl"):
+        Tape(path, mode="replay")
+
+
+def test_a_killed_recording_keeps_its_header_and_replays(tmp_path: Path) -> None:
+    """A header followed by a torn line is a recording cut short, not garbage: verify says
+    it is unfinished (exit 0) and replay loads the records before the torn line."""
+    path = tmp_path / "c.jsonl"
+    with Tape(path, mode="record") as tape:
+        tape.call("tool", {"name": "f", "args": {}, "step": 1}, lambda: 1)
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text(lines[0] + lines[1] + lines[1][:15])
+    result = CliRunner().invoke(main, ["verify", str(path)])
+    assert result.exit_code == 0 and "unfinished" in result.output, result.output
+    with pytest.warns(Warning, match="torn last line"):
+        assert len(Tape(path, mode="replay").records) == 1

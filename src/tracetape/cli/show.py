@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..errors import CassetteError
+from ..errors import CassetteError, NotACassetteError
 from ..formats.cassette import read_cassette, verify_seal
 from . import exit_codes_help
 from ._common import EXIT_BAD_INPUT, EXIT_FAILED, echo_json, handle_errors, output_options
@@ -85,12 +85,14 @@ def verify(cassette: Path, fmt: str) -> None:
     """
     problems: list[str] = []
     notes: list[str] = []
+    not_a_cassette = False
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             tape = read_cassette(cassette)
         except CassetteError as exc:
             problems.append(str(exc))
+            not_a_cassette = isinstance(exc, NotACassetteError)
             tape = None
     notes += [str(w.message) for w in caught]
     summary: dict[str, Any] = {"path": str(cassette), "ok": not problems, "problems": problems}
@@ -125,7 +127,7 @@ def verify(cassette: Path, fmt: str) -> None:
         click.echo(f"corrupt: {problems[0]}")
     if not summary["ok"]:
         missing = tape is None and not Path(cassette).is_file()
-        sys.exit(EXIT_BAD_INPUT if missing else EXIT_FAILED)
+        sys.exit(EXIT_BAD_INPUT if missing or not_a_cassette else EXIT_FAILED)
 
 
 SEAL_NOTES = {

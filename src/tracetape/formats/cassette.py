@@ -54,7 +54,13 @@ import orjson
 
 from .._version import __version__
 from ..canonical import Normalizer, all_finite, fingerprint, json_default
-from ..errors import CassetteError, CassetteNotFoundError, CassetteVersionError, TapeWarning
+from ..errors import (
+    CassetteError,
+    CassetteNotFoundError,
+    CassetteVersionError,
+    NotACassetteError,
+    TapeWarning,
+)
 from ..record import Record
 from ._source import TraceSource, stem_of
 from .schemas import TOO_DEEP, is_effect, readable
@@ -325,7 +331,7 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
     except OSError as exc:
         raise CassetteError(f"cannot read cassette: {exc.strerror}", path=path) from exc
     if not data.strip():
-        raise CassetteError(
+        raise NotACassetteError(
             "the file is empty (no header, no records): it was never recorded, or was cut to "
             "nothing; record it again",
             path=path,
@@ -422,12 +428,24 @@ class CassetteReader:
         path = self.path
         loads = orjson.loads
         previous: dict[str, dict[str, Any]] = {}
+        whole = False  # a line parsed before: a torn one after it is a killed recording's
         for lineno, raw in enumerate(self.lines, 1):
             try:
                 rec = loads(raw)
             except orjson.JSONDecodeError as exc:
                 if not raw.strip():
                     continue
+                if not whole and (self.on_error is None or not raw.endswith(b"\n")):
+                    self._bad(
+                        NotACassetteError(
+                            "not a cassette: its first line is not JSON and no header or record "
+                            "comes before it (a recording killed mid-write keeps its header "
+                            "line); check the path, or record it again",
+                            path=path,
+                            line=lineno,
+                        )
+                    )
+                    return
                 if not raw.endswith(b"\n"):
                     self.skipped += 1
                     warnings.warn(
@@ -446,6 +464,7 @@ class CassetteReader:
                     )
                 )
                 continue
+            whole = True
             if type(rec) is not dict:
                 self._bad(
                     CassetteError(
