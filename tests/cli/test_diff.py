@@ -118,6 +118,22 @@ def test_secrets_in_args_are_redacted_from_reports(tmp_path: Path) -> None:
         assert "REDACTED" in out
 
 
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_check_reports_never_show_a_secret_whole_or_cut(tmp_path: Path, fmt: str) -> None:
+    """``check``'s broken-invariant lines quote a call's arguments: a secret-named field and
+    a key in prose are redacted before the line is cut short, in every format (issue 37,
+    item 5), so neither the secret nor a prefix of it long enough to matter is printed."""
+    password, key = "v4lue-gCNoFhAgrKWVNY", "sk-proj-" + "Zq8xW3vN7mK2pL9tR4yB6cD1fG5hJ0aS3e"
+    calls = [rec("ra", 1, "search", {"password": password, "query": "x"}, "a1")] * 3
+    calls += [rec("ra", 2, "fetch", {"q": "z" * 20 + " use key " + key + " now"}, "b2")] * 3
+    path = write(tmp_path / "t.jsonl", calls)
+    result = CliRunner().invoke(main, ["check", path, "--max-repeats", "1", "--format", fmt])
+    assert result.exit_code == 1, result.output
+    assert "repeat budget" in result.output and "REDACTED" in result.output
+    for secret in (password, key):
+        assert secret[:12] not in result.output, secret
+
+
 @pytest.mark.parametrize(
     ("args", "match"),
     [

@@ -27,7 +27,8 @@ _SEED_ORDER = (
 
 
 def redacted(data: Any) -> Any:
-    """Return ``data`` with secrets replaced by ``[REDACTED:...]`` placeholders."""
+    """Return ``data`` with secrets replaced by ``[REDACTED:...]`` placeholders (the
+    project's ``[tool.tracetape.redact]`` rules included)."""
     redactor = Redactor(RedactRules.coerce(load_config("redact") or None))
     return redactor.redact_value(data)[0]
 
@@ -83,7 +84,11 @@ def summary_lines(report: Report) -> list[str]:
     def group(pattern: str) -> list[str]:
         shown = by_pattern.get(pattern, [])
         hidden = report.counts.get(pattern, len(shown)) - len(shown)
-        return [f.message for f in shown] + _more(hidden, f"{pattern} findings", len(shown))
+        return messages.get(pattern, []) + _more(hidden, f"{pattern} findings", len(shown))
+
+    messages: dict[str, list[str]] = redacted(
+        {p: [f.message for f in shown] for p, shown in by_pattern.items()}
+    )
 
     lines = [line for p in _SEED_ORDER for line in group(p)]
     if report.replay is not None:

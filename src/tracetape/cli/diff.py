@@ -219,10 +219,11 @@ def check(
         data["broken"] = [f.to_dict() for f in broken]
         echo_json(redacted(data))
     else:
-        for f in broken:
-            click.echo(f"broken: {f.message}")
+        said: list[str] = redacted([f.message for f in broken])
+        for message in said:
+            click.echo(f"broken: {message}")
         for line in summary_lines(report):
-            if not any(line == f.message for f in broken):
+            if line not in said:
                 click.echo(line)
         if report.skipped:
             click.echo(skipped_line(report.skipped, report.skipped_examples))

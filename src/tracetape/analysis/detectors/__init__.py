@@ -35,6 +35,7 @@ from typing import Any
 from ...canonical import canonical_json
 from ..config import AnalysisConfig
 from ..engine import Background, Calls
+from ..render import redacted
 from ..report import Divergence, Finding
 
 __all__ = ["Context", "brief", "detect", "detectors"]
@@ -45,8 +46,9 @@ WRITES = frozenset({"write", "irreversible"})
 
 
 def brief(args: Any, width: int = 60) -> str:
-    """Arguments as a short JSON text, so lines about different calls read differently."""
-    text = canonical_json(args)
+    """Arguments as a short JSON text, so lines about different calls read differently;
+    redacted before it is cut (a secret cut short is no longer found)."""
+    text = canonical_json(redacted(args))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
