@@ -232,3 +232,54 @@ def test_a_full_disk_is_one_clear_error_and_what_fit_is_kept(tiny_disk: Path) ->
     with pytest.warns(UserWarning):  # the torn last line is skipped, with a warning
         records = read_cassette(path).records
     assert [r.name or r.input["name"] for r in records] == ["small"]
+
+
+def _recorded(path: Path, outs: list[str]) -> None:
+    with Tape(path, mode="rewrite") as tape:
+        for i, out in enumerate(outs):
+            tape.call("tool", {"name": f"t{i}", "args": {}, "step": 1}, lambda out=out: out)
+
+
+def test_a_full_disk_during_rewrite_keeps_the_old_cassette(tiny_disk: Path) -> None:
+    """A re-recording that fills the disk never replaces the good cassette it was to replace
+    (issue 37, item 7): the old one replays as it was, what the new one wrote stays in
+    ``PATH.partial``, and the error names both."""
+    path = tiny_disk / "run.jsonl"
+    _recorded(path, ["old"])
+    before = path.read_bytes()
+    with pytest.raises(CassetteError, match="the disk is full") as info:
+        _recorded(path, ["new", "y" * 200_000])
+    assert str(path) in str(info.value) and f"{path}.partial" in str(info.value)
+    assert path.read_bytes() == before
+    assert [r.out for r in read_cassette(path).records] == ["old"]
+    assert Path(f"{path}.partial").exists()
+    _recorded(path, ["again"])  # the next recording takes the partial file over
+    assert [r.out for r in read_cassette(path).records] == ["again"]
+    assert not Path(f"{path}.partial").exists()
+
+
+FILE_LIMIT = """
+import resource, signal, sys
+from tracetape import Tape
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
+resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+with Tape(sys.argv[1], mode="rewrite") as tape:
+    tape.call("tool", {"name": "new", "args": {}, "step": 1}, lambda: "new")
+    tape.call("tool", {"name": "big", "args": {}, "step": 1}, lambda: "y" * 200_000)
+"""
+
+
+def test_a_file_size_limit_during_rewrite_keeps_the_old_cassette(tmp_path: Path) -> None:
+    """The case as it was found: a process whose file size limit is reached while it
+    re-records ("File too large") leaves the old cassette whole, never a torn partial."""
+    path = tmp_path / "run.jsonl"
+    _recorded(path, ["old"])
+    before = path.read_bytes()
+    done = subprocess.run(
+        [sys.executable, "-c", FILE_LIMIT, str(path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode != 0
+    assert "File too large" in done.stderr and f"{path}.partial" in done.stderr, done.stderr
+    assert path.read_bytes() == before
+    partial = Path(f"{path}.partial").read_bytes()
+    assert len(partial) == 65536 and not partial.endswith(b"\n")

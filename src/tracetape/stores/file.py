@@ -2,7 +2,9 @@
 
 Records are appended one line at a time and flushed, so a killed process leaves
 ``PATH.partial`` (whose complete records replay) and the old ``PATH`` untouched; ``commit``
-moves the partial file over ``PATH`` atomically, ``abort`` removes it.
+moves the partial file over ``PATH`` atomically, ``abort`` removes it. A recording whose write
+failed (a full disk) is moved into place only where there was no ``PATH``: one that was to
+replace a cassette leaves it as it was, and stays in ``PATH.partial``.
 
 One writer per cassette: the recorder holds an exclusive advisory lock (``flock``) on
 ``PATH.partial`` for as long as it records, and its header names its pid. A second recorder,
@@ -43,15 +45,21 @@ except ImportError:  # pragma: no cover - not on Windows: one writer is then not
 __all__ = ["CassetteWriter", "FileStore"]
 
 
-def _write_error(exc: OSError, path: Path) -> CassetteError:
-    """The error for a failed write of ``path``, saying what to do."""
+def _write_error(exc: OSError, path: Path, kept: Path | None = None) -> CassetteError:
+    """The error for a failed write of ``path``, saying what to do; ``kept``: the cassette
+    the failed recording was to replace, which stays as it was."""
     if exc.errno == errno.ENOSPC:
-        return CassetteError("the disk is full; free space and record again", path=path)
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return CassetteError(
-            f"cannot write here ({exc.strerror}); record to a writable folder", path=path
+        message = "the disk is full; free space and record again"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        message = f"cannot write here ({exc.strerror}); record to a writable folder"
+    else:
+        message = f"cannot write cassette: {exc.strerror or exc}"
+    if kept is not None:
+        message += (
+            f"; the recording before this one is kept as it was at {kept}, and what this one "
+            f"wrote is left in {path}"
         )
-    return CassetteError(f"cannot write cassette: {exc.strerror or exc}", path=path)
+    return CassetteError(message, path=path)
 
 
 def _holder(partial: Path) -> int | None:
@@ -199,8 +207,10 @@ class CassetteWriter:
                 view = view[n:]
         except OSError as exc:
             # What was written stays (a torn last line is skipped on reading); nothing more is
-            # appended after it, so the file never holds a torn line before a whole one.
-            self._broken = _write_error(exc, self.partial)
+            # appended after it, so the file never holds a torn line before a whole one. A
+            # recording that replaces one (``rewrite``) never replaces it now: both stay.
+            kept = self.path if self.path.is_file() else None
+            self._broken = _write_error(exc, self.partial, kept)
             raise self._broken from None
 
     def write(self, rec: Record | Mapping[str, Any]) -> int:
@@ -256,7 +266,9 @@ class CassetteWriter:
             try:
                 # Moved (or removed) while the lock is held: a recorder that starts now finds
                 # no partial file of ours to take over.
-                if keep:
+                if keep and self._broken is not None and self.path.is_file():
+                    pass  # a failed recording never replaces a good one: both stay
+                elif keep:
                     self.partial.replace(self.path)
                 else:
                     self.partial.unlink(missing_ok=True)
