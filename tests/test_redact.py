@@ -357,3 +357,36 @@ def test_searching_only_what_a_conversation_appended_redacts_as_a_full_walk(
         assert incremental.redact_payload(payload, text, "llm") == whole.redact_payload(
             payload, text
         )
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        pytest.param(lambda k: {k: 1}, id="key"),
+        pytest.param(lambda k: {"a": {"b": [{k: "v"}]}}, id="nested-key"),
+        pytest.param(lambda k: {"password": {k: "v"}}, id="key-under-a-secret-name"),
+        pytest.param(lambda k: {k: [k]}, id="key-and-value"),
+    ],
+)
+def test_a_secret_used_as_a_mapping_key_is_redacted(shape: Any) -> None:
+    """A token used as a mapping key, at any depth, is redacted as a value is (issue 37, item
+    1), in the walk and in JSON text alike, with the same placeholder; a key that is no secret
+    stays."""
+    secret = "sk-" + "9XChaf688Qw3Er5Ty7Ui9Op1As3Df5Gh"
+    value = shape(secret)
+    out, changed = Redactor().redact_value(value)
+    assert changed and secret not in json.dumps(out)
+    assert json.loads(Redactor().redact_json(json.dumps(value))) == out
+    assert Redactor().redact_value({"query": 1, "token_count": 2}) == (
+        {"query": 1, "token_count": 2},
+        False,
+    )
+
+
+def test_a_secret_learned_from_a_field_is_redacted_as_a_key_later() -> None:
+    """A password met under a secret name, then used as a key, is replaced there too."""
+    r = Redactor()
+    password = "v4lue-Hunter2Secret99"
+    r.redact_value({"password": password})
+    out, changed = r.redact_value({password: "ok", "list": [{password: {password: 1}}]})
+    assert changed and password not in json.dumps(out)

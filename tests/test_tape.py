@@ -356,6 +356,34 @@ def test_secrets_never_reach_the_cassette_and_the_run_still_replays(tmp_path: Pa
         assert run_agent(tape, task, ScriptedModel(3), failing) == answer
 
 
+def test_a_secret_used_as_a_key_never_reaches_the_cassette(tmp_path: Path) -> None:
+    """The case as found (issue 37, item 1): a token used as a mapping key in a tool's
+    arguments and output, and a password the run learned from a field and then used as a key,
+    are stored redacted; the run replays (the program then sees the placeholders, as for any
+    redacted value)."""
+    path = tmp_path / "keys.jsonl"
+    password = "v4lue-Hunter2Secret99"
+
+    def run(tape: Tape) -> list[Any]:
+        return [
+            tape.call("tool", {"name": "map", "args": {"m": {OPENAI_KEY: 1}}, "step": 1},
+                      lambda: {OPENAI_KEY: [OPENAI_KEY]}),
+            tape.call("tool", {"name": "login", "args": {"password": password}, "step": 1},
+                      lambda: {password: "ok"}),
+            tape.call("tool", {"name": "again", "args": {"by": {password: 2}}, "step": 2},
+                      lambda: {"seen": {password: True}}),
+        ]  # fmt: skip
+
+    with Tape(path, mode="record") as tape:
+        run(tape)
+    data = path.read_bytes()
+    assert OPENAI_KEY.encode() not in data and password.encode() not in data
+    stored = [r.out for r in read_cassette(path).records]
+    assert all("[REDACTED:" in next(iter(out)) for out in stored[:2])
+    with Tape(path, mode="replay", strict=True) as tape:
+        assert run(tape) == stored
+
+
 def test_replay_keys_first_and_redacts_only_what_it_cannot_find(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -527,6 +527,8 @@ class Redactor:
                 for key in item:
                     if type(key) is not str or secret_name(key):
                         return False
+                    if len(key) >= _MIN_KNOWN and redact(key) != key:  # a secret as a key
+                        return False
                 push(item.values())
             elif kind is list or kind is tuple:
                 push(item)
@@ -554,8 +556,9 @@ class Redactor:
                     done[k] = self._secret(v, k)
                 else:
                     done[k] = self._walk(v)
-            if any(c for _, c in done.values()):
-                return {k: done[k][0] for k in value}, True
+            keys = self._keys(value)
+            if keys is not None or any(c for _, c in done.values()):
+                return {(keys or {}).get(k, k): done[k][0] for k in value}, True
             return value, False
         if kind is list or kind is tuple:
             items = [self._walk(v) for v in value]
@@ -567,6 +570,18 @@ class Redactor:
             if changed:
                 return new, True
         return value, False
+
+    def _keys(self, mapping: dict[Any, Any]) -> dict[str, str] | None:
+        """The keys of ``mapping`` that hold a secret (a token used as a key, a secret met
+        before), each with its redacted form; None when no key does."""
+        found = None
+        for k in mapping:
+            if type(k) is str and len(k) >= _MIN_KNOWN:
+                new = self.redact_string(k)
+                if new != k:
+                    found = found or {}
+                    found[k] = new
+        return found
 
     def _secret(self, value: Any, name: str) -> tuple[Any, bool]:
         """The value of a secret-named field: every string and number in it is a secret."""
@@ -584,8 +599,9 @@ class Redactor:
             return self._learn(FIELD, str(value)), True
         if kind is dict:
             out = {k: self._secret(v, name) for k, v in value.items()}
-            if any(c for _, c in out.values()):
-                return {k: v for k, (v, _) in out.items()}, True
+            keys = self._keys(value)
+            if keys is not None or any(c for _, c in out.values()):
+                return {(keys or {}).get(k, k): v for k, (v, _) in out.items()}, True
             return value, False
         if kind is list or kind is tuple:
             items = [self._secret(v, name) for v in value]
