@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -390,3 +391,37 @@ def test_a_secret_learned_from_a_field_is_redacted_as_a_key_later() -> None:
     r.redact_value({"password": password})
     out, changed = r.redact_value({password: "ok", "list": [{password: {password: 1}}]})
     assert changed and password not in json.dumps(out)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('use {"password": 73915502481} please', 'use {"password": "P"} please'),
+        ('{"db": {"pin_code": 4711, "n": 1}}', '{"db": {"pin_code": 4711, "n": 1}}'),
+        ('{"api_token": -1234.5e3}', '{"api_token": "P"}'),
+        ('esc {\\"password\\": 73915502481}', 'esc {\\"password\\": \\"P\\"}'),
+        ('{"password": 12}', '{"password": 12}'),
+        ('{"max_tokens": 12345, "token_count": 99999}', None),
+    ],
+)
+def test_a_number_under_a_secret_name_in_text_is_a_quoted_placeholder(
+    text: str, expected: str | None
+) -> None:
+    """JSON quoted in a string with a number of four digits or more under a secret name: the
+    number is redacted, its placeholder quoted at the key's escaping depth (as the value
+    walk makes it a string); a short number, and names that are not secret, stay."""
+    out = re.sub(r"\[REDACTED:field:[0-9a-f]{12}\]", "P", Redactor().redact_string(text))
+    assert out == (text if expected is None else expected)
+
+
+def test_a_numeric_password_split_over_stream_events_is_redacted() -> None:
+    """A streamed answer whose pieces assemble JSON with a numeric password: the number is
+    found in the assembled text, and the pieces hold its quoted placeholder, never a digit run
+    of it."""
+    pieces = ['{"pass', 'word": 7391', "5502481}"]
+    out = {"status": 200, "events": [{"data": {"delta": {"text": p}}} for p in pieces]}
+    red, changed = Redactor().redact_value(out)
+    texts = [e["data"]["delta"]["text"] for e in red["events"]]
+    assert changed and len(texts) == 3
+    assert re.fullmatch(r'\{"password": "\[REDACTED:field:[0-9a-f]{12}\]"\}', "".join(texts))
+    assert not any("7391" in t or "5502481" in t for t in texts)

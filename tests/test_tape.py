@@ -935,3 +935,27 @@ def test_a_shadow_plays_without_touching_its_tape(tmp_path: Path) -> None:
         assert tape.matched == 1 and tape.unplayed[0].key == tape.records[1].key
         again = tape.shadow(first.key)
         assert again is None  # its one record was played
+
+
+def test_a_numeric_password_quoted_back_in_a_prompt_replays(tmp_path: Path) -> None:
+    """The case as found (issue 37, item 4): a tool returns a numeric password, and the next
+    prompt quotes that output with ``json.dumps``. Recorded, the prompt held the number; replayed,
+    the program quotes the stored placeholder string: both key alike (the number is redacted
+    to a quoted placeholder), nothing raw is stored, and the run replays."""
+    path = tmp_path / "numeric.jsonl"
+    password = 73915502481
+
+    def run(tape: Tape) -> Any:
+        out = tape.call(
+            "tool",
+            {"name": "lookup", "args": {}, "step": 1},
+            lambda: {"result": {"password": password}},
+        )
+        prompt = [{"role": "user", "content": json.dumps(out)}]
+        return tape.call("llm", {"messages": prompt, "step": 2}, lambda: "done")  # fmt: skip
+
+    with Tape(path, mode="record") as tape:
+        assert run(tape) == "done"
+    assert str(password).encode() not in path.read_bytes()
+    with Tape(path, mode="replay", strict=True) as tape:
+        assert run(tape) == "done"

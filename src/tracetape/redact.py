@@ -208,6 +208,14 @@ _FIELD_VALUE = (
     rf'(?P<q>\\*)"{_KEY_NAME}(?P=q)"\s*:\s*(?P=q)"'
     r'(?P<s>(?!\[REDACTED:)(?:[^"\\]|\\+[^"\\]|\\+"(?!\s*[,}\]:]))+)'
 )
+# A number after such a key (a numeric password, PIN or token of four digits or more). Its
+# placeholder is written quoted, at the key's escaping depth, as the value walk makes a
+# number under a secret name a placeholder string: a tool's output quoted back with
+# ``json.dumps`` in a later prompt reads the same recorded and replayed.
+_FIELD_NUMBER = re.compile(
+    rf'(?P<q>\\*)"{_KEY_NAME}(?P=q)"\s*:\s*'
+    r"(?P<s>-?[0-9]{4,}(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)(?![0-9.eE])"
+)
 
 
 @dataclass(frozen=True)
@@ -398,6 +406,10 @@ class Redactor:
                     if m is not None:
                         s, e = m.span(field.group)
                         found.append((s, e, order[FIELD], False, FIELD))
+                    elif (m := _FIELD_NUMBER.match(text, site.start(), end)) is not None:
+                        s, e = m.span("s")
+                        quote = m.group("q") + '"'
+                        found.append((s, e, order[FIELD], False, quote + FIELD))
         for det in free:
             for m in det.regex.finditer(text, start, end):
                 s, e = m.span(det.group)
@@ -413,7 +425,15 @@ class Redactor:
             if all(e <= cs or s >= ce for cs, ce, _ in chosen):
                 chosen.append((s, e, name))
         chosen.sort()
-        return [(s, e, self.placeholder(name, text[s:e])) for s, e, name in chosen]
+        return [(s, e, self._placeholder_at(name, text[s:e])) for s, e, name in chosen]
+
+    def _placeholder_at(self, name: str, secret: str) -> str:
+        """The placeholder of ``secret`` found by detector ``name``; a name that starts with
+        a quote (a number under a secret name) gives it quoted with that quote."""
+        if not name.endswith('"' + FIELD):
+            return self.placeholder(name, secret)
+        quote = name[: -len(FIELD)]
+        return quote + self.placeholder(FIELD, secret) + quote
 
     @staticmethod
     def _apply(text: str, matches: list[Match]) -> str:
@@ -646,8 +666,8 @@ class Redactor:
         """The secrets in ``text`` as ``(start, end, placeholder)``, in order, never
         overlapping one another or a placeholder already there (learning each one found)."""
         matches = self._scan(text, 0, len(text))
-        for s, e, placeholder in matches:
-            self._remember(_unescape_fully(text[s:e]), placeholder)
+        for s, e, placeholder in matches:  # a quoted placeholder is remembered bare
+            self._remember(_unescape_fully(text[s:e]), placeholder.strip('\\"'))
         if self._recognised:
             for m in _WORD.finditer(text):
                 recorded = self._recognised.get(self.mac(m.group()))
