@@ -225,13 +225,13 @@ def test_each_shape_is_found_in_prose_and_its_lookalike_left_alone(
     assert r.redact_string(f"see {lookalike} now") == f"see {lookalike} now"
 
 
-@pytest.mark.parametrize(
-    "name",
-    ["password", "db_password", "passwd", "pwd", "passphrase", "token", "accessToken",
+SECRET_NAMES = ["password", "db_password", "passwd", "pwd", "passphrase", "token", "accessToken",
      "SessionToken", "privateKey", "api_key", "apiKey", "API-KEY", "x-api-key", "client_secret",
      "aws_secret_access_key", "Authorization", "db password", "a.token", "credential",
-     "db_credentials", "secret", "apikeys", "accessKey", "secret_key", "private-key"],
-)  # fmt: skip
+     "db_credentials", "secret", "apikeys", "accessKey", "secret_key", "private-key"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SECRET_NAMES)
 def test_secret_field_names_in_any_spelling(name: str) -> None:
     """A field whose name ends with a secret name, in any case and separator, is a secret, in
     a value and in JSON quoted in a string alike."""
@@ -425,3 +425,41 @@ def test_a_numeric_password_split_over_stream_events_is_redacted() -> None:
     assert changed and len(texts) == 3
     assert re.fullmatch(r'\{"password": "\[REDACTED:field:[0-9a-f]{12}\]"\}', "".join(texts))
     assert not any("7391" in t or "5502481" in t for t in texts)
+
+
+# Where a secret-named field is written in prose rather than JSON (issue 37, item 3).
+PROSE_FORMS = [
+    "use {{'{name}': '{value}'}} please",  # a dict's repr in a prompt
+    "upstream rejected the request: {{'{name}': '{value}'}}",  # an exception's message
+    "login(user='bob', {name}='{value}')",  # keyword arguments
+    "{name}={value} ./deploy.sh",  # an env line
+    "[warn] {name}: {value} (retrying)",  # a log line
+]
+
+
+@pytest.mark.parametrize("form", PROSE_FORMS)
+@pytest.mark.parametrize("name", [n for n in SECRET_NAMES if " " not in n and "." not in n])
+def test_a_secret_named_field_in_prose_is_redacted(name: str, form: str) -> None:
+    """Every secret name, in every prose form, is redacted the first time it is seen: the
+    value is learned, so it is replaced wherever it appears after."""
+    value = "v4lue-P7xQ9zR2kLm8"  # 16 or more: an authorization value too
+    r = Redactor()
+    out = r.redact_string(form.format(name=name, value=value))
+    assert value not in out and "[REDACTED:field:" in out, out
+    assert value not in r.redact_string(f"later: {value}")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password reset link sent", "password=None", "token: str", "def f(password=password):",
+        "authorization: approved", "the secret: patience", "max_tokens: 2048",
+        "x = {'token_count': 'many'}", "authorization = base64.decodebytes(authorization)",
+        "credentials = '{0}:{1}'.format(user, passwd)", 'api_key="sk-..."',
+        'Authorization: "Bearer ${env:TRACETAPE_TOKEN}"', "# token = 1*tchar",
+        "password: <set me>", "secret='%(secret)s'",
+    ],
+)  # fmt: skip
+def test_code_and_examples_in_prose_are_not_secrets(text: str) -> None:
+    """A secret name followed by code, a type, a template or an example is left alone."""
+    assert Redactor().redact_string(text) == text

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tracetape
 from tests import _seed
 from tracetape import (
     CassetteError,
@@ -959,3 +960,27 @@ def test_a_numeric_password_quoted_back_in_a_prompt_replays(tmp_path: Path) -> N
     assert str(password).encode() not in path.read_bytes()
     with Tape(path, mode="replay", strict=True) as tape:
         assert run(tape) == "done"
+
+
+def test_a_password_first_seen_in_prose_or_an_error_never_reaches_the_cassette(
+    tmp_path: Path,
+) -> None:
+    """The cases as found (issue 37, item 3): a Python repr of a secret-named field in a prompt,
+    and in a tool's exception message, are stored redacted, and the password, once learned, is
+    replaced in a later output too."""
+    path = tmp_path / "prose.jsonl"
+    password = "v4lue-P7xQ9zR2kLm8"
+
+    @tracetape.tool
+    def login() -> Any:
+        raise RuntimeError(f"upstream rejected the request: {{'password': '{password}'}}")
+
+    with Tape(path, mode="record") as tape:
+        prompt = [{"role": "user", "content": f"use {{'password': '{password}'}} please"}]
+        tape.call("llm", {"messages": prompt, "step": 1}, lambda: "ok")
+        with pytest.raises(RuntimeError):
+            login()
+        tape.call("tool", {"name": "echo", "args": {}, "step": 2}, lambda: f"pw was {password}")
+    data = path.read_bytes()
+    assert password.encode() not in data
+    assert b"tracetape:raised" in data and data.count(b"[REDACTED:field:") >= 3

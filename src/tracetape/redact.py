@@ -208,9 +208,29 @@ _FIELD_VALUE = (
     rf'(?P<q>\\*)"{_KEY_NAME}(?P=q)"\s*:\s*(?P=q)"'
     r'(?P<s>(?!\[REDACTED:)(?:[^"\\]|\\+[^"\\]|\\+"(?!\s*[,}\]:]))+)'
 )
-# A number after such a key (a numeric password, PIN or token of four digits or more). Its
-# placeholder is written quoted, at the key's escaping depth, as the value walk makes a
-# number under a secret name a placeholder string: a tool's output quoted back with
+# A secret-named field written in prose, a log line or a repr rather than JSON: ``'password':
+# 'v4lue'`` (a Python dict's repr; a double-quoted key is JSON's, found above),
+# ``password='v4lue'`` (a call's keyword arguments),
+# ``password=v4lue7`` and ``password: v4lue7`` (an env file, a query, a log line). A quoted
+# value is a secret as JSON's is (four characters or more); a bare one only when it looks
+# random, with a letter and a digit (``password=None``, ``token: str`` are code, not secrets).
+_BARE = r"[^\s,;&'\"<>(){}\[\]\\*]"  # what a bare (unquoted) value may hold
+# The name before a separator (searched in the text just before it) and the value after it.
+_PROSE_NAME = re.compile(
+    r"(?:'(?P<qn>" + _KEY_NAME + r")'|(?<![A-Za-z0-9_\-.'\"])(?P<n>[A-Za-z][A-Za-z0-9_\-.]{0,60}))"
+    r"\s*$"
+)
+_PROSE_VALUE = re.compile(
+    r"\s*(?:(?P<vq>['\"])(?P<s>(?!\[REDACTED:)[^'\"\\\n]{4,300})(?P=vq)"
+    rf"|(?P<b>(?!\[REDACTED:)(?={_BARE}*[0-9])(?={_BARE}*[A-Za-z]){_BARE}{{6,300}}))"
+)
+_SEPARATORS = ("=", ": ", "':")  # JSON writes none of them between a key and its value
+# Values that are code or an example, not a secret: a dotted name (``base64.decodebytes``), a
+# template (``'{0}:{1}'``, ``${env:TOKEN}``, ``%(password)s``) or an elision (``"sk-..."``).
+_NOT_A_VALUE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|.*(?:[{}]|\.\.\.|…|%\().*")
+# A number after a secret-named JSON key (a numeric password, PIN or token, four digits or
+# more). Its placeholder is written quoted, at the key's escaping depth, as the value walk
+# makes a number under a secret name a placeholder string: a tool's output quoted back with
 # ``json.dumps`` in a later prompt reads the same recorded and replayed.
 _FIELD_NUMBER = re.compile(
     rf'(?P<q>\\*)"{_KEY_NAME}(?P=q)"\s*:\s*'
@@ -410,6 +430,8 @@ class Redactor:
                         s, e = m.span("s")
                         quote = m.group("q") + '"'
                         found.append((s, e, order[FIELD], False, quote + FIELD))
+        if field is not None:
+            found += [(s, e, order[FIELD], False, FIELD) for s, e in self._prose(text, start, end)]
         for det in free:
             for m in det.regex.finditer(text, start, end):
                 s, e = m.span(det.group)
@@ -426,6 +448,34 @@ class Redactor:
                 chosen.append((s, e, name))
         chosen.sort()
         return [(s, e, self._placeholder_at(name, text[s:e])) for s, e, name in chosen]
+
+    def _prose(self, text: str, start: int, end: int) -> list[tuple[int, int]]:
+        """The spans of secret-named fields' values written in prose (``_PROSE_NAME``): found
+        from their separators (``str.find``, fast), so JSON's own keys cost nothing here."""
+        spans = []
+        for separator in _SEPARATORS:
+            i = text.find(separator, start, end)
+            while i >= 0:
+                at = i + 1 if separator == "':" else i  # the name's closing quote is its own
+                named = _PROSE_NAME.search(text, max(start, at - 110), at)
+                if named is not None:
+                    name = named.group("qn") or named.group("n")
+                    m = _PROSE_VALUE.match(text, i + len(separator), end)
+                    if m is not None and self.secret_name(name):
+                        group = "s" if m.group("s") is not None else "b"
+                        value = m.group(group)
+                        if self._field_value(name, value) and not _NOT_A_VALUE.fullmatch(value):
+                            spans.append(m.span(group))
+                i = text.find(separator, i + 1, end)
+        return spans
+
+    @staticmethod
+    def _field_value(name: str, value: str) -> bool:
+        """Whether ``value``, written under the secret name ``name`` in prose, is a secret: not
+        a placeholder, not an authorization's state ("approved")."""
+        if _normal(name).endswith("authorization"):
+            return _AUTH_VALUE.fullmatch(value) is not None
+        return len(value.strip()) >= _MIN_FIELD_VALUE
 
     def _placeholder_at(self, name: str, secret: str) -> str:
         """The placeholder of ``secret`` found by detector ``name``; a name that starts with
