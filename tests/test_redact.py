@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from typing import Any
@@ -190,6 +191,16 @@ SHAPES = [
      "BLOCK-----", "PGP PRIVATE KEY BLOCK is a header"),
     ("private_key", "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\nabcdef==",
      "-----BEGIN CERTIFICATE-----"),
+    # issue 37, item 2: a bare AWS secret key (its look-alike: a git SHA, 40 hex characters)
+    # and an OpenAI key wrapped in base64 (its look-alike: base64 of an identifier, no digit)
+    ("aws_secret_key", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKE",
+     "3f786850e387550fdab836ed7e6dc881de23001b"),
+    ("aws_secret_key", "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789+/Qq",
+     "abcdefghijklmnopqrstuvwxyzabcdefghijklmn"),
+    ("base64_key", base64.b64encode(b"sk-proj-Zq8xW3vN7mK2pL9tR4yB6cD1fG5hJ0").decode(),
+     base64.b64encode(b"sk-learn_compatible_estimator_api").decode()),
+    ("base64_key", base64.urlsafe_b64encode(b"sk-ant-api03-Zq8xW3vN7mK2pL9tR4yB6c").decode(),
+     "c2st is where base64 of sk- starts"),
 ]  # fmt: skip
 
 # Every alternative a detector's pattern names, each with a sample of its own: an alternative
@@ -463,3 +474,30 @@ def test_a_secret_named_field_in_prose_is_redacted(name: str, form: str) -> None
 def test_code_and_examples_in_prose_are_not_secrets(text: str) -> None:
     """A secret name followed by code, a type, a template or an example is left alone."""
     assert Redactor().redact_string(text) == text
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        pytest.param("wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKE", id="bare-aws-secret"),
+        pytest.param(base64.b64encode(SECRETS["openai_key"].encode()).decode(), id="base64-key"),
+    ],
+)
+def test_item_2_shapes_never_survive_in_any_position(secret: str) -> None:
+    """A bare AWS secret key and a base64-wrapped OpenAI key are found as a value, a mapping
+    key, in prose, in JSON quoted in a string, and split over a stream's pieces."""
+    positions = [
+        {"v": secret},
+        {secret: 1},
+        {"note": f"the key {secret} was rotated"},
+        {"body": json.dumps({"cfg": {"k": secret}})},
+    ]
+    for value in positions:
+        out, changed = Redactor().redact_value(value)
+        assert changed and secret not in json.dumps(out), value
+    half = len(secret) // 2
+    pieces = [f"key {secret[:half]}", f"{secret[half:]} end"]
+    stream = {"status": 200, "events": [{"data": {"delta": {"text": p}}} for p in pieces]}
+    out, changed = Redactor().redact_value(stream)
+    texts = "".join(e["data"]["delta"]["text"] for e in out["events"])
+    assert changed and secret not in texts and secret[:half] not in texts

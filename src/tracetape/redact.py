@@ -36,9 +36,12 @@ looks like the end of the value.
 
 from __future__ import annotations
 
+import base64
+import collections
 import hashlib
 import hmac
 import json
+import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -74,6 +77,8 @@ class Detector:
     ``anchors`` are lowercase literals every match contains at its start; with them the
     detector is tried only where an anchor occurs (found by ``str.find``, far faster than
     running a regex over the whole text). A detector without anchors is searched everywhere.
+    ``check``, where given, must accept a match's text for it to be a secret (what a regex
+    cannot say: its entropy, what it decodes to).
 
     >>> Detector("ticket", r"TCK-[0-9]{8}", anchors=("tck-",)).name
     'ticket'
@@ -82,6 +87,37 @@ class Detector:
     name: str
     pattern: str
     anchors: tuple[str, ...] = ()
+    check: Callable[[str], bool] | None = None
+
+
+def _entropy(text: str) -> float:
+    """Shannon entropy of ``text``'s characters, in bits per character."""
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in collections.Counter(text).values())
+
+
+def _aws_secret(text: str) -> bool:
+    """A bare AWS secret access key: 40 characters of base64 as random as a key is
+    (detect-secrets' base64 entropy limit, 4.5 bits), with a capital, a small letter and a
+    digit; a git SHA (hex: 4 bits at most) or a word never is."""
+    return (
+        _entropy(text) >= 4.5
+        and any(c.isdigit() for c in text)
+        and any(c.isupper() for c in text)
+        and any(c.islower() for c in text)
+    )
+
+
+def _wrapped_key(text: str) -> bool:
+    """Base64 (standard or URL-safe) that decodes to an API key of a known shape."""
+    try:
+        decoded = base64.b64decode(text.replace("-", "+").replace("_", "/") + "==", validate=False)
+    except ValueError:
+        return False
+    return _WRAPPED.match(decoded.decode("latin-1")) is not None
+
+
+_WRAPPED = re.compile(r"sk-(?:ant-)?(?=[A-Za-z_\-]*[0-9])[A-Za-z0-9_\-]{20,}")
 
 
 # Shapes after gitleaks' rules (rule ids in the comments; https://github.com/gitleaks/gitleaks,
@@ -106,6 +142,20 @@ DETECTORS: tuple[Detector, ...] = (
         "aws_access_key",
         _B + r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?![0-9A-Z])",
         ("akia", "asia", "abia", "acca"),
+    ),
+    # a bare secret access key, with no name beside it (detect-secrets' high-entropy base64
+    # string, the length of AWS's keys)
+    Detector(
+        "aws_secret_key",
+        r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
+        check=_aws_secret,
+    ),
+    # an OpenAI or Anthropic key wrapped in base64 (``base64("sk-")`` is ``c2st``)
+    Detector(
+        "base64_key",
+        _B + r"c2st[A-Za-z0-9+/_\-]{26,}={0,2}",
+        ("c2st",),
+        check=_wrapped_key,
     ),
     # detect-secrets AWSKeyDetector: a bare secret access key beside its name
     Detector(
@@ -299,14 +349,21 @@ Match = tuple[int, int, str]
 
 
 class _Compiled:
-    __slots__ = ("anchors", "group", "name", "regex")
+    __slots__ = ("anchors", "check", "group", "name", "regex")
 
-    def __init__(self, name: str, pattern: str, anchors: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        name: str,
+        pattern: str,
+        anchors: tuple[str, ...] = (),
+        check: Callable[[str], bool] | None = None,
+    ):
         try:
             self.regex = re.compile(pattern, re.DOTALL)
         except re.error as exc:
             raise ValueError(f"redact pattern {name!r} is not a valid regex: {exc}") from exc
         self.name = name
+        self.check = check
         self.anchors = tuple(a.lower() for a in anchors)
         self.group = "s" if "s" in self.regex.groupindex else 0
 
@@ -383,7 +440,7 @@ class Redactor:
         rules = self._rules
         detectors = list(DETECTORS) if rules.builtins else []
         detectors += [Detector(n, p) for n, p in rules.patterns.items()]
-        compiled = [_Compiled(d.name, d.pattern, d.anchors) for d in detectors]
+        compiled = [_Compiled(d.name, d.pattern, d.anchors, d.check) for d in detectors]
         # Secret-named fields are found from where keys are (``_SITE``), not from anchors.
         self._field = _Compiled(FIELD, _FIELD_VALUE) if self._field_names else None
         by_anchor: dict[str, list[_Compiled]] = {}
@@ -408,7 +465,7 @@ class Redactor:
             while i >= 0:
                 for det in dets:
                     m = det.regex.match(text, start + i, end)
-                    if m is not None:
+                    if m is not None and (det.check is None or det.check(m.group(det.group))):
                         s, e = m.span(det.group)
                         found.append((s, e, order[det.name], True, det.name))
                 i = low.find(anchor, i + 1)
@@ -435,7 +492,7 @@ class Redactor:
         for det in free:
             for m in det.regex.finditer(text, start, end):
                 s, e = m.span(det.group)
-                if e > s:
+                if e > s and (det.check is None or det.check(m.group(det.group))):
                     found.append((s, e, order[det.name], True, det.name))
         if not found:
             return []
