@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 from typing import Any
@@ -261,8 +262,18 @@ def test_secret_field_names_in_any_spelling(name: str) -> None:
         pytest.param({"id": "sk-learn_compatible_estimator_api"}, id="identifier"),
         pytest.param({"password": "n/a"}, id="too-short"),
         pytest.param({"note": "password reset link sent"}, id="prose-about-passwords"),
+        pytest.param({"id": "3f2a9c4e-8b1d-4e6f-9a7b-2c5d8e1f0a3b"}, id="uuid"),
+        pytest.param({"sha": "3f786850e387550fdab836ed7e6dc881de23001b"}, id="git-sha"),
+        pytest.param({"sha256": hashlib.sha256(b"x").hexdigest()}, id="sha256-hex"),
+        pytest.param({"digest": base64.b64encode(hashlib.sha256(b"x").digest()).decode()},
+                     id="sha256-base64"),
+        pytest.param({"image": "data:image/png;base64," + base64.b64encode(
+            b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4).decode()}, id="base64-image"),
+        pytest.param({"word": "abcdefghijklmnopqrstuvwxyzabcdefghijklmn"}, id="40-letters"),
+        pytest.param({"path": "home/runner/work/MyRepo2/src/App/Main.py"}, id="40-char-path"),
+        pytest.param({"name": "ThisIsALongCamelCaseIdentifierName123456"}, id="40-char-name"),
     ],
-)
+)  # fmt: skip
 def test_no_false_positives(value: dict[str, Any]) -> None:
     """Values that are not secrets come back unchanged (a replay must not change the agent's
     path by returning placeholders for them)."""
