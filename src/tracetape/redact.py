@@ -458,7 +458,8 @@ class Redactor:
         if not self._ready:
             self._compile()
         anchored, free, order = self._compiled
-        found: list[tuple[int, int, int, bool, str]] = []
+        # (start, end, detector order, a shape?, detector, the quote its placeholder takes)
+        found: list[tuple[int, int, int, bool, str, str]] = []
         low = text[start:end].lower()
         for anchor, dets in anchored:
             i = low.find(anchor)
@@ -467,7 +468,7 @@ class Redactor:
                     m = det.regex.match(text, start + i, end)
                     if m is not None and (det.check is None or det.check(m.group(det.group))):
                         s, e = m.span(det.group)
-                        found.append((s, e, order[det.name], True, det.name))
+                        found.append((s, e, order[det.name], True, det.name, ""))
                 i = low.find(anchor, i + 1)
         field = self._field
         # Sites are visited only when one of their (distinct) names is secret: a batch of
@@ -482,29 +483,31 @@ class Redactor:
                     m = field.regex.match(text, site.start(), end)
                     if m is not None:
                         s, e = m.span(field.group)
-                        found.append((s, e, order[FIELD], False, FIELD))
+                        found.append((s, e, order[FIELD], False, FIELD, ""))
                     elif (m := _FIELD_NUMBER.match(text, site.start(), end)) is not None:
                         s, e = m.span("s")
-                        quote = m.group("q") + '"'
-                        found.append((s, e, order[FIELD], False, quote + FIELD))
+                        # quoted at the key's depth, as the value walk makes it a string
+                        found.append((s, e, order[FIELD], False, FIELD, m.group("q") + '"'))
         if field is not None:
-            found += [(s, e, order[FIELD], False, FIELD) for s, e in self._prose(text, start, end)]
+            found += [
+                (s, e, order[FIELD], False, FIELD, "") for s, e in self._prose(text, start, end)
+            ]
         for det in free:
             for m in det.regex.finditer(text, start, end):
                 s, e = m.span(det.group)
                 if e > s and (det.check is None or det.check(m.group(det.group))):
-                    found.append((s, e, order[det.name], True, det.name))
+                    found.append((s, e, order[det.name], True, det.name, ""))
         if not found:
             return []
         # Token shapes win over field names, then the earlier detector: the same secret gets
         # the same placeholder whether or not it sits under a secret-looking field name.
         found.sort(key=lambda f: (not f[3], f[0], f[2]))
-        chosen: list[tuple[int, int, str]] = []
-        for s, e, _, _, name in found:
-            if all(e <= cs or s >= ce for cs, ce, _ in chosen):
-                chosen.append((s, e, name))
+        chosen: list[tuple[int, int, str, str]] = []
+        for s, e, _, _, name, quote in found:
+            if all(e <= cs or s >= ce for cs, ce, _, _ in chosen):
+                chosen.append((s, e, name, quote))
         chosen.sort()
-        return [(s, e, self._placeholder_at(name, text[s:e])) for s, e, name in chosen]
+        return [(s, e, q + self.placeholder(n, text[s:e]) + q) for s, e, n, q in chosen]
 
     def _prose(self, text: str, start: int, end: int) -> list[tuple[int, int]]:
         """The spans of secret-named fields' values written in prose (``_PROSE_NAME``): found
@@ -533,14 +536,6 @@ class Redactor:
         if _normal(name).endswith("authorization"):
             return _AUTH_VALUE.fullmatch(value) is not None
         return len(value.strip()) >= _MIN_FIELD_VALUE
-
-    def _placeholder_at(self, name: str, secret: str) -> str:
-        """The placeholder of ``secret`` found by detector ``name``; a name that starts with
-        a quote (a number under a secret name) gives it quoted with that quote."""
-        if not name.endswith('"' + FIELD):
-            return self.placeholder(name, secret)
-        quote = name[: -len(FIELD)]
-        return quote + self.placeholder(FIELD, secret) + quote
 
     @staticmethod
     def _apply(text: str, matches: list[Match]) -> str:

@@ -13,7 +13,7 @@ import re
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 
 def _task_n(text: str) -> int:
@@ -95,12 +95,42 @@ def plan_anthropic(messages: list[dict[str, Any]]) -> tuple[str, Any]:
     return "text", f"The total is {total}."
 
 
-class _Server(ThreadingHTTPServer):
+class QuietServer(ThreadingHTTPServer):
+    """A threading HTTP server whose handler threads never keep a test alive."""
+
+    daemon_threads = True
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client closing its connection after the last event is not an error
 
 
-class FakeServer:
+class Served:
+    """A fake's lifecycle: its ``_server`` (a ``QuietServer`` on 127.0.0.1) is served in a
+    thread from ``start()`` to ``stop()``; ``base_url`` is ``http://127.0.0.1:PORT``."""
+
+    _server: QuietServer
+    _thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> Self:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+
+
+class FakeServer(Served):
     """Start with ``start()``, stop with ``stop()``; ``base_url`` is ``http://127.0.0.1:PORT``."""
 
     def __init__(self) -> None:
@@ -546,24 +576,4 @@ class FakeServer:
                     ]
                 )
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> FakeServer:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
+        self._server = QuietServer(("127.0.0.1", 0), Handler)

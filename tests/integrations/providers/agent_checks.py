@@ -14,15 +14,15 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from fakeserver import QuietServer, Served
 
 import tracetape
 from tracetape import Record, Redactor, ReplayMiss, Tape, read_cassette
@@ -76,14 +76,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client closing its connection after the last event is not an error
-
-
-class FakeModelServer:
+class FakeModelServer(Served):
     """A provider's server on 127.0.0.1: ``answer(path, body)`` is the provider's (or
     ``respond(request)``, where the answer depends on more than the path and the body); every
     request (``path``, ``query``, ``headers``, JSON ``body``) is kept in ``requests``.
@@ -136,8 +129,7 @@ class FakeModelServer:
                 except OSError:
                     return  # the client left mid-stream
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        self._thread: threading.Thread | None = None
+        self._server = QuietServer(("127.0.0.1", 0), Handler)
 
     def respond(self, request: dict[str, Any]) -> Reply:
         """The provider's reply to ``request`` (as kept in ``requests``)."""
@@ -146,24 +138,6 @@ class FakeModelServer:
     def answer(self, path: str, body: dict[str, Any]) -> Reply:
         """The provider's reply to a POST of ``body`` to ``path``."""
         raise NotImplementedError
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> FakeModelServer:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
 
 
 def json_reply(data: Any, status: int = 200) -> Reply:
