@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
@@ -984,3 +985,47 @@ def test_a_password_first_seen_in_prose_or_an_error_never_reaches_the_cassette(
     data = path.read_bytes()
     assert password.encode() not in data
     assert b"tracetape:raised" in data and data.count(b"[REDACTED:field:") >= 3
+
+
+BEFORE_TRUST_TWO = Path(__file__).parent / "fixtures" / "recorded_before_trust_round_two.jsonl"
+
+
+def _trust_two_agent(tape: Tape, *, live: bool = False) -> list[Any]:
+    """The agent that recorded ``BEFORE_TRUST_TWO`` with tracetape at 5f9c8d8, before the
+    second trust round: its secrets (a key used as a mapping key, a password in a repr, a bare
+    AWS secret key and a base64-wrapped key in prose, a numeric password) were stored raw then.
+    Unless ``live``, its calls cannot run."""
+    aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKE"
+    key = "sk-proj-Zq8xW3vN7mK2pL9tR4yB6cD1fG5hJ0aS3e"
+    wrapped = base64.b64encode(key.encode()).decode()
+    password = "v4lue-P7xQ9zR2kLm8"
+
+    def run(value: Any) -> Callable[[], Any]:
+        def do() -> Any:
+            assert live, "replay executed a call"
+            return value
+
+        return do
+
+    prompt = f"use {{'password': '{password}'}} with aws {aws} and {wrapped}"
+    return [
+        tape.call("tool", {"name": "map", "args": {"m": {key: 1}}, "step": 1}, run({key: [key]})),
+        tape.call("llm", {"messages": [{"role": "user", "content": prompt}], "step": 1},
+                  run("ok")),
+        tape.call("tool", {"name": "pin", "args": {}, "step": 2},
+                  run({"result": {"password": 73915502481}})),
+    ]  # fmt: skip
+
+
+def test_a_cassette_recorded_before_the_second_trust_round_replays(tmp_path: Path) -> None:
+    """Redaction now finds more (keys, prose fields, numbers, bare and wrapped keys), so a
+    cassette recorded before keyed those calls on their raw text: replay keys the raw text first
+    and plays them all, strictly. Re-recording it stores none of those secrets."""
+    with Tape(BEFORE_TRUST_TWO, mode="replay", strict=True, harness_sha="fixture") as tape:
+        assert _trust_two_agent(tape)[1] == "ok"
+    path = tmp_path / "again.jsonl"
+    with Tape(path, mode="record", harness_sha="fixture") as tape:
+        _trust_two_agent(tape, live=True)
+    data = path.read_bytes()
+    for secret in (b"wJalrXUtnFEMI", b"sk-proj-Zq8x", b"c2stcHJv", b"v4lue-P7x", b"73915502481"):
+        assert secret not in data, secret

@@ -89,9 +89,14 @@ def test_ipv4_and_name_lookups_are_blocked() -> None:
 
 
 def test_allowed_hosts_pass_by_name() -> None:
-    """A host named in ``allow_hosts`` may be looked up; others may not."""
-    with block_network(allow_hosts=["localhost"]), pytest.raises(NetworkBlockedError):
-        socket.getaddrinfo("example.invalid", 443)
+    """A host named in ``allow_hosts`` passes the guard (its lookup then fails as DNS says:
+    ``.invalid`` never resolves); a host not named is blocked."""
+    with block_network(allow_hosts=["example.invalid"]) as guard:
+        with pytest.raises(socket.gaierror):
+            socket.getaddrinfo("example.invalid", 443)
+        with pytest.raises(NetworkBlockedError):
+            socket.getaddrinfo("other.invalid", 443)
+    assert len(guard.attempts) == 1
 
 
 def test_unix_sockets_always_pass() -> None:
