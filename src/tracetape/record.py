@@ -16,11 +16,26 @@ This module imports nothing of tracetape's.
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+import re
+from typing import Annotated, Any, NamedTuple
 
 import msgspec
 
-__all__ = ["Decision", "Record", "RecordTexts", "call_args", "decode_record"]
+__all__ = [
+    "INT64_MAX",
+    "Decision",
+    "Record",
+    "RecordTexts",
+    "call_args",
+    "decode_record",
+    "record_problem",
+]
+
+INT64_MAX = (1 << 63) - 1
+# What a store's columns hold: 64-bit numbers, counts that are not negative, a short kind.
+Int64 = Annotated[int, msgspec.Meta(ge=-INT64_MAX - 1, le=INT64_MAX)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
+Kind = Annotated[str, msgspec.Meta(min_length=1, max_length=32)]
 
 
 class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
@@ -34,7 +49,10 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=
     format numbers nothing), ``digests`` the per-field digests of the input
     (``canonical.field_digests``), ``extra`` whatever fields of the source line have no place
     here (a span's ``model_decision``), and ``source``/``line`` where it was read from.
-    Encoded as JSON (how a store keeps it), a field at its default is left out.
+    Encoded as JSON (how a store keeps it), a field at its default is left out. Every field
+    is typed (numbers are 64-bit, counts not negative, ``kind`` at most 32 characters):
+    ``record_problem`` says which field of a record built by a reader is not, so what a store
+    keeps can always be decoded again.
 
     >>> rec = Record(kind="tool", key="tool:7d66ff5c9b68eeda", name="search", step=1,
     ...              input={"name": "search", "args": {"q": "x"}, "step": 1}, out=["#12"])
@@ -42,18 +60,18 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=
     ('search', ['#12'], {'q': 'x'})
     """
 
-    kind: str
+    kind: Kind
     key: str | None = None
-    seq: int | None = None
+    seq: Int64 | None = None
     run: str | None = None
     name: str | None = None
-    step: int | None = None
+    step: Int64 | None = None
     input: Any = None
     out: Any = None
     out_digest: str | None = None
     effect: str | None = None
-    tokens: int | None = None
-    usage: dict[str, int] | None = None
+    tokens: Count | None = None
+    usage: dict[str, Count] | None = None
     api: str | None = None
     ms: float | None = None
     ts: str | None = None
@@ -62,11 +80,34 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=
     digests: dict[str, Any] | None = None
     extra: dict[str, Any] | None = None
     source: str = ""
-    line: int = 0
+    line: Count = 0
 
 
 # A record from its JSON text (``msgspec.json.encode``'s, as a store keeps it).
 decode_record = msgspec.json.Decoder(Record).decode
+
+_PROBLEM = re.compile(r"(?P<what>.*?)(?: - at `\$\.?(?P<path>[^`]*)`)?")
+
+
+def record_problem(rec: Record) -> tuple[str, str] | None:
+    """The first field of ``rec`` whose value is not of its declared type, as (field path,
+    what it must be), or None: the types are checked, never the values echoed (a refused
+    value may be a secret).
+
+    >>> record_problem(Record(kind="tool", ts=1764780000))
+    ('ts', 'must be `str | null`, found `int`')
+    >>> record_problem(Record(kind="tool", step=1 << 63))
+    ('step', 'must be `int` <= 9223372036854775807')
+    >>> record_problem(Record(kind="tool", usage={"input": 3}, ms=12))
+    """
+    try:
+        msgspec.convert(msgspec.structs.asdict(rec), Record)
+    except msgspec.ValidationError as exc:
+        found = _PROBLEM.fullmatch(str(exc))
+        what, path = (found["what"], found["path"] or "") if found else (str(exc), "")
+        what = re.sub(r"^Expected (.*?), got (`[^`]*`)$", r"must be \1, found \2", what)
+        return path, re.sub(r"^Expected ", "must be ", what)
+    return None
 
 
 class RecordTexts(NamedTuple):

@@ -17,6 +17,7 @@ from tracetape.analysis import check_trace, diff_traces
 from tracetape.analysis.render import redacted
 from tracetape.formats.otlp import cassette_to_otlp
 from tracetape.stores.database import Database
+from tracetape.stores.migrations import HEAD
 
 SECRET = "sk-proj-CollectorLeak0123456789abcdefXYZ"
 
@@ -33,7 +34,7 @@ def jsonl(*lines: str) -> bytes:
 def test_healthz_needs_no_token(client: TestClient) -> None:
     answer = client.get("/healthz", headers={"Authorization": ""})
     assert answer.status_code == 200
-    assert answer.json()["ok"] is True and answer.json()["schema"] == "0001"
+    assert answer.json()["ok"] is True and answer.json()["schema"] == HEAD
 
 
 def test_lines_are_stored_and_read_back_in_order(client: TestClient) -> None:
@@ -59,7 +60,7 @@ def test_a_batch_sent_twice_is_stored_once(client: TestClient) -> None:
     assert client.post("/v1/lines", content=body).json()["duplicate"] is False
     again = client.post("/v1/lines", content=body)
     assert again.status_code == 200 and again.json() | {"batch": ""} == {
-        "stored": 0, "duplicate": True, "runs": ["r1"], "redacted": 0, "batch": ""
+        "stored": 0, "known": 2, "duplicate": True, "runs": ["r1"], "redacted": 0, "batch": ""
     }  # fmt: skip
     assert client.get("/v1/runs/r1").json()["run"]["events"] == 2
     # the same lines at another offset of the same source are other lines
@@ -150,7 +151,7 @@ def test_sql_in_run_ids_is_refused_and_harmless(client: TestClient, db: Database
     """Run ids are validated everywhere; nothing is built from strings, tables survive."""
     client.post("/v1/lines", content=jsonl(seed_line("r1", 1)))
     pushed = client.post("/v1/lines", content=jsonl(seed_line(run, 1)))
-    assert pushed.status_code == 400 and "is not a run id" in json.dumps(pushed.json())
+    assert pushed.status_code == 400 and "must be a run id" in json.dumps(pushed.json())
     bad = client.get("/v1/diff", params={"a": run, "b": "r1"})
     assert bad.status_code == 400 and "not a run id" in bad.json()["error"]
     assert client.get(f"/v1/runs/{quote(run, safe='')}").status_code in (400, 404)

@@ -25,6 +25,7 @@ from tests.span.test_model import record_agent
 from tracetape import ConfigError, Record, Tape
 from tracetape.collector.push import PushError, push
 from tracetape.stores.database import Database, DatabaseStore
+from tracetape.stores.migrations import HEAD
 
 PY = sys.executable
 
@@ -122,13 +123,13 @@ def test_two_collectors_share_one_postgresql_database(pg_server: str) -> None:
     db_url = new_database(pg_server)
     with serving(db_url) as one, serving(db_url) as two:
         codes = _pushers([one, two], 8, 4)
-        body = jsonl(seed_line("p0", 0, q="0"))
+        body = jsonl(seed_line("q0", 0, q="0"))
         headers = {"Authorization": f"Bearer {TOKEN}"}
         first = httpx.post(f"{one}/v1/lines", content=body, headers=headers, params={"source": "x"})
         again = httpx.post(f"{two}/v1/lines", content=body, headers=headers, params={"source": "x"})
     assert codes == [200] * 32
     assert first.json()["duplicate"] is False and again.json()["duplicate"] is True
-    assert _count(db_url) == (8 * 4 * 50 + 1, 8)
+    assert _count(db_url) == (8 * 4 * 50 + 1, 9)
 
 
 def test_push_ships_a_file_in_batches_and_again_stores_nothing_twice(
@@ -248,7 +249,7 @@ def test_the_schema_is_versioned(db_url: str) -> None:
     Database.open(db_url).close()
     db = Database.open(db_url)
     with db.engine.begin() as conn:
-        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar() == HEAD
         conn.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
     db.close()
     with pytest.raises(ConfigError, match="revision '9999', newer than this tracetape"):

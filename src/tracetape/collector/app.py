@@ -4,9 +4,12 @@ Routes (every ``/v1`` route needs ``Authorization: Bearer TOKEN`` when a token i
 
 * ``POST /v1/lines``: JSONL, or a JSON array, of trace lines in any format ``tracetape diff``
   reads; ``?source=NAME`` names them (a run without its own id takes it), ``?offset=N`` is the
-  number of lines of that source sent before, ``?format=`` skips sniffing. The batch is stored
-  atomically: all lines or none (400 naming each bad line by number); a batch sent again is
-  not stored twice (``"duplicate": true``); a 2xx means the lines are on disk.
+  number of lines of that source sent before, ``?format=`` skips sniffing, ``?run=ID`` files
+  every line under that run, ``?append=true`` lets lines of another source into a run (else
+  409). The batch is stored atomically: all its new lines or none (400 naming each bad line
+  by number and field); a line stored before is not stored again (``"known"`` counts them), a
+  batch sent again is recognised whole (``"duplicate": true``); a 2xx means the lines are on
+  disk.
 * ``POST /v1/otlp/v1/traces``: an OTLP/HTTP JSON export (``ExportTraceServiceRequest`` with
   GenAI spans), so an OpenTelemetry SDK or Collector exports straight here.
 * ``GET /v1/runs``: runs, newest first, paginated (``limit``, ``cursor``), filtered by time
@@ -45,9 +48,9 @@ from ..analysis.engine import Workspace
 from ..analysis.render import redacted
 from ..config import load_config
 from ..errors import TapeError
-from ..record import RecordTexts
+from ..record import INT64_MAX, RecordTexts
 from ..redact import Redactor, RedactRules
-from ..stores.database import RUN_ID, Database
+from ..stores.database import RUN_ID, Database, RunConflict
 from ..stores.migrations import HEAD
 from . import pages
 from .ingest import BadBatch, parse_batch
@@ -176,7 +179,14 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
-    async def ingest(request: Request, source: str, offset: int, fmt: str) -> dict[str, Any]:
+    async def ingest(  # noqa: PLR0913 - the route's parameters
+        request: Request,
+        source: str,
+        offset: int,
+        fmt: str,
+        run: str | None = None,
+        append: bool = False,
+    ) -> dict[str, Any]:
         body = await body_of(request)
         batch = await run_in_threadpool(
             parse_batch,
@@ -186,12 +196,23 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             fmt=fmt,
             redactor=conf.redactor,
             max_lines=conf.max_lines,
+            run=run,
         )
-        stored = await run_in_threadpool(
-            db.store, batch.records, digest=batch.digest, lines=batch.lines
-        )
+        try:
+            stored = await run_in_threadpool(
+                db.store,
+                batch.records,
+                digest=batch.digest,
+                lines=batch.lines,
+                keys=batch.keys,
+                source=source,
+                append=append,
+            )
+        except RunConflict as exc:
+            raise BadBatch(409, str(exc)) from None
         return {
             "stored": stored.events,
+            "known": stored.known,
             "duplicate": stored.duplicate,
             "runs": stored.runs,
             "redacted": batch.redacted,
@@ -206,14 +227,17 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         return {"ok": True, "database": db.engine.dialect.name, "schema": HEAD}
 
     @app.post("/v1/lines", dependencies=auth, tags=["ingest"])
-    async def post_lines(
+    async def post_lines(  # noqa: PLR0913, PLR0917 - the query parameters
         request: Request,
-        source: Annotated[str, Query(max_length=200)] = "request",
+        source: Annotated[str, Query(max_length=1000)] = "request",
         offset: Annotated[int, Query(ge=0, le=1 << 40)] = 0,
         format: Annotated[str, Query()] = "auto",
+        run: Annotated[str | None, Query(max_length=200)] = None,
+        append: bool = False,
     ) -> dict[str, Any]:
-        """Store a batch of trace lines (JSONL or a JSON array) atomically."""
-        return await ingest(request, source, offset, format)
+        """Store a batch of trace lines (JSONL or a JSON array) atomically: the lines not
+        stored before (``known`` counts the others)."""
+        return await ingest(request, source, offset, format, run, append)
 
     @app.post("/v1/otlp/v1/traces", dependencies=auth, tags=["ingest"])
     async def post_otlp(request: Request) -> dict[str, Any]:
@@ -232,7 +256,17 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             redactor=conf.redactor,
             max_lines=conf.max_lines,
         )
-        await run_in_threadpool(db.store, batch.records, digest=batch.digest, lines=batch.lines)
+        try:
+            await run_in_threadpool(
+                db.store,
+                batch.records,
+                digest=batch.digest,
+                lines=batch.lines,
+                keys=batch.keys,
+                source="otlp",
+            )
+        except RunConflict as exc:
+            raise BadBatch(409, str(exc)) from None
         return {"partialSuccess": {}}
 
     @app.get("/v1/runs", dependencies=auth, tags=["runs"])
@@ -278,7 +312,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     @app.get("/v1/runs/{run_id}", dependencies=auth, tags=["runs"])
     def get_run(
         run_id: str,
-        after: Annotated[int, Query(ge=0)] = 0,
+        after: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     ) -> dict[str, Any]:
         """The run's events in order (``after`` the last event id of the previous page)."""

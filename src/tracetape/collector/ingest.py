@@ -6,10 +6,15 @@ with any bad line is refused whole, and the refusal names each bad line by numbe
 1,000) with its field and what is wrong. Records are redacted with the core's rules
 (``[tool.tracetape.redact]`` and the built-in detectors) before they are returned, so a secret
 in a pushed line never reaches the database; run ids must match ``RUN_ID``.
+
+Each record gets a *line key*: what it is in its run, whatever batch brought it (an OTLP
+span's id; else its source, its line number and its place on the line), so a line sent again
+is stored once (``Database.store``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -21,15 +26,16 @@ import orjson
 
 from ..canonical import canonical_json
 from ..errors import CassetteError, TraceError
-from ..formats import TraceFormat, read_records
-from ..formats._source import TraceSource
+from ..formats import TraceFormat, detect_format, read_records
+from ..formats._source import SKIP_ADVICE, TraceSource
 from ..record import Record
 from ..redact import Redactor
 from ..stores.database import RUN_ID, batch_digest
 
 __all__ = ["BadBatch", "Batch", "parse_batch"]
 
-SOURCE = re.compile(r"[A-Za-z0-9._:@/+=\- ]{1,200}")
+# Any printable name up to 1,000 characters (a file's path as the client gave it).
+SOURCE = re.compile(r"[^\x00-\x1f\x7f]{1,1000}")
 
 
 class BadBatch(Exception):
@@ -57,6 +63,7 @@ class Batch:
     lines: int
     redacted: int = 0
     runs: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
 
 
 def _lines(body: bytes, max_lines: int) -> list[bytes]:
@@ -85,15 +92,18 @@ def parse_batch(
     fmt: str,
     redactor: Redactor,
     max_lines: int,
+    run: str | None = None,
 ) -> Batch:
     """Read ``body`` (see the module docstring); raise ``BadBatch`` for what cannot be stored.
 
     ``source`` names the lines (a run without its own id takes it, as a file's name would);
     ``offset`` is the number of lines of the same source sent before (line numbers in
-    records and errors count from there).
+    records and errors count from there); ``run`` files every record under that run.
     """
     if not SOURCE.fullmatch(source):
-        raise BadBatch(400, "source must be 1-200 letters, digits, spaces or ._:@/+=-")
+        raise BadBatch(400, "source: must be 1-1000 printable characters")
+    if run is not None and not RUN_ID.fullmatch(run):
+        raise BadBatch(400, f"run: {_RUN_RULE}")
     try:
         kind = TraceFormat.parse(fmt)
     except ValueError as exc:
@@ -106,6 +116,9 @@ def parse_batch(
     text: Any = io.BytesIO(body) if not body.lstrip().startswith(b"[") else lines
     sources: list[TraceSource] = []
     try:
+        if kind is TraceFormat.AUTO:
+            kind = detect_format(text, skip_bad_lines=True, name=source)
+            text = io.BytesIO(body) if isinstance(text, io.BytesIO) else lines
         records = list(read_records(text, kind, name=source, skip_bad_lines=True, sources=sources))
     except (CassetteError, RecursionError) as exc:
         raise BadBatch(400, _message(exc, offset)) from None
@@ -135,18 +148,39 @@ def parse_batch(
     for rec, scrubbed in zip(records, cleaned, strict=True):
         redacted += scrubbed is not rec
         line = rec.line + offset if rec.line else rec.line
-        clean = msgspec.structs.replace(scrubbed, line=line, source=source)
+        clean = msgspec.structs.replace(scrubbed, line=line, source=source, run=run or scrubbed.run)
         if not RUN_ID.fullmatch(clean.run or ""):
-            bad_runs.append(
-                {"line": line, "field": "run_id", "message": f"{clean.run!r} is not a run id "
-                 "(1-200 letters, digits and ._:@+=-, starting with a letter or digit)"}
-            )  # fmt: skip
+            bad_runs.append({"line": line, "field": "run_id", "message": _RUN_RULE})
             continue
         out.append(clean)
     if bad_runs:
         raise BadBatch(400, f"{len(bad_runs)} line(s) name a bad run id; nothing stored", bad_runs)
-    digest = batch_digest([source.encode(), str(offset).encode(), *lines])
-    return Batch(out, digest, len(lines), redacted, sorted({r.run or "" for r in out}))
+    digest = batch_digest([source.encode(), str(offset).encode(), (run or "").encode(), *lines])
+    keys = _line_keys(out, kind, source)
+    return Batch(out, digest, len(lines), redacted, sorted({r.run or "" for r in out}), keys)
+
+
+_RUN_RULE = (
+    "must be a run id: 1-200 letters, digits and ._:@+=-, starting with a letter or digit"
+)
+
+
+def _line_keys(records: list[Record], kind: TraceFormat, source: str) -> list[str]:
+    """Each record's line key (see the module docstring), 32 hex digits: an OTLP span's id;
+    a cassette record's source, number and key (the same whether the tape pushed it live or
+    the file was pushed later); else the source, line, place on the line and content."""
+    keys, place, last = [], 0, -1
+    for rec in records:
+        place = place + 1 if rec.line == last else 0
+        last = rec.line
+        if kind is TraceFormat.OTLP and rec.span_id:
+            basis = ("span", rec.span_id)
+        elif kind is TraceFormat.CASSETTE and rec.seq is not None:
+            basis = ("seq", source, rec.seq, rec.key)
+        else:
+            basis = ("line", source, rec.line, place, rec.run, rec.key, rec.out_digest)
+        keys.append(hashlib.sha256(orjson.dumps(basis)).hexdigest()[:32])
+    return keys
 
 
 # The fields of a record that hold what a trace says (the rest are numbers, digests, names
@@ -169,12 +203,15 @@ def _redacted(rec: Record, redactor: Redactor) -> Record:
 
 
 def _bare(error: CassetteError) -> str:
-    """The error's message without the ``source:line: `` it starts with."""
-    text = str(error)
+    """The error's message without the ``source:line: `` it starts with, the field it names
+    (given apart) and the command-line advice of a reader."""
+    text = str(error).removesuffix(SKIP_ADVICE)
     for prefix in (f"{error.path}:{error.line}: ", f"{error.path}: "):
         if text.startswith(prefix):
-            return text[len(prefix) :]
-    return text
+            text = text[len(prefix) :]
+            break
+    field = getattr(error, "field", None)
+    return text.removeprefix(f"field {field!r}: ") if field else text
 
 
 def _line_error(error: CassetteError, offset: int) -> dict[str, Any]:

@@ -28,7 +28,7 @@ import orjson
 
 from ..canonical import Normalizer
 from ..errors import TraceError
-from ..record import Record
+from ..record import Record, record_problem
 from ._source import Source, TraceFormat, TraceSource, open_source, rewound
 from .schemas import fmt_of, schema_of
 
@@ -197,5 +197,22 @@ def read_records(
     kind, src = open_trace(source, fmt, **options)
     if sources is not None:
         sources.append(src)
+    named = _LINE_FIELDS.get(kind, {})
     with src.fh:
-        yield from READERS[kind](src)
+        for rec in READERS[kind](src):
+            problem = record_problem(rec)
+            if problem is None:
+                yield rec
+                continue
+            path, message = problem
+            head, dot, rest = path.partition(".")
+            src.bad(message, rec.line or None, named.get(head, head) + dot + rest)
+
+
+# What a record's field is called in the lines of a format, where the names differ: a line
+# whose value does not fit the record's type is refused naming its own field.
+_LINE_FIELDS: dict[TraceFormat, dict[str, str]] = {
+    TraceFormat.JSONL: {"run": "run_id", "name": "tool", "out_digest": "output_sha"},
+    TraceFormat.SPANS: {"run": "run_id", "name": "model_decision.tool_name"},
+    TraceFormat.OTLP: {"run": "traceId", "ts": "startTimeUnixNano", "ms": "endTimeUnixNano"},
+}

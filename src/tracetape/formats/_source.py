@@ -145,6 +145,10 @@ def rewound(fh: IO[bytes], consumed: bytes) -> IO[bytes]:
     return _from_lines(chain([consumed], iter(lambda: fh.read(_BUFFER), b"")), chunks=True)
 
 
+# What a reader's error for a bad line advises (a caller with other means strips it).
+SKIP_ADVICE = "; fix the line, or skip bad lines with --skip-bad-lines (skip_bad_lines=True)"
+
+
 @dataclass
 class TraceSource:
     """An open source of records and the reading options every reader shares.
@@ -179,9 +183,8 @@ class TraceSource:
     def bad(self, message: str, line: int | None, field: str | None = None) -> None:
         """Raise a ``TraceError`` for a bad record, or count it under ``skip_bad_lines``."""
         where = f"field {field!r}: " if field else ""
-        advice = "; fix the line, or skip bad lines with --skip-bad-lines (skip_bad_lines=True)"
         self.skip_error(
-            TraceError(where + message + advice, path=self.name, line=line, field=field)
+            TraceError(where + message + SKIP_ADVICE, path=self.name, line=line, field=field)
         )
 
     def tell(self) -> int:

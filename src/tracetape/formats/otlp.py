@@ -44,7 +44,7 @@ import orjson
 
 from .._version import __version__
 from ..canonical import fingerprint
-from ..record import Record
+from ..record import INT64_MAX, Record
 from ._source import TraceSource, stem_of
 from .cassette import Cassette, read_cassette
 from .schemas import TOO_DEEP, fmt_of, is_effect, keyed, readable, schema_of
@@ -114,6 +114,7 @@ class _Span:
     span_id: str | None
     parent_id: str | None
     line: int
+    where: str
 
 
 def _spans_of(doc: dict[str, Any], src: TraceSource, lineno: int) -> Iterator[tuple[str, Any]]:
@@ -149,6 +150,32 @@ def _spans_of(doc: dict[str, Any], src: TraceSource, lineno: int) -> Iterator[tu
                 yield where, span
 
 
+_FIXED64 = 1 << 64
+_TEXT_ATTRIBUTES = ("gen_ai.operation.name", "gen_ai.request.model", "gen_ai.tool.name")
+_USAGE = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
+
+
+def _typing_problem(attrs: dict[str, Any], start: int, end: int) -> tuple[str, str] | None:
+    """The first attribute or time of a span whose type or range tracetape cannot keep, as
+    (field, what it must be); the value itself is never quoted."""
+    for name, value in (("startTimeUnixNano", start), ("endTimeUnixNano", end)):
+        if not 0 <= value < _FIXED64:
+            return name, "must be nanoseconds since the epoch (an unsigned 64-bit number)"
+    for name in _TEXT_ATTRIBUTES:
+        value = attrs.get(name)
+        if value is not None and not isinstance(value, str | int | float | bool):
+            return f"attributes.{name}", f"must be a string, found {type(value).__name__}"
+    total = 0
+    for name in _USAGE:
+        value = attrs.get(name)
+        if value is not None and (type(value) is not int or not 0 <= value <= INT64_MAX):
+            return f"attributes.{name}", "must be a token count (0 to 2**63 - 1)"
+        total += value if type(value) is int else 0
+    if total > INT64_MAX:
+        return f"attributes.{_USAGE[0]}", "input and output tokens must sum below 2**63"
+    return None
+
+
 def read_records(src: TraceSource) -> Iterator[Record]:
     """Read OTLP/JSON traces with the OpenTelemetry GenAI semantic conventions.
 
@@ -181,10 +208,14 @@ def read_records(src: TraceSource) -> Iterator[Record]:
                 end = int(span.get("endTimeUnixNano") or start)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 src.bad(
-                    f"malformed span attributes or times ({exc})",
+                    f"malformed span attributes or times ({type(exc).__name__})",
                     lineno,
                     f"{where}.attributes",
                 )
+                continue
+            problem = _typing_problem(attrs, start, end)
+            if problem is not None:
+                src.bad(problem[1], lineno, f"{where}.{problem[0]}")
                 continue
             run = str(span["traceId"])
             conversation = attrs.get("gen_ai.conversation.id")
@@ -199,6 +230,7 @@ def read_records(src: TraceSource) -> Iterator[Record]:
                     str(span["spanId"]),
                     str(span.get("parentSpanId")) if span.get("parentSpanId") else None,
                     lineno,
+                    where,
                 )
             )
     order: dict[str, int] = {}

@@ -1,10 +1,14 @@
 """Records in a database: SQLite (embedded, the default) or PostgreSQL, through SQLAlchemy Core.
 
 The collector stores every trace line it receives as an immutable *event* (the redacted
-``Record`` as JSON) in ``events``, keeps one summary row per run in ``runs`` (first and last
-time seen, events, steps, tokens, findings are computed on demand) and one row per received
-batch in ``batches``, whose key is the digest of the batch's lines: a batch sent twice (a client
-retry) is found there and not stored again. A batch is one transaction: all its lines or none.
+``Record`` as JSON) in ``events``, keeps one summary row per run in ``runs`` (its source, first
+and last time seen, events, steps, tokens; findings are computed on demand) and one row per
+received batch in ``batches``, whose key is the digest of the batch's lines. A record comes
+with its *line key* (its place in its run: see ``collector.ingest``), unique per run, so a
+line sent again, in any batching, is recognised and not stored twice; a batch sent twice (a
+client retry) is recognised by its digest at once. A batch is one transaction: all its new
+lines or none. A run belongs to one source: lines of another source are refused
+(``RunConflict``) unless the batch says it appends.
 
 The schema is versioned with Alembic (``stores/migrations``); ``Database.open`` upgrades it
 to the newest version before anything else runs, under a lock (PostgreSQL's advisory lock;
@@ -36,13 +40,14 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..errors import CassetteNotFoundError, ConfigError
 from ..formats.cassette import Cassette
-from ..record import Record, RecordTexts, decode_record
+from ..record import INT64_MAX, Record, RecordTexts, decode_record
 
 __all__ = [
     "DEFAULT_URL",
     "RUN_ID",
     "Database",
     "DatabaseStore",
+    "RunConflict",
     "Stored",
     "batch_digest",
     "metadata",
@@ -70,7 +75,7 @@ runs = sa.Table(
     sa.Column("first_seen", sa.Float, nullable=False),
     sa.Column("last_seen", sa.Float, nullable=False),
     sa.Column("events", sa.BigInteger, nullable=False),
-    sa.Column("steps", sa.Integer, nullable=False),
+    sa.Column("steps", sa.BigInteger, nullable=False),
     sa.Column("tokens", sa.BigInteger, nullable=False),
     sa.Index("runs_last_seen", "last_seen"),
 )
@@ -82,11 +87,13 @@ events = sa.Table(
     sa.Column("received", sa.Float, nullable=False),
     sa.Column("kind", sa.String(32), nullable=False),
     sa.Column("name", sa.Text, nullable=True),
-    sa.Column("step", sa.Integer, nullable=True),
+    sa.Column("step", sa.BigInteger, nullable=True),
     sa.Column("batch", sa.String(64), sa.ForeignKey("batches.digest"), nullable=True),
     sa.Column("record", sa.Text, nullable=False),
+    sa.Column("line_key", sa.String(32), nullable=True),
     sa.Index("events_run", "run_id", "id"),
     sa.Index("events_name", "name", "run_id"),
+    sa.Index("events_line", "run_id", "line_key", unique=True),
 )
 
 _encode = msgspec.json.Encoder().encode
@@ -103,13 +110,27 @@ def batch_digest(lines: Iterable[bytes]) -> str:
 
 @dataclass(frozen=True)
 class Stored:
-    """What storing a batch did: ``events`` lines stored (0 for a duplicate), the ``runs``
-    they touched, and whether the batch was a ``duplicate`` of one stored before."""
+    """What storing a batch did: ``events`` records stored, ``known`` records already stored
+    before (a line sent again), the ``runs`` the batch touched, and whether the whole batch
+    was a ``duplicate`` of one stored before."""
 
     events: int
     runs: list[str]
     duplicate: bool
     digest: str
+    known: int = 0
+
+
+class RunConflict(Exception):
+    """Lines of one source sent into a run another source filled (409)."""
+
+    def __init__(self, run: str, stored: str, sent: str):
+        self.run, self.stored, self.sent = run, stored, sent
+        super().__init__(
+            f"run {run!r} holds the lines of {stored!r}, and these come from {sent!r}: two "
+            "traces with one run id; push with another run id (--run-id), or add these lines "
+            "to it on purpose (--append)"
+        )
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -192,53 +213,120 @@ class Database:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def store(
+    def store(  # noqa: PLR0913 - one batch, described
         self,
         records: Sequence[Record],
         *,
         digest: str,
         lines: int | None = None,
         run: str | None = None,
+        keys: Sequence[str | None] | None = None,
+        source: str | None = None,
+        append: bool = False,
     ) -> Stored:
-        """Store one batch atomically: every record, or none. A batch whose ``digest`` is
-        already stored is not stored again (``Stored.duplicate``). ``run`` files every
-        record under that run instead of its own."""
-        now = time.time()
+        """Store one batch atomically: every record not stored before, or none.
+
+        A batch whose ``digest`` is already stored is not stored again (``Stored.duplicate``);
+        a record whose line key (``keys``, one per record) its run already holds is not
+        either (``Stored.known``). ``run`` files every record under that run instead of its
+        own. A run that holds lines of another ``source`` refuses these (``RunConflict``)
+        unless ``append``.
+        """
+        line_keys = list(keys) if keys is not None else [None] * len(records)
         count = len(records) if lines is None else lines
-        rows = [
-            (
-                run or rec.run or "",
-                now,
-                _text(rec.kind),
-                None if rec.name is None else _text(rec.name),
-                rec.step,
-                digest,
-                _encode(rec).decode(),
-            )
-            for rec in records
-        ]
-        summary = _summaries(records, now, run)
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(batches.insert(), {"digest": digest, "received": now, "lines": count})
-                # The DB-API's executemany with constant SQL (every value a parameter):
-                # SQLAlchemy's per-row parameter processing costs more than the insert.
-                cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-                try:
-                    if rows:
-                        cursor.executemany(self._sql["events"], rows)
+        for attempt in range(3):
+            try:
+                return self._store(records, line_keys, digest, count, run, source, append)
+            except sa.exc.IntegrityError:
+                # Another writer stored the same batch or the same lines at the same time.
+                with self.engine.connect() as conn:
+                    known = conn.execute(
+                        sa.select(batches.c.digest).where(batches.c.digest == digest)
+                    ).first()
+                if known is not None:
+                    names = sorted({run or rec.run or "" for rec in records})
+                    return Stored(0, names, True, digest, len(records))
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _store(  # noqa: PLR0913, PLR0917 - store()'s arguments
+        self,
+        records: Sequence[Record],
+        keys: list[str | None],
+        digest: str,
+        count: int,
+        run: str | None,
+        source: str | None,
+        append: bool,
+    ) -> Stored:
+        now = time.time()
+        names = [run or rec.run or "" for rec in records]
+        with self.engine.begin() as conn:
+            if conn.execute(sa.select(batches.c.digest).where(batches.c.digest == digest)).first():
+                return Stored(0, sorted(set(names)), True, digest, len(records))
+            runs_sent = sorted(set(names))
+            if source is not None and not append:
+                self._check_sources(conn, runs_sent, source)
+            known = self._known_keys(conn, names, keys)
+            fresh = [
+                i for i, key in enumerate(keys) if key is None or (names[i], key) not in known
+            ]
+            kept = [records[i] for i in fresh]
+            rows = [
+                (
+                    names[i],
+                    now,
+                    _text(records[i].kind),
+                    None if records[i].name is None else _text(records[i].name),
+                    records[i].step,
+                    digest,
+                    _encode(records[i]).decode(),
+                    keys[i],
+                )
+                for i in fresh
+            ]
+            summary = _summaries(kept, now, run)
+            conn.execute(batches.insert(), {"digest": digest, "received": now, "lines": count})
+            # The DB-API's executemany with constant SQL (every value a parameter):
+            # SQLAlchemy's per-row parameter processing costs more than the insert.
+            cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+            try:
+                if rows:
+                    cursor.executemany(self._sql["events"], rows)
+                if summary:
                     cursor.executemany(self._sql["runs"], summary)  # in run order
-                finally:
-                    cursor.close()
-        except sa.exc.IntegrityError:
-            with self.engine.connect() as conn:
-                known = conn.execute(
-                    sa.select(batches.c.digest).where(batches.c.digest == digest)
-                ).first()
-            if known is None:
-                raise
-            return Stored(0, sorted({str(r[0]) for r in rows}), True, digest)
-        return Stored(len(rows), [str(s[0]) for s in summary], False, digest)
+            finally:
+                cursor.close()
+        return Stored(len(rows), runs_sent, False, digest, len(records) - len(rows))
+
+    @staticmethod
+    def _check_sources(conn: Connection, names: list[str], source: str) -> None:
+        found = conn.execute(
+            sa.select(runs.c.run_id, runs.c.source).where(runs.c.run_id.in_(names))
+        )
+        for name, stored in found:
+            if stored and stored != source:
+                raise RunConflict(name, stored, source)
+
+    @staticmethod
+    def _known_keys(
+        conn: Connection, names: list[str], keys: list[str | None]
+    ) -> set[tuple[str, str]]:
+        """The (run, line key) pairs of this batch its runs already hold."""
+        wanted = sorted({k for k in keys if k is not None})
+        if not wanted:
+            return set()
+        runs_sent = sorted(set(names))
+        out: set[tuple[str, str]] = set()
+        for k in range(0, len(wanted), 500):
+            rows = conn.execute(
+                sa.select(events.c.run_id, events.c.line_key).where(
+                    events.c.run_id.in_(runs_sent), events.c.line_key.in_(wanted[k : k + 500])
+                )
+            )
+            out.update((str(r), str(key)) for r, key in rows)
+        return out
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -315,8 +403,8 @@ class Database:
 
 _RUN_COLUMNS = ("run_id", "source", "first_seen", "last_seen", "events", "steps", "tokens")
 _EVENTS_SQL = (
-    "INSERT INTO events (run_id, received, kind, name, step, batch, record) "
-    "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p})"
+    "INSERT INTO events (run_id, received, kind, name, step, batch, record, line_key) "
+    "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})"
 )
 _RUNS_SQL = (
     "INSERT INTO runs (run_id, source, first_seen, last_seen, events, steps, tokens) "
@@ -325,7 +413,9 @@ _RUNS_SQL = (
     "last_seen = {greatest}(runs.last_seen, excluded.last_seen), "
     "events = runs.events + excluded.events, "
     "steps = {greatest}(runs.steps, excluded.steps), "
-    "tokens = runs.tokens + excluded.tokens"
+    # a run's tokens stop at the largest 64-bit number instead of overflowing
+    "tokens = CASE WHEN runs.tokens > {top} - excluded.tokens THEN {top} "
+    "ELSE runs.tokens + excluded.tokens END"
 )
 
 
@@ -337,7 +427,7 @@ def _statements(dialect: str, paramstyle: str) -> dict[str, str]:
     as_bytes = "CAST(record AS BLOB)" if dialect == "sqlite" else "convert_to(record, 'UTF8')"
     return {
         "events": _EVENTS_SQL.format(p=p),
-        "runs": _RUNS_SQL.format(p=p, greatest=greatest),
+        "runs": _RUNS_SQL.format(p=p, greatest=greatest, top=INT64_MAX),
         # as UTF-8 bytes: what the analysis writes for DuckDB, with no encoding on the way
         "records": f"SELECT {as_bytes} FROM events WHERE run_id = {p} ORDER BY id",
     }
@@ -368,7 +458,7 @@ def _summaries(records: Sequence[Record], now: float, run: str | None) -> list[t
         if rec.step is not None and rec.step > row["steps"]:
             row["steps"] = rec.step
         if rec.tokens:
-            row["tokens"] += rec.tokens
+            row["tokens"] = min(INT64_MAX, row["tokens"] + rec.tokens)
     return [tuple(out[k][c] for c in _RUN_COLUMNS) for k in sorted(out)]
 
 
