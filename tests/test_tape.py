@@ -720,7 +720,7 @@ def test_a_cassette_recorded_before_the_record_model_replays(tmp_path: Path) -> 
         records = [json.loads(line) for line in p.read_text().splitlines()]
         records = [rec for rec in records if "end" not in rec]
         for rec in records:
-            for name in ("ms", "created", "pid", "chain", "tracetape", "keys"):
+            for name in ("ms", "created", "pid", "chain", "tracetape", "keys", "run_id"):
                 rec.pop(name, None)
         return records
 

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from .errors import ReplayMiss, TapeError
+from .formats.cassette import new_run_id
 from .tape import Tape
 from .testing import TapeCase, TapeUsage, TestMode, default_cassette_path, is_replay_miss
 
@@ -201,7 +202,7 @@ def tape(request: pytest.FixtureRequest) -> Iterator[Tape]:
             network_hint="let it reach loopback with @pytest.mark.tape(allow_loopback=True), or "
             f"re-record it live: {_command(item, 'rewrite')}",
             on_close=request.config.stash[_USAGE].note,
-            **options,
+            **{"run_id": new_run_id(item.nodeid), **options},
         )
         opened = case.open()
     except (TapeError, OSError, ValueError) as exc:

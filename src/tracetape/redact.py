@@ -409,9 +409,10 @@ class Redactor:
         # one of them is that secret, met live in replay.
         self._recognised: dict[str, str] = {}
 
-    def fresh(self) -> Redactor:
-        """A redactor with the same rules and key and an empty registry: one per unit of work
-        (a collector's batch), sharing the compiled detectors instead of compiling them again.
+    def fresh(self, known: Mapping[str, str] | None = None) -> Redactor:
+        """A redactor with the same rules and key and an empty registry (or ``known``, a
+        registry a run learned before): one per unit of work (a collector's batch), sharing
+        the compiled detectors instead of compiling them again.
 
         >>> base = Redactor()
         >>> base.redact_value({"password": "hunter2hunter2"})[1], len(base.known)
@@ -426,6 +427,8 @@ class Redactor:
             self._compile()
         other = Redactor(self._rules, self._key)
         other._compiled, other._field, other._ready = self._compiled, self._field, True
+        for value, placeholder in (known or {}).items():
+            other._remember(value, placeholder)
         return other
 
     def mac(self, value: str, length: int = 12) -> str:

@@ -46,7 +46,8 @@ from .errors import (
     TapeWarning,
     UnplayedDecisionsError,
 )
-from .formats.cassette import KEYS_VERSION, MAX_RECORD_BYTES, new_header
+from .formats._source import stem_of
+from .formats.cassette import KEYS_VERSION, MAX_RECORD_BYTES, RUN_ID, new_header, new_run_id
 from .harness import environment_drift, git_sha, harness_digest
 from .record import Decision, Record
 from .redact import Redactor, RedactRules
@@ -149,6 +150,8 @@ class Tape:
     plugin give their own command line), named at the end of every miss. ``push`` is a
     collector's URL: a recording also goes there, live, in the background (``PushingStore``:
     never blocking the agent; what could not be sent stays in the cassette and is reported).
+    A recording's header carries its ``run_id`` (default: unique, the cassette's name and 12
+    random hex digits); the collector files the run under it.
 
         >>> Tape("x.jsonl", mode="rec")
         Traceback (most recent call last):
@@ -172,7 +175,13 @@ class Tape:
         max_record_bytes: int = MAX_RECORD_BYTES,
         rerecord: str | None = None,
         push: str | None = None,
+        run_id: str | None = None,
     ):
+        if run_id is not None and not RUN_ID.fullmatch(run_id):
+            raise ValueError(
+                f"run_id must be 1-200 letters, digits and ._:@+=-, starting with a letter or "
+                f"digit, not {run_id!r}"
+            )
         if isinstance(path, str | os.PathLike):
             self.store: RecordStore = FileStore(path, max_record_bytes)
         else:
@@ -230,6 +239,7 @@ class Tape:
         if self.mode is Mode.RECORD:
             self.store.begin(
                 new_header(
+                    run_id=run_id or new_run_id(stem_of(self.store.name)),
                     harness_sha=harness_sha or git_sha(),
                     harness_paths=[str(p) for p in harness] or None,
                     harness_digest=harness_digest(harness) if harness else None,

@@ -13,6 +13,8 @@ from tracetape.collector import Settings, create_app
 from tracetape.stores.database import Database
 
 TOKEN = "test-token-0123456789"
+# What a client of the API sends: the token, and JSONL declared as such.
+HEADERS = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/x-ndjson"}
 
 
 @pytest.fixture(scope="session")
@@ -47,5 +49,5 @@ def db(db_url: str) -> Iterator[Database]:
 def client(db: Database) -> Iterator[TestClient]:
     """The collector app over ``db``, with a token and small limits."""
     app = create_app(db, Settings(token=TOKEN, max_body=1 << 20, max_lines=2000))
-    with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+    with TestClient(app, base_url="http://127.0.0.1", headers=HEADERS) as c:
         yield c

@@ -12,9 +12,11 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
+from tests.collector.conftest import TOKEN
 from tests.span.test_model import record_agent
 from tracetape.analysis import check_trace, diff_traces
 from tracetape.analysis.render import redacted
+from tracetape.formats.cassette import run_id_of
 from tracetape.formats.otlp import cassette_to_otlp
 from tracetape.stores.database import Database
 from tracetape.stores.migrations import HEAD
@@ -117,15 +119,19 @@ def test_oversized_bodies_and_batches_are_413(client: TestClient) -> None:
 
 
 @pytest.mark.parametrize(
-    "header",
+    ("header", "said"),
     [
-        pytest.param("", id="missing"),
-        pytest.param("Bearer wrong", id="wrong"),
-        pytest.param("Basic dGVzdA==", id="basic"),
-        pytest.param("Bearer", id="empty"),
+        pytest.param("", "bearer token is required", id="missing"),
+        pytest.param("Bearer wrong", "not this collector's", id="wrong"),
+        pytest.param("Basic dGVzdA==", "Bearer scheme", id="basic"),
+        pytest.param("Bearer", "not this collector's", id="empty"),
+        # the right token under another scheme is refused: the scheme is checked
+        pytest.param(f"Basic {TOKEN}", "Bearer scheme", id="right-token-basic"),
+        pytest.param(f"Token {TOKEN}", "Bearer scheme", id="right-token-other-scheme"),
     ],
 )
-def test_every_v1_route_needs_the_token(client: TestClient, header: str) -> None:
+def test_every_v1_route_needs_the_token(client: TestClient, header: str, said: str) -> None:
+    """A missing token, a wrong one and another scheme each get their own words."""
     for method, path in [
         ("post", "/v1/lines"), ("get", "/v1/runs"), ("get", "/v1/runs/r1"),
         ("get", "/v1/diff?a=r1&b=r2"), ("get", "/v1/runs/r1/check"),
@@ -133,7 +139,7 @@ def test_every_v1_route_needs_the_token(client: TestClient, header: str) -> None
     ]:  # fmt: skip
         answer = client.request(method, path, headers={"Authorization": header}, content=b"{}")
         assert answer.status_code == 401, (method, path)
-        assert "bearer token is required" in answer.json()["error"]
+        assert said in answer.json()["error"]
 
 
 INJECTIONS = [
@@ -153,7 +159,7 @@ def test_sql_in_run_ids_is_refused_and_harmless(client: TestClient, db: Database
     pushed = client.post("/v1/lines", content=jsonl(seed_line(run, 1)))
     assert pushed.status_code == 400 and "must be a run id" in json.dumps(pushed.json())
     bad = client.get("/v1/diff", params={"a": run, "b": "r1"})
-    assert bad.status_code == 400 and "not a run id" in bad.json()["error"]
+    assert bad.status_code == 400 and "the run id must be" in bad.json()["error"]
     assert client.get(f"/v1/runs/{quote(run, safe='')}").status_code in (400, 404)
     by_tool = client.get("/v1/runs", params={"tool": run})
     assert by_tool.status_code == 400 or by_tool.json()["runs"] == []
@@ -209,13 +215,14 @@ def test_diff_is_exactly_the_json_of_tracetape_diff(client: TestClient, tmp_path
         tmp_path / "bad.jsonl", "Find why the parser loses the last row of CSV exports"
     )
     for path in (good, bad):
-        answer = client.post("/v1/lines", content=path.read_bytes(), params={"source": str(path)})
+        params = {"source": str(path), "run": run_id_of(path)}
+        answer = client.post("/v1/lines", content=path.read_bytes(), params=params)
         assert answer.status_code == 200, answer.text
-    api = client.get("/v1/diff", params={"a": "good", "b": "bad"}).json()
+    api = client.get("/v1/diff", params={"a": run_id_of(good), "b": run_id_of(bad)}).json()
     cli = json.loads(json.dumps(redacted(diff_traces(good, bad).to_dict()), default=str))
     assert api == cli
     assert api["divergence"]["position"] == 1
-    check = client.get("/v1/runs/good/check").json()
+    check = client.get(f"/v1/runs/{run_id_of(good)}/check").json()
     expected = json.loads(json.dumps(redacted(check_trace(good).to_dict()), default=str))
     assert check | {"inputs": []} == expected | {"inputs": []}
 

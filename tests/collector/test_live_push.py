@@ -29,8 +29,10 @@ def test_a_recording_is_pushed_live(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                 run(TASK, tape, ScriptedModel(latency_s=0))
         assert isinstance(tape.store, PushingStore)
         assert (tape.store.pushed, tape.store.unsent) == (7, 0)
+        run_id = read_cassette(path).header["run_id"]  # type: ignore[index]
+        assert run_id.startswith("live-1@")
         events = httpx.get(
-            f"{url}/v1/runs/live-1", headers={"Authorization": f"Bearer {TOKEN}"}
+            f"{url}/v1/runs/{run_id}", headers={"Authorization": f"Bearer {TOKEN}"}
         ).json()["events"]
     local = read_cassette(path).records
     assert [(e["kind"], e["key"], e["step"]) for e in events] == [

@@ -24,12 +24,9 @@ def _push_runs(client: TestClient, tmp_path: Path) -> None:
         record_agent(tmp_path / "good.jsonl"),
         record_agent(tmp_path / "bad.jsonl", EDITED),
     ):
-        assert (
-            client.post(
-                "/v1/lines", content=path.read_bytes(), params={"source": str(path)}
-            ).status_code
-            == 200
-        )
+        # filed under a chosen run id (a cassette's own is its name and 12 hex digits)
+        params = {"source": str(path), "run": path.stem}
+        assert client.post("/v1/lines", content=path.read_bytes(), params=params).status_code == 200
 
 
 def test_pages_render_runs_a_timeline_and_a_diff(client: TestClient, tmp_path: Path) -> None:
@@ -57,12 +54,15 @@ def test_pages_escape_what_a_trace_holds(client: TestClient) -> None:
 def test_pages_need_the_token_then_remember_it(client: TestClient) -> None:
     """Without the token: a 401 page that says how; ?token= sets an HTTP-only cookie."""
     client.post("/v1/lines", content=jsonl(seed_line("r1", 1)))
-    bare = TestClient(client.app)
+    bare = TestClient(client.app, base_url="http://127.0.0.1")
     denied = bare.get("/")
     assert denied.status_code == 401 and "?token=" in denied.text
     assert bare.get("/", params={"token": "wrong"}).status_code == 401
     first = bare.get("/", params={"token": TOKEN})
-    assert first.status_code == 200 and "httponly" in first.headers["set-cookie"].lower()
+    cookie = first.headers["set-cookie"]
+    assert first.status_code == 200 and "httponly" in cookie.lower()
+    assert "samesite=strict" in cookie.lower()
+    assert TOKEN not in cookie  # a signed session, never the token itself
     assert bare.get("/runs/r1").status_code == 200  # the cookie
     assert bare.get("/runs/nope").status_code == 404
 
@@ -93,7 +93,7 @@ def test_a_user_compares_two_runs_in_a_real_browser(tmp_path: Path) -> None:
     (tmp_path / "shots").mkdir()
     with serving(db_url) as url:
         for path in (good, bad):
-            push(path, url, token=TOKEN)
+            push(path, url, token=TOKEN, run_id=path.stem)
         dialogs: list[str] = []
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)

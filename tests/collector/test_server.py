@@ -19,11 +19,12 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from tests.collector.conftest import TOKEN
+from tests.collector.conftest import HEADERS, TOKEN
 from tests.collector.test_api import jsonl, seed_line
 from tests.span.test_model import record_agent
 from tracetape import ConfigError, Record, Tape
 from tracetape.collector.push import PushError, push
+from tracetape.formats.cassette import run_id_of
 from tracetape.stores.database import Database, DatabaseStore
 from tracetape.stores.migrations import HEAD
 
@@ -91,7 +92,7 @@ def _pushers(urls: list[str], n: int, per: int) -> list[int]:
     lock = threading.Lock()
 
     def pusher(k: int) -> None:
-        with httpx.Client(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as c:
+        with httpx.Client(headers=HEADERS, timeout=60) as c:
             for b in range(per):
                 body = jsonl(*(seed_line(f"p{k}", b * 50 + i, q=str(i)) for i in range(50)))
                 answer = c.post(f"{urls[(k + b) % len(urls)]}/v1/lines", content=body,
@@ -124,7 +125,7 @@ def test_two_collectors_share_one_postgresql_database(pg_server: str) -> None:
     with serving(db_url) as one, serving(db_url) as two:
         codes = _pushers([one, two], 8, 4)
         body = jsonl(seed_line("q0", 0, q="0"))
-        headers = {"Authorization": f"Bearer {TOKEN}"}
+        headers = HEADERS
         first = httpx.post(f"{one}/v1/lines", content=body, headers=headers, params={"source": "x"})
         again = httpx.post(f"{two}/v1/lines", content=body, headers=headers, params={"source": "x"})
     assert codes == [200] * 32
@@ -145,13 +146,16 @@ def test_push_ships_a_file_in_batches_and_again_stores_nothing_twice(
         cmd = [PY, "-m", "tracetape", "push", str(trace), str(cassette), "--batch", "100"]
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         assert done.returncode == 0, done.stderr
-        assert f"{trace}: 250 record(s) stored from 250 line(s) in 3 batch(es)" in done.stdout
-        assert f"{cassette}: 7 record(s) stored from 9 line(s) in 1 batch(es)" in done.stdout
+        assert f"{trace}: 250 new, 0 already stored, from 250 line(s) in 3 batch(es)" in done.stdout
+        assert f"{cassette}: 7 new, 0 already stored, from 9 line(s) in 1 batch(es)" in done.stdout
+        assert f"runs: {run_id_of(cassette)} " in done.stdout
         again = subprocess.run(
             [*cmd, "--format", "json"], env=env, capture_output=True, text=True, check=False
         )
         data = json.loads(again.stdout)
-        assert [(d["stored"], d["duplicate_batches"]) for d in data] == [(0, 3), (0, 1)]
+        assert [(d["stored"], d["known"], d["duplicate_batches"]) for d in data] == [
+            (0, 250, 3), (0, 7, 1)
+        ]  # fmt: skip
         wrong = subprocess.run(cmd, env={**env, "TRACETAPE_TOKEN": "nope"}, capture_output=True,
                                text=True, check=False)  # fmt: skip
         assert wrong.returncode == 2 and "HTTP 401" in wrong.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -78,7 +79,9 @@ def test_cassettes_of_both_formats_are_read(tmp_path: Path) -> None:
     path = _cassette(tmp_path / "run_1.jsonl", write=True)
     events = _events(path)
     assert detect_format(path) is TraceFormat.CASSETTE
-    assert [(e.run, e.step, e.kind, e.name, e.effect) for e in events] == [
+    # a cassette's run is its header's unique id: its name and 12 hex digits
+    assert all(re.fullmatch(r"run_1@[0-9a-f]{12}", e.run or "") for e in events)
+    assert [("run_1", e.step, e.kind, e.name, e.effect) for e in events] == [
         ("run_1", 1, "llm", "m1", "read"),
         ("run_1", 1, "tool", "ls", "read"),
         ("run_1", 2, "tool", "rm", "write"),

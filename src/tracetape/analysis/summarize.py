@@ -7,8 +7,7 @@ invalid answer, HTTP error or timeout falls back to the rule result, and ``fallb
 The model only labels; the rule table stays the reference (the seed: "the summarizer can
 misclassify; review fatal labels before changing code").
 
-``httpx`` is imported only here and only when a model is asked (``pip install
-'tracetape[llm]'``).
+``httpx`` (the ``llm`` extra) is imported only here and only when a model is asked.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._version import install_command
 from .render import redacted
 from .rules import RULES, Severity
 
@@ -128,7 +128,7 @@ def summarize_with_llm(findings: Sequence[Mapping[str, Any]], settings: LLMSetti
     try:
         import httpx
     except ImportError:
-        rules.fallback = "httpx is not installed (pip install 'tracetape[llm]')"
+        rules.fallback = f"httpx is not installed ({install_command('llm')})"
         return rules
     headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
     body = {

@@ -71,12 +71,14 @@ EXIT_CODES: dict[str, dict[str, str]] = {
     "serve": {
         "0": "stopped (Ctrl-C)",
         "2": "it cannot start: a bad database URL or one it cannot reach, a schema newer than "
-        "this tracetape, a host beyond loopback without a token, the server extra missing",
+        "this tracetape, a blank token, a host beyond loopback without a token of 16 "
+        "characters or more, a port in use, the server extra missing",
     },
     "push": {
         "0": "every line is stored (or was already)",
         "2": "bad input: a missing or malformed trace, a batch the collector refused (its "
-        "lines and the reason named), a missing or wrong token",
+        "lines and the reason named), a missing or wrong token, a run another file filled "
+        "(without --append), the push extra missing",
         "3": "the collector could not be reached, or kept failing, after the retries (what "
         "was sent before is stored; push again to send the rest)",
     },

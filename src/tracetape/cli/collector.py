@@ -5,7 +5,9 @@ Exit codes: ``EXIT_CODES`` in ``cli/__init__.py``.
 
 from __future__ import annotations
 
+import importlib
 import os
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,22 +15,41 @@ from pathlib import Path
 
 import click
 
+from .._version import install_command
 from . import exit_codes_help
-from ._common import EXIT_OK, echo_json, handle_errors, output_options
+from ._common import EXIT_BAD_INPUT, EXIT_OK, echo_json, handle_errors, output_options
 
 EXIT_UNREACHABLE = 3
 
 
-def _server_extra() -> None:
-    try:
-        import fastapi  # noqa: F401
-        import sqlalchemy  # noqa: F401
-        import uvicorn  # noqa: F401
-    except ImportError as exc:
-        raise click.ClickException(
-            f"the collector needs the server extra ({exc.name} is missing): "
-            "pip install 'tracetape[server]'"
-        ) from None
+def _extra(extra: str, *modules: str) -> None:
+    """Exit 2 with the one line that installs ``extra`` when one of ``modules`` is missing."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            click.echo(
+                f"tracetape: error: this needs the {extra} extra ({module} is missing): "
+                f"{install_command(extra)}",
+                err=True,
+            )
+            sys.exit(EXIT_BAD_INPUT)
+
+
+def _port_free(host: str, port: int) -> None:
+    """Exit 2, saying so, when ``host:port`` cannot be listened on (in use, not ours)."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as exc:
+            click.echo(
+                f"tracetape: error: cannot listen on {host}:{port}: {exc.strerror}; stop what "
+                "holds it, or choose another --port",
+                err=True,
+            )
+            sys.exit(EXIT_BAD_INPUT)
 
 
 @click.command(
@@ -71,9 +92,23 @@ def _server_extra() -> None:
     show_default=True,
     help="Most lines in one batch (413 beyond).",
 )
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    help="A host name clients reach the collector by, beyond the address it listens on and "
+    "localhost (repeatable); requests naming another host are refused (DNS rebinding).",
+)
 @handle_errors
 def serve(  # noqa: PLR0917 - click passes every option
-    db: str, host: str, port: int, token: str | None, workers: int, max_body: int, max_lines: int
+    db: str,
+    host: str,
+    port: int,
+    token: str | None,
+    workers: int,
+    max_body: int,
+    max_lines: int,
+    allowed_hosts: tuple[str, ...],
 ) -> None:
     """Run the collector: POST trace lines to /v1/lines, read runs and diffs from /v1, and
     the OpenAPI spec at /docs.
@@ -81,16 +116,21 @@ def serve(  # noqa: PLR0917 - click passes every option
     The schema is created (or upgraded) on start. Without a token the collector listens only
     on loopback.
     """
-    _server_extra()
+    _extra("server", "fastapi", "sqlalchemy", "uvicorn")
     import uvicorn
 
     from ..collector.server import check_binding
     from ..stores.database import Database
 
-    check_binding(host, token)
+    token = check_binding(host, token)
+    _port_free(host, port)
     Database.open(db).close()  # create or upgrade the schema once, before any worker
     os.environ.update(
-        TRACETAPE_DB=db, TRACETAPE_MAX_BODY=str(max_body), TRACETAPE_MAX_LINES=str(max_lines)
+        TRACETAPE_DB=db,
+        TRACETAPE_MAX_BODY=str(max_body),
+        TRACETAPE_MAX_LINES=str(max_lines),
+        TRACETAPE_BIND=host,
+        TRACETAPE_ALLOWED_HOSTS=",".join(allowed_hosts),
     )
     if token:
         os.environ["TRACETAPE_TOKEN"] = token
@@ -129,16 +169,34 @@ def serve(  # noqa: PLR0917 - click passes every option
 @click.option(
     "--retries", type=click.IntRange(0, 20), default=6, show_default=True, help="Retries a batch."
 )
+@click.option(
+    "--run-id",
+    help="File every line under this run (default: a cassette's own run id; a trace's lines "
+    "name theirs).",
+)
+@click.option(
+    "--append",
+    is_flag=True,
+    help="Add these lines to a run that another file filled (refused otherwise).",
+)
 @output_options
 @handle_errors
 def push(  # noqa: PLR0917 - click passes every option
-    traces: tuple[Path, ...], url: str, token: str | None, batch: int, retries: int, fmt: str
+    traces: tuple[Path, ...],
+    url: str,
+    token: str | None,
+    batch: int,
+    retries: int,
+    run_id: str | None,
+    append: bool,
+    fmt: str,
 ) -> None:
     """Ship each TRACE to the collector in batches, retrying with backoff.
 
-    A batch the collector already has is not stored twice, so a push that stopped can simply
-    be run again.
+    A line the collector already has is not stored twice, whatever the batches, so a push
+    that stopped, or a file that has grown, can simply be pushed again.
     """
+    _extra("push", "httpx")
     from ..collector.push import PushError
     from ..collector.push import push as push_trace
 
@@ -147,7 +205,14 @@ def push(  # noqa: PLR0917 - click passes every option
         with _bar(trace) as advance:
             try:
                 done = push_trace(
-                    trace, url, token=token, batch=batch, retries=retries, progress=advance
+                    trace,
+                    url,
+                    token=token,
+                    batch=batch,
+                    retries=retries,
+                    progress=advance,
+                    run_id=run_id,
+                    append=append,
                 )
                 results.append(done)
             except PushError as exc:
@@ -157,10 +222,9 @@ def push(  # noqa: PLR0917 - click passes every option
         echo_json([dict(r.to_dict(), trace=str(t)) for t, r in zip(traces, results, strict=True)])
     else:
         for trace, done in zip(traces, results, strict=True):
-            dup = f", {done.duplicates} batch(es) already there" if done.duplicates else ""
             click.echo(
-                f"{trace}: {done.stored} record(s) stored from {done.lines} line(s) in "
-                f"{done.batches} batch(es){dup}; runs: {', '.join(sorted(done.runs))} "
+                f"{trace}: {done.stored} new, {done.known} already stored, from {done.lines} "
+                f"line(s) in {done.batches} batch(es); runs: {', '.join(sorted(done.runs))} "
                 f"({done.url})"
             )
     sys.exit(EXIT_OK)

@@ -29,9 +29,11 @@ import hmac
 import json
 import math
 import threading
+import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Annotated, Any
 
 import msgspec
@@ -40,6 +42,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._version import __version__
@@ -53,7 +56,8 @@ from ..redact import Redactor, RedactRules
 from ..stores.database import RUN_ID, Database, RunConflict
 from ..stores.migrations import HEAD
 from . import pages
-from .ingest import BadBatch, parse_batch
+from .ingest import BadBatch, Batch, Registry, parse_batch, redact_stored
+from .security import SESSION_S, Guard, allowed_hosts, check_session, clean_token, new_session
 
 __all__ = ["Settings", "create_app"]
 
@@ -64,15 +68,19 @@ MAX_LINES = 10_000
 @dataclass
 class Settings:
     """The collector's settings: the bearer ``token`` (none: no auth, loopback only), body
-    and line limits, and the analysis configuration."""
+    and line limits, the address it listens on (``bind``) and the other host names it
+    answers to (``allowed_hosts``), and the analysis configuration."""
 
     token: str | None = None
     max_body: int = MAX_BODY
     max_lines: int = MAX_LINES
+    bind: str | None = "127.0.0.1"
+    allowed_hosts: tuple[str, ...] = ()
     config: AnalysisConfig = field(default_factory=AnalysisConfig.load)
     redactor: Redactor = field(
         default_factory=lambda: Redactor(RedactRules.coerce(load_config("redact") or None))
     )
+    registry: Registry = field(default_factory=Registry)
 
 
 def _error(status: int, message: str, **extra: Any) -> JSONResponse:
@@ -86,6 +94,7 @@ RunId = Annotated[str, Query(min_length=1, max_length=200)]
 def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     """The collector's ASGI app over ``db`` (see the module docstring)."""
     conf = settings or Settings()
+    conf = replace(conf, token=clean_token(conf.token))
     # One DuckDB database for every analysis of this process, opened by the first one.
     spaces: list[Workspace] = []
     lock = threading.Lock()
@@ -107,6 +116,10 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description="Stores every trace line and serves run-to-run diffs.",
         lifespan=lifespan,
+        # served below, behind the token and without assets from elsewhere
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
     app.state.db, app.state.settings = db, conf
     too_big = f"the body is over {conf.max_body} bytes; send smaller batches"
@@ -130,30 +143,37 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             await self.app(scope, receive, send)
 
     app.add_middleware(Limit)
+    app.add_middleware(Guard, hosts=allowed_hosts(conf.bind, conf.allowed_hosts), csp=pages.CSP)
 
     def authorized(request: Request) -> None:
         if conf.token is None:
             return
         given = request.headers.get("authorization", "")
         scheme, _, token = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            token.strip().encode(), conf.token.encode()
-        ):
-            raise HTTPException(
-                401, "a bearer token is required: Authorization: Bearer $TRACETAPE_TOKEN",
-                headers={"WWW-Authenticate": "Bearer"},
-            )  # fmt: skip
+        if not given:
+            problem = "a bearer token is required: Authorization: Bearer $TRACETAPE_TOKEN"
+        elif scheme.lower() != "bearer":
+            problem = "the Authorization header must use the Bearer scheme: Bearer $TRACETAPE_TOKEN"
+        elif not hmac.compare_digest(token.strip().encode(), conf.token.encode()):
+            problem = "the bearer token is not this collector's; check TRACETAPE_TOKEN"
+        else:
+            return
+        raise HTTPException(401, problem, headers={"WWW-Authenticate": "Bearer"})
 
     auth = [Depends(authorized)]
 
     async def body_of(request: Request) -> bytes:
+        """The request's body, decompressed (``Content-Encoding`` gzip or deflate), at most
+        ``max_body`` bytes as sent and as decompressed (a gzip bomb is a 413)."""
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > conf.max_body:
                 raise BadBatch(413, too_big)
             chunks.append(chunk)
-        return b"".join(chunks)
+        body = b"".join(chunks)
+        encoding = request.headers.get("content-encoding", "").strip().lower()
+        return body if encoding in ("", "identity") else _decoded(body, encoding, conf.max_body)
 
     @app.exception_handler(BadBatch)
     async def bad_batch(request: Request, exc: BadBatch) -> JSONResponse:
@@ -175,19 +195,20 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             status_code=500,
         )
 
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # every error, a route's own and the framework's (404, 405), in the one shape
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
-    async def ingest(  # noqa: PLR0913 - the route's parameters
-        request: Request,
+    async def ingest(
+        body: bytes,
         source: str,
         offset: int,
         fmt: str,
+        *,
         run: str | None = None,
         append: bool = False,
     ) -> dict[str, Any]:
-        body = await body_of(request)
         batch = await run_in_threadpool(
             parse_batch,
             body,
@@ -197,6 +218,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             redactor=conf.redactor,
             max_lines=conf.max_lines,
             run=run,
+            registry=conf.registry,
         )
         try:
             stored = await run_in_threadpool(
@@ -210,6 +232,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             )
         except RunConflict as exc:
             raise BadBatch(409, str(exc)) from None
+        await run_in_threadpool(_learned, batch)
         return {
             "stored": stored.events,
             "known": stored.known,
@@ -219,6 +242,17 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             "batch": stored.digest,
         }
 
+    def _learned(batch: Batch) -> None:
+        """Remember what the batch taught for its runs, and redact it in what they stored
+        before (a secret quoted before the line that named it)."""
+        for name in batch.runs:
+            conf.registry.add(name, batch.learned)
+            if batch.learned:
+                db.rewrite(
+                    name,
+                    partial(redact_stored, redactor=conf.redactor.fresh(conf.registry.known(name))),
+                )
+
     @app.get("/healthz", tags=["service"])
     def healthz() -> dict[str, Any]:
         """Whether the collector and its database answer."""
@@ -227,7 +261,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         return {"ok": True, "database": db.engine.dialect.name, "schema": HEAD}
 
     @app.post("/v1/lines", dependencies=auth, tags=["ingest"])
-    async def post_lines(  # noqa: PLR0913, PLR0917 - the query parameters
+    async def post_lines(  # noqa: PLR0917 - the query parameters
         request: Request,
         source: Annotated[str, Query(max_length=1000)] = "request",
         offset: Annotated[int, Query(ge=0, le=1 << 40)] = 0,
@@ -237,7 +271,8 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     ) -> dict[str, Any]:
         """Store a batch of trace lines (JSONL or a JSON array) atomically: the lines not
         stored before (``known`` counts the others)."""
-        return await ingest(request, source, offset, format, run, append)
+        body = await body_of(request)
+        return await ingest(body, source, offset, format, run=run, append=append)
 
     @app.post("/v1/otlp/v1/traces", dependencies=auth, tags=["ingest"])
     async def post_otlp(request: Request) -> dict[str, Any]:
@@ -246,27 +281,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         if kind != "application/json":
             raise BadBatch(415, "only OTLP/HTTP JSON is accepted (Content-Type: application/json)")
         body = await body_of(request)
-        line = b" ".join(body.splitlines())  # one document, one line
-        batch = await run_in_threadpool(
-            parse_batch,
-            line,
-            source="otlp",
-            offset=0,
-            fmt="otlp",
-            redactor=conf.redactor,
-            max_lines=conf.max_lines,
-        )
-        try:
-            await run_in_threadpool(
-                db.store,
-                batch.records,
-                digest=batch.digest,
-                lines=batch.lines,
-                keys=batch.keys,
-                source="otlp",
-            )
-        except RunConflict as exc:
-            raise BadBatch(409, str(exc)) from None
+        await ingest(b" ".join(body.splitlines()), "otlp", 0, "otlp")  # one document, one line
         return {"partialSuccess": {}}
 
     @app.get("/v1/runs", dependencies=auth, tags=["runs"])
@@ -290,7 +305,11 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
 
     def _valid(run_id: str) -> None:
         if not RUN_ID.fullmatch(run_id):
-            raise HTTPException(400, f"{run_id[:80]!r} is not a run id")
+            raise HTTPException(
+                400,
+                "the run id must be 1-200 letters, digits and ._:@+=-, starting with a "
+                "letter or digit",
+            )
 
     def _missing(run_id: str) -> HTTPException:
         return HTTPException(404, f"no run {run_id!r} in this collector")
@@ -346,15 +365,20 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         return _json(redacted(report.to_dict()))
 
     def page_auth(request: Request) -> bool:
-        """Raise 401 unless the page may be shown (the bearer header, the cookie, or
-        ``?token=``); return whether a right ``?token=`` should set the cookie."""
+        """Raise 401 unless the page may be shown (a session cookie, the bearer header, or
+        ``?token=``); return whether a right ``?token=`` should start a session."""
         if conf.token is None:
             return False
+        if check_session(conf.token, request.cookies.get(_COOKIE)):
+            return False
         scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
-        header = bearer.strip() if scheme.lower() == "bearer" else None
-        for given in (request.query_params.get("token"), request.cookies.get(_COOKIE), header):
-            if given and hmac.compare_digest(given.encode(), conf.token.encode()):
-                return given == request.query_params.get("token")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            bearer.strip().encode(), conf.token.encode()
+        ):
+            return False
+        given = request.query_params.get("token")
+        if given and hmac.compare_digest(given.strip().encode(), conf.token.encode()):
+            return True
         raise HTTPException(
             401, "this collector needs its token: open this page once with ?token=$TRACETAPE_TOKEN"
         )
@@ -362,8 +386,26 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     def _html(text: str, set_cookie: bool, status: int = 200) -> HTMLResponse:
         response = HTMLResponse(text, status_code=status)
         if set_cookie and conf.token:
-            response.set_cookie(_COOKIE, conf.token, httponly=True, samesite="strict")
+            response.set_cookie(
+                _COOKIE,
+                new_session(conf.token),
+                max_age=SESSION_S,
+                httponly=True,
+                samesite="strict",
+            )
         return response
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi(request: Request) -> JSONResponse:
+        """The OpenAPI spec (behind the token when one is set)."""
+        page_auth(request)
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    def docs(request: Request) -> HTMLResponse:
+        """The API's routes, parameters and answers, rendered here: no asset from elsewhere."""
+        fresh = page_auth(request)
+        return _html(pages.docs_page(app.openapi()), fresh)
 
     @app.get("/", response_class=HTMLResponse, tags=["pages"])
     def runs_html(
@@ -416,8 +458,33 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     return app
 
 
-_COOKIE = "tracetape_token"
+_COOKIE = "tracetape_session"
 _PAGE_CHECK_LIMIT = 200_000
+
+
+def _decoded(body: bytes, encoding: str, limit: int) -> bytes:
+    """``body`` decompressed from ``encoding`` (gzip; deflate, zlib-wrapped or raw), refused
+    past ``limit`` bytes decompressed without inflating the rest."""
+    if encoding in ("gzip", "x-gzip"):
+        modes = [16 + zlib.MAX_WBITS]
+    elif encoding == "deflate":
+        modes = [zlib.MAX_WBITS, -zlib.MAX_WBITS]
+    else:
+        raise BadBatch(415, "Content-Encoding must be gzip, deflate or identity")
+    for wbits in modes:
+        inflater = zlib.decompressobj(wbits)
+        try:
+            out = inflater.decompress(body, limit + 1)
+        except zlib.error:
+            continue
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise BadBatch(
+                413, f"the body is over {limit} bytes decompressed; send smaller batches"
+            )
+        if not inflater.eof:
+            raise BadBatch(400, f"the {encoding} body is cut short; send it whole")
+        return out
+    raise BadBatch(400, f"the body is not valid {encoding} data")
 
 
 def _many(config: AnalysisConfig) -> AnalysisConfig:

@@ -18,6 +18,8 @@ import hashlib
 import io
 import json
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,11 +30,11 @@ from ..canonical import canonical_json
 from ..errors import CassetteError, TraceError
 from ..formats import TraceFormat, detect_format, read_records
 from ..formats._source import SKIP_ADVICE, TraceSource
-from ..record import Record
+from ..record import Record, decode_record
 from ..redact import Redactor
 from ..stores.database import RUN_ID, batch_digest
 
-__all__ = ["BadBatch", "Batch", "parse_batch"]
+__all__ = ["BadBatch", "Batch", "Registry", "parse_batch", "redact_stored"]
 
 # Any printable name up to 1,000 characters (a file's path as the client gave it).
 SOURCE = re.compile(r"[^\x00-\x1f\x7f]{1,1000}")
@@ -64,6 +66,7 @@ class Batch:
     redacted: int = 0
     runs: list[str] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
+    learned: dict[str, str] = field(default_factory=dict)
 
 
 def _lines(body: bytes, max_lines: int) -> list[bytes]:
@@ -93,12 +96,15 @@ def parse_batch(
     redactor: Redactor,
     max_lines: int,
     run: str | None = None,
+    registry: Registry | None = None,
 ) -> Batch:
     """Read ``body`` (see the module docstring); raise ``BadBatch`` for what cannot be stored.
 
     ``source`` names the lines (a run without its own id takes it, as a file's name would);
     ``offset`` is the number of lines of the same source sent before (line numbers in
-    records and errors count from there); ``run`` files every record under that run.
+    records and errors count from there); ``run`` files every record under that run;
+    ``registry`` holds the secrets each run taught before (``Batch.learned`` is what this
+    batch taught, for the caller to add once the batch is stored).
     """
     if not SOURCE.fullmatch(source):
         raise BadBatch(400, "source: must be 1-1000 printable characters")
@@ -133,18 +139,16 @@ def parse_batch(
     out: list[Record] = []
     redacted = 0
     bad_runs: list[dict[str, Any]] = []
-    redactor = redactor.fresh()  # a secret of one batch is not remembered for the next
-    # One scan per chunk of records, of their content as JSON text (strings as the walk
-    # sees them: UTF-8, quotes and controls escaped); only the records of a chunk with a hit
-    # are scanned (and, on a hit, walked) one by one.
-    cleaned: list[Record] = []
-    for k in range(0, len(records), _CHUNK):
-        chunk = records[k : k + _CHUNK]
-        text = orjson.dumps([[getattr(rec, name) for name in _CONTENT] for rec in chunk])
-        if redactor.is_clean(text.decode()):
-            cleaned += chunk
-        else:
-            cleaned += [_redacted(rec, redactor) for rec in chunk]
+    # What the runs of this batch learned before (their registries), then this batch's own:
+    # a text that quotes a secret before the line naming it is scanned again once it is known.
+    seeded: dict[str, str] = {}
+    for name in {run or rec.run or "" for rec in records}:
+        seeded.update(registry.known(name) if registry is not None else {})
+    redactor = redactor.fresh(seeded)
+    cleaned = _scrub(records, redactor)
+    if len(redactor.known) > len(seeded):
+        cleaned = _scrub(records, redactor)
+    learned = {k: v for k, v in redactor.known.items() if k not in seeded}
     for rec, scrubbed in zip(records, cleaned, strict=True):
         redacted += scrubbed is not rec
         line = rec.line + offset if rec.line else rec.line
@@ -157,12 +161,60 @@ def parse_batch(
         raise BadBatch(400, f"{len(bad_runs)} line(s) name a bad run id; nothing stored", bad_runs)
     digest = batch_digest([source.encode(), str(offset).encode(), (run or "").encode(), *lines])
     keys = _line_keys(out, kind, source)
-    return Batch(out, digest, len(lines), redacted, sorted({r.run or "" for r in out}), keys)
+    names = sorted({r.run or "" for r in out})
+    return Batch(out, digest, len(lines), redacted, names, keys, learned)
 
 
-_RUN_RULE = (
-    "must be a run id: 1-200 letters, digits and ._:@+=-, starting with a letter or digit"
-)
+def _scrub(records: list[Record], redactor: Redactor) -> list[Record]:
+    """``records`` redacted: one scan per chunk of records, of their content as JSON text
+    (strings as the walk sees them: UTF-8, quotes and controls escaped); only the records of
+    a chunk with a hit are scanned (and, on a hit, walked) one by one."""
+    cleaned: list[Record] = []
+    for k in range(0, len(records), _CHUNK):
+        chunk = records[k : k + _CHUNK]
+        text = orjson.dumps([[getattr(rec, name) for name in _CONTENT] for rec in chunk])
+        if redactor.is_clean(text.decode()):
+            cleaned += chunk
+        else:
+            cleaned += [_redacted(rec, redactor) for rec in chunk]
+    return cleaned
+
+
+class Registry:
+    """The secrets each run taught the collector (value -> placeholder), in this process's
+    memory only (a secret is never written anywhere), for the ``runs`` most recently seen and
+    ``per_run`` secrets each: a secret learned in one batch of a run is redacted in every
+    later batch of it, pushed now or later, as long as this process runs."""
+
+    def __init__(self, runs: int = 1024, per_run: int = 256):
+        self._runs: OrderedDict[str, dict[str, str]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.runs, self.per_run = runs, per_run
+
+    def known(self, run: str) -> dict[str, str]:
+        """The secrets ``run`` taught so far."""
+        with self._lock:
+            found = self._runs.get(run)
+            if found is None:
+                return {}
+            self._runs.move_to_end(run)
+            return dict(found)
+
+    def add(self, run: str, learned: dict[str, str]) -> None:
+        """Remember what a batch of ``run`` taught."""
+        if not learned:
+            return
+        with self._lock:
+            known = self._runs.setdefault(run, {})
+            self._runs.move_to_end(run)
+            for value, placeholder in learned.items():
+                if len(known) < self.per_run:
+                    known[value] = placeholder
+            while len(self._runs) > self.runs:
+                self._runs.popitem(last=False)
+
+
+_RUN_RULE = "must be a run id: 1-200 letters, digits and ._:@+=-, starting with a letter or digit"
 
 
 def _line_keys(records: list[Record], kind: TraceFormat, source: str) -> list[str]:
@@ -173,6 +225,7 @@ def _line_keys(records: list[Record], kind: TraceFormat, source: str) -> list[st
     for rec in records:
         place = place + 1 if rec.line == last else 0
         last = rec.line
+        basis: tuple[Any, ...]
         if kind is TraceFormat.OTLP and rec.span_id:
             basis = ("span", rec.span_id)
         elif kind is TraceFormat.CASSETTE and rec.seq is not None:
@@ -187,6 +240,14 @@ def _line_keys(records: list[Record], kind: TraceFormat, source: str) -> list[st
 # of our own); a run id or a tool name can be a secret too.
 _CONTENT = ("run", "name", "input", "out", "ts", "span_id", "parent_id", "extra")
 _CHUNK = 64
+
+
+def redact_stored(text: bytes, redactor: Redactor) -> bytes | None:
+    """A stored record's text with the secrets ``redactor`` knows replaced, or None when it
+    holds none of them (a secret learned after the record was stored)."""
+    rec = decode_record(text)
+    clean = _redacted(rec, redactor)
+    return None if clean is rec else msgspec.json.encode(clean)
 
 
 def _redacted(rec: Record, redactor: Redactor) -> Record:

@@ -8,13 +8,16 @@
   and the calls behind each finding (repeats, drift...) highlighted by severity, with the
   findings listed above.
 
-Every value is HTML-escaped. With a token set, a page opened with ``?token=...`` sets a
-same-site, HTTP-only cookie, and later pages read it.
+Every value is HTML-escaped, and ``CSP`` lets only the pages' own style sheet and script run
+(named by their hashes). With a token set, a page opened with ``?token=...`` sets a session
+cookie (same-site, HTTP-only, signed: not the token), and later pages read it.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import hashlib
 import html
 import json
 from collections.abc import Iterable, Sequence
@@ -25,7 +28,7 @@ from ..analysis import Report
 from ..canonical import canonical_json
 from ..record import Record, call_args
 
-__all__ = ["diff_page", "error_page", "run_page", "runs_page"]
+__all__ = ["CSP", "diff_page", "docs_page", "error_page", "run_page", "runs_page"]
 
 _SEVERITY_ORDER = {"fatal": 3, "suspicious": 2, "expected": 1}
 
@@ -49,6 +52,7 @@ tr.step td{background:#eef0f3;font-weight:600}
 .kind-llm{color:#5b3cc4}.kind-tool{color:#0b6b8a}
 .muted{color:#6b7580}
 input[type=search]{padding:5px 8px;width:320px}
+.badge.diverged{background:#c62828;color:#fff}
 """
 
 _RUNS_JS = """
@@ -68,6 +72,19 @@ document.getElementById('filter').addEventListener('input',e=>{
     r.hidden=!r.textContent.toLowerCase().includes(q);});
 });
 """
+
+
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+# The pages' Content-Security-Policy: nothing loads from anywhere, and the one style sheet and
+# the one script run because their hashes are named (an injected script or style would not).
+CSP = (
+    f"default-src 'none'; script-src {_sha256(_RUNS_JS)}; style-src {_sha256(_STYLE)}; "
+    "img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; "
+    "frame-ancestors 'none'"
+)
 
 
 def _e(value: Any) -> str:
@@ -212,9 +229,7 @@ def diff_page(a: str, b: str, ra: Sequence[Record], rb: Sequence[Record], report
         y = rb[i] if i < len(rb) else None
         cls = " class=divergence" if position == i + 1 else ""
         mark_a, mark_b = _mark(marks, a, x), _mark(marks, b, y)
-        label = (
-            "<div class=badge style='background:#c62828;color:#fff'>diverged</div>" if cls else ""
-        )
+        label = "<div class='badge diverged'>diverged</div>" if cls else ""
         cells = _call_cells(x, mark_a) + _call_cells(y, mark_b)
         rows.append(f"<tr{cls}><td class=num>{i + 1}{label}</td>{cells}</tr>")
     counts: dict[str, int] = {}
@@ -241,6 +256,33 @@ def _mark(marks: dict[tuple[str | None, Any], str], run: str, rec: Record | None
     found = [marks.get((run, rec.step)), marks.get((rec.name, canonical_json(call_args(rec))))]
     ranked = [m for m in found if m]
     return max(ranked, key=lambda m: _SEVERITY_ORDER.get(m, 0)) if ranked else None
+
+
+def docs_page(spec: dict[str, Any]) -> str:
+    """The API reference from the OpenAPI ``spec``: each route, its parameters and summary
+    (the spec itself is at ``/openapi.json``)."""
+    rows = []
+    for path, methods in sorted(spec.get("paths", {}).items()):
+        for method, op in methods.items():
+            params = ", ".join(
+                f"{_e(p.get('name'))}{'' if p.get('required') else '?'}"
+                for p in op.get("parameters", [])
+                if p.get("in") == "query"
+            )
+            about = op.get("description") or op.get("summary") or ""
+            rows.append(
+                f"<tr><td><code>{_e(method.upper())}</code></td><td><code>{_e(path)}</code></td>"
+                f"<td><code>{params}</code></td><td>{_e(about)}</td></tr>"
+            )
+    info = spec.get("info", {})
+    body = (
+        f"<h1>{_e(info.get('title', 'API'))} {_e(info.get('version', ''))}</h1>"
+        "<p>Every <code>/v1</code> route needs <code>Authorization: Bearer TOKEN</code> when "
+        "the collector has a token. The OpenAPI spec: <a href='/openapi.json'>openapi.json</a>."
+        "</p><table id=routes><thead><tr><th>method</th><th>path</th><th>query</th>"
+        "<th>what it does</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+    )
+    return _page("API", body)
 
 
 def error_page(status: int, message: str) -> str:

@@ -2,13 +2,16 @@
 
 A seed JSONL, span or OTLP file goes in batches of ``batch`` lines, each with the file's name
 (``source``) and its first line's place (``offset``), so the collector numbers lines as the
-file does and a re-sent batch is recognised and not stored twice. A cassette goes whole: its
-records build on the ones before them. A connection error, a timeout, a 429 or a 5xx is
+file does and a line sent again, in any batching, is recognised and not stored twice. A
+cassette goes whole (its records build on the ones before them), filed under its header's
+run id (``run_id_of``); ``run_id`` files any trace under one run instead, and ``append``
+lets lines of this file into a run another file filled (the collector refuses that with 409
+otherwise). A connection error, a timeout, a 429 or a 5xx is
 retried with exponential backoff (with jitter); a 4xx is the trace's fault, not the
 network's, and stops the push with the collector's words. A push that stopped can be run
 again: the batches already stored are recognised.
 
-``httpx`` (the ``[server]`` or ``[llm]`` extra) is imported only here.
+``httpx`` (the ``[push]`` extra) is imported only here: a client needs no database library.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 from ..errors import TapeError
 from ..formats import TraceFormat, detect_format
+from ..formats.cassette import run_id_of
 
 __all__ = ["DEFAULT_URL", "PushError", "Pushed", "push"]
 
@@ -41,12 +45,14 @@ class PushError(TapeError):
 
 @dataclass
 class Pushed:
-    """What a push did: lines and batches sent, lines stored, batches already there."""
+    """What a push did: lines and batches sent, records stored new, records the collector
+    had already (``known``), batches it had whole."""
 
     url: str
     lines: int = 0
     batches: int = 0
     stored: int = 0
+    known: int = 0
     duplicates: int = 0
     redacted: int = 0
     runs: set[str] = field(default_factory=set)
@@ -58,6 +64,7 @@ class Pushed:
             "lines": self.lines,
             "batches": self.batches,
             "stored": self.stored,
+            "known": self.known,
             "duplicate_batches": self.duplicates,
             "redacted": self.redacted,
             "runs": sorted(self.runs),
@@ -90,6 +97,8 @@ def push(
     timeout: float = 30.0,
     progress: Callable[[int], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    run_id: str | None = None,
+    append: bool = False,
 ) -> Pushed:
     """Ship ``trace`` to the collector at ``url``; see the module docstring.
 
@@ -104,14 +113,23 @@ def push(
     if token:
         headers["Authorization"] = f"Bearer {token}"
     done = Pushed(base)
+    run = run_id
+    if run is None and detect_format(path) is TraceFormat.CASSETTE:
+        run = run_id_of(path)
     with httpx.Client(timeout=timeout) as client:
         for offset, lines in _batches(path, batch):
             body = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in lines)
             params = {"source": str(trace), "offset": str(offset)}
-            answer = _send(client, f"{base}/v1/lines", body, params, headers, retries, sleep)
+            if run is not None:
+                params["run"] = run
+            if append:
+                params["append"] = "true"
+            where = f"lines {offset + 1}-{offset + len(lines)}"
+            answer = _send(client, f"{base}/v1/lines", body, params, headers, retries, sleep, where)
             done.lines += len(lines)
             done.batches += 1
             done.stored += int(answer.get("stored", 0))
+            done.known += int(answer.get("known", 0))
             done.duplicates += bool(answer.get("duplicate"))
             done.redacted += int(answer.get("redacted", 0))
             done.runs.update(answer.get("runs", []))
@@ -128,10 +146,10 @@ def _send(  # noqa: PLR0917 - one call site
     headers: dict[str, str],
     retries: int,
     sleep: Callable[[float], None],
+    where: str,
 ) -> dict[str, Any]:
     import httpx
 
-    where = f"lines {int(params['offset']) + 1}-"
     for attempt in range(retries + 1):
         try:
             response = client.post(url, content=body, params=params, headers=headers)
@@ -142,6 +160,11 @@ def _send(  # noqa: PLR0917 - one call site
                 data: dict[str, Any] = response.json()
                 return data
             problem = f"{url} answered HTTP {response.status_code}: {_error(response)}"
+            if response.status_code == 401:
+                problem += (
+                    " (the token is missing or not this collector's: --token, or TRACETAPE_TOKEN)"
+                )
+            # A 4xx is the trace's or the request's fault: sending it again changes nothing.
             if response.status_code != 429 and response.status_code < 500:
                 raise PushError(f"the collector refused the batch of {where}: {problem}")
         if attempt < retries:

@@ -1,7 +1,8 @@
 """Running the collector: settings from the environment, under uvicorn.
 
 ``tracetape serve`` puts its options in the environment (``TRACETAPE_DB``,
-``TRACETAPE_TOKEN``, ``TRACETAPE_MAX_BODY``, ``TRACETAPE_MAX_LINES``) and runs
+``TRACETAPE_TOKEN``, ``TRACETAPE_MAX_BODY``, ``TRACETAPE_MAX_LINES``, ``TRACETAPE_BIND``,
+``TRACETAPE_ALLOWED_HOSTS``) and runs
 ``app_from_env`` as uvicorn's app factory, so every worker process (``--workers N``) builds
 the same app; the collector keeps no state of its own, so workers and hosts share one
 PostgreSQL database. A host that is not loopback needs a token: ``check_binding`` refuses
@@ -18,8 +19,9 @@ from fastapi import FastAPI
 from ..errors import ConfigError
 from ..stores.database import DEFAULT_URL, Database
 from .app import MAX_BODY, MAX_LINES, Settings, create_app
+from .security import MIN_TOKEN, clean_token
 
-__all__ = ["app_from_env", "check_binding", "is_loopback"]
+__all__ = ["MIN_TOKEN", "app_from_env", "check_binding", "clean_token", "is_loopback"]
 
 
 def is_loopback(host: str) -> bool:
@@ -36,13 +38,21 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_binding(host: str, token: str | None) -> None:
-    """Refuse to serve beyond loopback without a token (``ConfigError``)."""
+def check_binding(host: str, token: str | None) -> str | None:
+    """The token to serve with (stripped), or ``ConfigError``: beyond loopback a token is
+    required, and it must be at least ``MIN_TOKEN`` characters."""
+    token = clean_token(token)
     if not is_loopback(host) and not token:
         raise ConfigError(
             f"refusing to listen on {host} without a token: anyone who can reach it could "
             "read and write traces; set TRACETAPE_TOKEN (or --token), or bind to 127.0.0.1"
         )
+    if not is_loopback(host) and token is not None and len(token) < MIN_TOKEN:
+        raise ConfigError(
+            f"the token is {len(token)} characters; beyond loopback it must be at least "
+            f"{MIN_TOKEN} (for example: python -c 'import secrets; print(secrets.token_urlsafe())')"
+        )
+    return token
 
 
 def _int(name: str, default: int) -> int:
@@ -56,11 +66,14 @@ def _int(name: str, default: int) -> int:
 
 def app_from_env() -> FastAPI:
     """The collector app as ``tracetape serve`` configures it (uvicorn's app factory)."""
-    token = os.environ.get("TRACETAPE_TOKEN") or None
+    token = clean_token(os.environ.get("TRACETAPE_TOKEN") or None)
     db = Database.open(os.environ.get("TRACETAPE_DB") or DEFAULT_URL)
+    hosts = os.environ.get("TRACETAPE_ALLOWED_HOSTS", "")
     settings = Settings(
         token=token,
         max_body=_int("TRACETAPE_MAX_BODY", MAX_BODY),
         max_lines=_int("TRACETAPE_MAX_LINES", MAX_LINES),
+        bind=os.environ.get("TRACETAPE_BIND") or "127.0.0.1",
+        allowed_hosts=tuple(h for h in hosts.split(",") if h.strip()),
     )
     return create_app(db, settings)

@@ -26,8 +26,11 @@ A conversation grows by appending, so a record stores only the list elements tha
 since the previous record of its kind, and ``base`` says how many it shares: the encoder
 (``CassetteEncoder``) and the expansion (``CassetteReader``) live here together.
 
-A cassette names no run: the reader takes the run id from the header's ``run_id``, else from
-the source's name (``runs/412.jsonl`` is run ``412``).
+A cassette names its run: the header's ``run_id`` is unique, given when the recording starts
+(``new_run_id``: the cassette's name and 12 random hex digits, ``checkout@5be1c0ffee42``);
+the collector files the cassette's records under it. A cassette recorded before run ids
+takes one derived from its content (``run_id_of``: its name and its last chain digest), and
+the reader, from the source's name (``runs/412.jsonl`` is run ``412``).
 
 Values JSON cannot hold come back as they were: a NaN or an infinity in an output is stored
 tagged, ``{"__float__": "NaN"}`` (``"Infinity"``, ``"-Infinity"``), in a record marked
@@ -43,6 +46,8 @@ import io
 import json
 import math
 import os
+import re
+import uuid
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -52,7 +57,7 @@ from typing import Any
 
 import orjson
 
-from .._version import __version__
+from .._version import __version__, install_command
 from ..canonical import Normalizer, all_finite, fingerprint, json_default
 from ..errors import (
     CassetteError,
@@ -205,7 +210,7 @@ def _check_header(header: dict[str, Any], path: Path) -> None:
     if version not in READABLE_FORMATS:
         newer = version > FORMAT_VERSION
         advice = (
-            "upgrade tracetape (pip install -U tracetape) to read it"
+            f"upgrade tracetape ({install_command(upgrade=True)}, from a newer copy) to read it"
             if newer
             else "re-record it with this tracetape"
         )
@@ -709,6 +714,52 @@ class CassetteEncoder:
         """``rec``'s line was written: the next record of its kind is encoded against it."""
         if rec.digests is not None:
             self._last_digests[rec.kind] = rec.digests
+
+
+# A run id: what run ids look like, and nothing that needs escaping in a URL or a page.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,199}")
+_NOT_IN_RUN_ID = re.compile(r"[^A-Za-z0-9._:@+=-]+")
+
+
+def _run_name(name: str) -> str:
+    """``name`` as the readable part of a run id (what ``RUN_ID`` accepts), at most 180."""
+    text = _NOT_IN_RUN_ID.sub("-", name.replace("/", ".")).strip("-._:@+=")
+    return text[:180] or "run"
+
+
+def new_run_id(name: str) -> str:
+    """A unique run id for a recording of ``name`` (a cassette's name, a test's node id).
+
+    >>> import re; bool(re.fullmatch(r"tests.test_a.py::test_b-x@[0-9a-f]{12}",
+    ...                              new_run_id("tests/test_a.py::test_b[x]")))
+    True
+    """
+    return f"{_run_name(name)}@{uuid.uuid4().hex[:12]}"
+
+
+def run_id_of(path: str | os.PathLike[str]) -> str:
+    """The run id of the cassette at ``path``: its header's ``run_id``, else one derived from
+    its content (the last chain digest of a sealed cassette, else the digest of its bytes),
+    so pushing the same old cassette twice names the same run."""
+    path = Path(path)
+    data = path.read_bytes()
+    first, _, _ = data.partition(b"\n")
+    try:
+        header = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        header = None
+    if isinstance(header, dict) and isinstance(header.get("run_id"), str) and header["run_id"]:
+        return str(header["run_id"])
+    last = data.rstrip(b"\n").rpartition(b"\n")[2]
+    try:
+        trailer = orjson.loads(last)
+    except orjson.JSONDecodeError:
+        trailer = None
+    if isinstance(trailer, dict) and isinstance(trailer.get("chain"), str) and "end" in trailer:
+        digest = str(trailer["chain"])
+    else:
+        digest = hashlib.sha256(data).hexdigest()
+    return f"{_run_name(stem_of(path.name))}@{digest[:12]}"
 
 
 def new_header(**fields: Any) -> dict[str, Any]:

@@ -158,13 +158,13 @@ _USAGE = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
 def _typing_problem(attrs: dict[str, Any], start: int, end: int) -> tuple[str, str] | None:
     """The first attribute or time of a span whose type or range tracetape cannot keep, as
     (field, what it must be); the value itself is never quoted."""
-    for name, value in (("startTimeUnixNano", start), ("endTimeUnixNano", end)):
-        if not 0 <= value < _FIXED64:
+    for name, nanos in (("startTimeUnixNano", start), ("endTimeUnixNano", end)):
+        if not 0 <= nanos < _FIXED64:
             return name, "must be nanoseconds since the epoch (an unsigned 64-bit number)"
     for name in _TEXT_ATTRIBUTES:
-        value = attrs.get(name)
-        if value is not None and not isinstance(value, str | int | float | bool):
-            return f"attributes.{name}", f"must be a string, found {type(value).__name__}"
+        text = attrs.get(name)
+        if text is not None and not isinstance(text, str | int | float | bool):
+            return f"attributes.{name}", f"must be a string, found {type(text).__name__}"
     total = 0
     for name in _USAGE:
         value = attrs.get(name)

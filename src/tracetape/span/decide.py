@@ -15,7 +15,7 @@ compared with the recorded decision's:
 decision`` only when every answer agrees. A reply with no tool call is a different decision
 (its text is shown). A timeout, an error status or a reply that is not a chat completion is a
 ``SpanError`` that says so. The API key is read from ``OPENAI_API_KEY`` and never printed;
-``httpx`` (``pip install 'tracetape[llm]'``) is imported only here.
+``httpx`` (the ``llm`` extra) is imported only here.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._version import install_command
 from ..canonical import Normalizer, fingerprint
 from ..config import load_config
 from ..errors import SpanError
@@ -170,7 +171,7 @@ def decide(
     try:
         import httpx
     except ImportError:
-        raise SpanError("decide needs httpx: pip install 'tracetape[llm]'") from None
+        raise SpanError(f"decide needs httpx: {install_command('llm')}") from None
     base = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
     url = base + "/chat/completions"
     key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")

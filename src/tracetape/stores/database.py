@@ -27,9 +27,8 @@ SQLAlchemy and Alembic are the ``[server]`` extra, imported only here.
 from __future__ import annotations
 
 import hashlib
-import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ..errors import CassetteNotFoundError, ConfigError
-from ..formats.cassette import Cassette
+from ..formats.cassette import RUN_ID, Cassette
 from ..record import INT64_MAX, Record, RecordTexts, decode_record
 
 __all__ = [
@@ -54,8 +53,6 @@ __all__ = [
 ]
 
 DEFAULT_URL = "sqlite:///tracetape.db"
-# A run id the collector accepts: what run ids look like, and nothing that needs escaping.
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,199}")
 
 metadata = sa.MetaData()
 _ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
@@ -213,7 +210,7 @@ class Database:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def store(  # noqa: PLR0913 - one batch, described
+    def store(
         self,
         records: Sequence[Record],
         *,
@@ -232,7 +229,7 @@ class Database:
         own. A run that holds lines of another ``source`` refuses these (``RunConflict``)
         unless ``append``.
         """
-        line_keys = list(keys) if keys is not None else [None] * len(records)
+        line_keys: list[str | None] = list(keys) if keys is not None else [None] * len(records)
         count = len(records) if lines is None else lines
         for attempt in range(3):
             try:
@@ -250,7 +247,7 @@ class Database:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _store(  # noqa: PLR0913, PLR0917 - store()'s arguments
+    def _store(  # noqa: PLR0917 - store()'s arguments
         self,
         records: Sequence[Record],
         keys: list[str | None],
@@ -262,6 +259,8 @@ class Database:
     ) -> Stored:
         now = time.time()
         names = [run or rec.run or "" for rec in records]
+        kinds = [_text(str(rec.kind)) for rec in records]
+        tools = [None if rec.name is None else _text(rec.name) for rec in records]
         with self.engine.begin() as conn:
             if conn.execute(sa.select(batches.c.digest).where(batches.c.digest == digest)).first():
                 return Stored(0, sorted(set(names)), True, digest, len(records))
@@ -269,16 +268,14 @@ class Database:
             if source is not None and not append:
                 self._check_sources(conn, runs_sent, source)
             known = self._known_keys(conn, names, keys)
-            fresh = [
-                i for i, key in enumerate(keys) if key is None or (names[i], key) not in known
-            ]
+            fresh = [i for i, key in enumerate(keys) if key is None or (names[i], key) not in known]
             kept = [records[i] for i in fresh]
             rows = [
                 (
                     names[i],
                     now,
-                    _text(records[i].kind),
-                    None if records[i].name is None else _text(records[i].name),
+                    kinds[i],
+                    tools[i],
                     records[i].step,
                     digest,
                     _encode(records[i]).decode(),
@@ -327,6 +324,20 @@ class Database:
             )
             out.update((str(r), str(key)) for r, key in rows)
         return out
+
+    def rewrite(self, run: str, fix: Callable[[bytes], bytes | None]) -> int:
+        """Replace the stored text of each record of ``run`` that ``fix`` changes (``fix``
+        gets the text and returns the new one, or None to keep it), in one transaction;
+        return how many changed. The collector re-redacts a run this way when one of its
+        batches teaches a secret its earlier lines quoted."""
+        with self.engine.begin() as conn:
+            rows = conn.execute(
+                sa.select(events.c.id, events.c.record).where(events.c.run_id == run)
+            ).all()
+            changed = [(i, new) for i, text in rows if (new := fix(text.encode())) is not None]
+            for i, new in changed:
+                conn.execute(events.update().where(events.c.id == i).values(record=new.decode()))
+        return len(changed)
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -60,6 +60,7 @@ class PushingStore:
         self.inner = inner
         self.url = url.rstrip("/")
         self.run = run or Path(inner.name).stem
+        self._named = run is not None
         self.token = token if token is not None else os.environ.get("TRACETAPE_TOKEN")
         self.batch, self.flush_s, self.retries = batch, flush_s, retries
         self.pushed = 0
@@ -95,8 +96,10 @@ class PushingStore:
         return cassette
 
     def begin(self, header: Mapping[str, Any]) -> None:
-        """Start the local recording and the pushing thread."""
+        """Start the local recording and the pushing thread (the run is the header's)."""
         self.inner.begin(header)
+        if isinstance(header.get("run_id"), str) and not self._named:
+            self.run = header["run_id"]
         # An empty context: the pusher's own requests are never taped by the hooks of the
         # program it runs in (``tracetape run`` lets threads inherit the tape).
         self._thread = threading.Thread(
@@ -160,10 +163,8 @@ class PushingStore:
             )
         if self.unsent:
             where = (
-                f"the cassette holds them: tracetape push {self.name} --url {self.url}"
-                if not self.pushed
-                else f"the cassette holds them ({self.pushed} were pushed: pushing the whole "
-                "cassette again would store those twice)"
+                f"the cassette holds them: tracetape push {self.name} --url {self.url} "
+                "(the records pushed already are recognised and not stored twice)"
             )
             warnings.warn(
                 f"{self.name}: {self.unsent} record(s) were not pushed to {self.url} "
@@ -206,7 +207,9 @@ class PushingStore:
             encoder.written(rec)
             lines.append(dumps_record({"seq": seq, **line}))
         body = b"\n".join(lines) + b"\n"
-        params = {"source": f"{self.run}", "offset": str(items[0][0] - 1)}
+        # The cassette's name as the source, so pushing the cassette later (tracetape push)
+        # recognises every record sent here.
+        params = {"source": self.name, "offset": str(items[0][0] - 1), "run": self.run}
         for attempt in range(self.retries + 1):
             try:
                 answer = client.post(f"{self.url}/v1/lines", content=body, params=params)
@@ -216,7 +219,12 @@ class PushingStore:
                 if answer.status_code < 300:
                     self._settle(len(items), sent=True)
                     return
-                self.problem = f"{self.url} answered HTTP {answer.status_code}"
+                self.problem = f"{self.url} answered HTTP {answer.status_code}" + (
+                    ": the collector needs its token (set TRACETAPE_TOKEN, or "
+                    "Tape(push=...) reads it from there)"
+                    if answer.status_code == 401
+                    else ""
+                )
                 if answer.status_code != 429 and answer.status_code < 500:
                     break
             if attempt < self.retries:
