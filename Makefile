@@ -46,10 +46,13 @@ $(STRANDS)/.installed: pyproject.toml
 	touch $@
 
 test: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed $(STRANDS)/.installed
+	@echo "== lint: ruff check, ruff format --check"
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
+	@echo "== types: mypy"
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	@echo "== tests: pytest (a line per test file with its progress; the slowest at the end)"
+	$(BIN)/python -m pytest --durations=10
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'

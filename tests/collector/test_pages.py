@@ -99,7 +99,14 @@ def test_a_user_compares_two_runs_in_a_real_browser(tmp_path: Path) -> None:
             browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            page.goto(f"{url}/?token={TOKEN}")
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            answer = page.goto(f"{url}/?token={TOKEN}")
+            assert answer is not None
+            headers = answer.headers
+            assert "frame-ancestors 'none'" in headers["content-security-policy"]
+            assert headers["x-content-type-options"] == "nosniff"
+            assert headers["referrer-policy"] == "no-referrer"
             assert page.locator("#runs tbody tr").count() == 2
             page.fill("#filter", "goo")
             assert page.locator("#runs tbody tr:visible").count() == 1
@@ -121,6 +128,8 @@ def test_a_user_compares_two_runs_in_a_real_browser(tmp_path: Path) -> None:
             page.screenshot(path=str(tmp_path / "shots" / "run.png"), full_page=True)
             browser.close()
         assert dialogs == []
+        # the pages' own script and style ran under the CSP: no violation reported
+        assert not [e for e in errors if "Content Security Policy" in e], errors
     for name in ("runs", "diff", "run"):
         shot = tmp_path / "shots" / f"{name}.png"
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000

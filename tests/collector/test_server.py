@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -290,3 +291,90 @@ def test_several_workers_serve_one_database(tmp_path: Path) -> None:
         codes = _pushers([url], 8, 3)
     assert codes == [200] * 24
     assert _count(db_url) == (8 * 3 * 50, 8)
+
+
+# -- the first hour: extras, ports, 4xx ----------------------------------------------------------
+
+# Run tracetape's command line with these modules made unimportable, as on an install without
+# the extra that brings them.
+_WITHOUT = """
+import sys
+for name in {blocked!r}:
+    sys.modules[name] = None
+from tracetape.cli import main
+main()
+"""
+
+
+def _cli_without(blocked: list[str], *args: str) -> subprocess.CompletedProcess[str]:
+    code = _WITHOUT.format(blocked=blocked)
+    return subprocess.run([PY, "-c", code, *args], capture_output=True, text=True, check=False)
+
+
+def test_push_needs_no_database_library(tmp_path: Path) -> None:
+    """A client without SQLAlchemy, FastAPI or uvicorn pushes (the `push` extra is httpx)."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(seed_line("r1", 1) + "\n")
+    with serving(f"sqlite:///{tmp_path / 'c.db'}") as url:
+        done = _cli_without(
+            ["sqlalchemy", "fastapi", "uvicorn", "alembic"],
+            "push", str(trace), "--url", url, "--token", TOKEN,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "1 new, 0 already stored" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("blocked", "command", "extra"),
+    [(["fastapi"], "serve", "server"), (["sqlalchemy"], "serve", "server"),
+     (["httpx"], "push", "push")],
+)  # fmt: skip
+def test_a_missing_extra_is_one_line_with_an_install_command_that_works(
+    tmp_path: Path, blocked: list[str], command: str, extra: str
+) -> None:
+    args = [command] if command == "serve" else [command, str(tmp_path / "t.jsonl")]
+    done = _cli_without(blocked, *args)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr
+    found = re.search(r"pip install '([^']+)\[(\w+)\]'", lines[0])
+    assert found and found[2] == extra
+    # the path it names is this checkout, which pip can install with that extra
+    assert (Path(found[1]) / "pyproject.toml").is_file()
+    assert f"{extra} = [" in (Path(found[1]) / "pyproject.toml").read_text()
+
+
+def test_serve_on_a_busy_port_says_so_before_it_claims_to_run(tmp_path: Path) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        done = subprocess.run(
+            [PY, "-m", "tracetape", "serve", "--db", f"sqlite:///{tmp_path / 'c.db'}",
+             "--port", str(port)], env=_no_token(), capture_output=True, text=True,
+            check=False, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "--port" in done.stderr
+    assert "tracetape collector on" not in done.stderr
+
+
+def _no_token() -> dict[str, str]:
+    env = {**os.environ}
+    env.pop("TRACETAPE_TOKEN", None)
+    return env
+
+
+def test_a_4xx_is_not_retried(tmp_path: Path) -> None:
+    """A refused batch stops the push at once (no backoff, not 'unreachable'), naming the
+    lines it covered; a wrong token is said to be wrong."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(seed_line("r1", 1) + "\n" + '{"run_id": "r1"}\n')
+    waits: list[float] = []
+    with serving(f"sqlite:///{tmp_path / 'c.db'}") as url:
+        with pytest.raises(PushError, match=r"the batch of lines 1-2: .*HTTP 400") as refused:
+            push(trace, url, token=TOKEN, sleep=waits.append)
+        wrong = pytest.raises(PushError, match="not this collector's")
+        with wrong:
+            push(trace, url, token="not-the-token-0123456789", sleep=waits.append)
+    assert not refused.value.unreachable and waits == []

@@ -25,12 +25,15 @@ parsed. Run ids and parameters are validated; every query is parameterized by SQ
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import math
+import os
 import threading
 import zlib
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -69,13 +72,15 @@ MAX_LINES = 10_000
 class Settings:
     """The collector's settings: the bearer ``token`` (none: no auth, loopback only), body
     and line limits, the address it listens on (``bind``) and the other host names it
-    answers to (``allowed_hosts``), and the analysis configuration."""
+    answers to (``allowed_hosts``), how many analyses (diffs, checks, pages) run at once
+    (``max_analyses``: past it, a 503 with ``Retry-After``), and the analysis configuration."""
 
     token: str | None = None
     max_body: int = MAX_BODY
     max_lines: int = MAX_LINES
     bind: str | None = "127.0.0.1"
     allowed_hosts: tuple[str, ...] = ()
+    max_analyses: int = field(default_factory=lambda: max(2, os.cpu_count() or 2))
     config: AnalysisConfig = field(default_factory=AnalysisConfig.load)
     redactor: Redactor = field(
         default_factory=lambda: Redactor(RedactRules.coerce(load_config("redact") or None))
@@ -105,11 +110,31 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
                 spaces.append(Workspace(conf.config.memory_limit))
             return spaces[0]
 
+    # Health has threads of its own: it answers while every other thread runs an analysis.
+    health_pool = ThreadPoolExecutor(2, thread_name_prefix="tracetape-health")
+    slots = threading.BoundedSemaphore(conf.max_analyses)
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        health_pool.shutdown(wait=False)
         for space in spaces:
             space.close()
+
+    async def analysis_slot() -> AsyncIterator[None]:
+        """Hold one of ``max_analyses`` slots for the request, or answer 503 at once."""
+        if not slots.acquire(blocking=False):
+            raise HTTPException(
+                503,
+                f"{conf.max_analyses} analyses are running; retry in a moment",
+                headers={"Retry-After": "1"},
+            )
+        try:
+            yield
+        finally:
+            slots.release()
+
+    busy = [Depends(analysis_slot)]
 
     app = FastAPI(
         title="tracetape collector",
@@ -253,11 +278,19 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
                     partial(redact_stored, redactor=conf.redactor.fresh(conf.registry.known(name))),
                 )
 
-    @app.get("/healthz", tags=["service"])
-    def healthz() -> dict[str, Any]:
-        """Whether the collector and its database answer."""
+    def ping() -> None:
         with db.engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
+
+    @app.get("/healthz", tags=["service"])
+    async def healthz() -> dict[str, Any]:
+        """Whether the collector and its database answer (503 when the database does not
+        within 5 s); it never waits behind analyses."""
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.wait_for(loop.run_in_executor(health_pool, ping), timeout=5)
+        except TimeoutError:
+            raise HTTPException(503, "the database did not answer within 5 s") from None
         return {"ok": True, "database": db.engine.dialect.name, "schema": HEAD}
 
     @app.post("/v1/lines", dependencies=auth, tags=["ingest"])
@@ -344,7 +377,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             "next": page[-1][0] if len(page) == limit else None,
         }
 
-    @app.get("/v1/runs/{run_id}/check", dependencies=auth, tags=["analysis"])
+    @app.get("/v1/runs/{run_id}/check", dependencies=[*auth, *busy], tags=["analysis"])
     def check_run(run_id: str) -> Response:
         """The invariants of the run: ``tracetape check --format json`` for it."""
         report = check_records(
@@ -352,7 +385,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         )
         return _json(redacted(report.to_dict()))
 
-    @app.get("/v1/diff", dependencies=auth, tags=["analysis"])
+    @app.get("/v1/diff", dependencies=[*auth, *busy], tags=["analysis"])
     def diff_runs(a: RunId, b: RunId) -> Response:
         """Exactly the JSON ``tracetape diff --format json`` gives for runs ``a`` and ``b``."""
         # The stored texts go to the analysis as they are (DuckDB reads them in bulk).
@@ -407,7 +440,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         fresh = page_auth(request)
         return _html(pages.docs_page(app.openapi()), fresh)
 
-    @app.get("/", response_class=HTMLResponse, tags=["pages"])
+    @app.get("/", response_class=HTMLResponse, tags=["pages"], dependencies=busy)
     def runs_html(
         request: Request, cursor: Annotated[str | None, Query(max_length=300)] = None
     ) -> HTMLResponse:
@@ -432,7 +465,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             per[f.severity.value] = per.get(f.severity.value, 0) + 1
         return out
 
-    @app.get("/runs/{run_id}", response_class=HTMLResponse, tags=["pages"])
+    @app.get("/runs/{run_id}", response_class=HTMLResponse, tags=["pages"], dependencies=busy)
     def run_html(request: Request, run_id: str) -> HTMLResponse:
         """One run's timeline."""
         fresh = page_auth(request)
@@ -440,7 +473,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         summary = db.runs_by_id([run_id])[0]
         return _html(pages.run_page(run_id, summary, db.records(run_id)), fresh)
 
-    @app.get("/diff", response_class=HTMLResponse, tags=["pages"])
+    @app.get("/diff", response_class=HTMLResponse, tags=["pages"], dependencies=busy)
     def diff_html(request: Request, a: RunId, b: RunId) -> HTMLResponse:
         """Two runs side by side, aligned, with the divergence and findings highlighted."""
         fresh = page_auth(request)

@@ -68,7 +68,7 @@ from ..errors import (
 )
 from ..record import Record
 from ._source import TraceSource, stem_of
-from .schemas import TOO_DEEP, is_effect, readable
+from .schemas import TOO_DEEP, is_effect, json_type, readable
 
 __all__ = [
     "FORMAT_VERSION",
@@ -203,7 +203,7 @@ def _check_header(header: dict[str, Any], path: Path) -> None:
     if not isinstance(version, int) or isinstance(version, bool):
         raise CassetteError(
             "header field 'tracetape' (the format version) must be an integer, "
-            f"found {version!r}; the header was edited or is not a tracetape cassette",
+            f"found {json_type(version)}; the header was edited or is not a tracetape cassette",
             path=path,
             line=1,
         )

@@ -31,6 +31,7 @@ from .schemas import (
     TOO_DEEP,
     fmt_of,
     is_effect,
+    json_type,
     keyed,
     not_an_effect,
     readable,
@@ -127,21 +128,23 @@ def _check_jsonl(src: TraceSource, c: dict[str, Any], lineno: int) -> bool:
     """Validate field types on the slow path; True if the record is usable."""
     run, step, tool, out = c["run_id"], c["step"], c["tool"], c["output_sha"]
     if not (type(run) is str or type(run) is int):
-        src.bad(f"must be a string, found {run!r}", lineno, "run_id")
+        src.bad(f"must be a string, found {json_type(run)}", lineno, "run_id")
     elif type(step) is not int:
-        src.bad(f"must be an integer step number, found {step!r}", lineno, "step")
+        src.bad(f"must be an integer step number, found {json_type(step)}", lineno, "step")
     elif not INT64[0] <= step <= INT64[1]:
-        src.bad(f"must be a step number that fits 64 bits, found {step}", lineno, "step")
+        src.bad("must be a step number that fits 64 bits", lineno, "step")
     elif type(tool) is not str:
-        src.bad(f"must be the tool name as a string, found {tool!r}", lineno, "tool")
+        src.bad(f"must be the tool name as a string, found {json_type(tool)}", lineno, "tool")
     elif type(out) is not str:
-        src.bad(f"must be the output hash as a string, found {out!r}", lineno, "output_sha")
+        src.bad(
+            f"must be the output hash as a string, found {json_type(out)}", lineno, "output_sha"
+        )
     elif c.get("effect") is not None and not is_effect(c["effect"]):
         src.bad(not_an_effect(c["effect"]), lineno, "effect")
     elif c.get("tokens") is not None and type(c["tokens"]) is not int:
-        src.bad(f"must be an integer, found {c['tokens']!r}", lineno, "tokens")
+        src.bad(f"must be an integer, found {json_type(c['tokens'])}", lineno, "tokens")
     elif c.get("tokens") is not None and not INT64[0] <= c["tokens"] <= INT64[1]:
-        src.bad(f"must be a token count that fits 64 bits, found {c['tokens']}", lineno, "tokens")
+        src.bad("must be a token count that fits 64 bits", lineno, "tokens")
     else:
         return True
     return False

@@ -19,6 +19,7 @@ __all__ = [
     "TOO_DEEP",
     "fmt_of",
     "is_effect",
+    "json_type",
     "keyed",
     "not_an_effect",
     "readable",
@@ -34,8 +35,33 @@ def is_effect(value: object) -> bool:
 
 
 def not_an_effect(value: object) -> str:
-    """What a reader says of an effect field whose value is not one of ``EFFECTS``."""
-    return f"must be one of 'read', 'write', 'irreversible', found {value!r}"
+    """What a reader says of an effect field whose value is not one of ``EFFECTS`` (its type
+    or length, never the value: a refused value may be a secret)."""
+    return f"must be one of 'read', 'write', 'irreversible', found {json_type(value)}"
+
+
+def json_type(value: object) -> str:
+    """What a reader names a refused value by: its JSON type (and a string's length), never
+    the value itself, which may be a secret.
+
+    >>> json_type("sk-proj-abc"), json_type(7), json_type({"id": 1}), json_type(None)
+    ('a string of 11 characters', 'an integer', 'an object', 'null')
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
 
 
 # In order: the first format whose test a record passes is its format.
