@@ -273,12 +273,14 @@ def test_a_compressed_body_is_read_on_every_ingest_route(client: TestClient, enc
     body = compress(jsonl(seed_line("r1", 1), seed_line("r1", 2)))
     answer = client.post("/v1/lines", content=body, headers={"Content-Encoding": name})
     assert answer.status_code == 200 and answer.json()["stored"] == 2
-    otlp = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{
-        "traceId": "t9", "spanId": "s1", "startTimeUnixNano": "1", "attributes": [
-            {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
-            {"key": "gen_ai.tool.name", "value": {"stringValue": "ls"}}]}]}]}]}).encode()  # fmt: skip
-    answer = client.post("/v1/otlp/v1/traces", content=compress(otlp),
-                         headers={"Content-Encoding": name, "Content-Type": "application/json"})  # fmt: skip
+    attributes = [
+        {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+        {"key": "gen_ai.tool.name", "value": {"stringValue": "ls"}},
+    ]
+    span = {"traceId": "t9", "spanId": "s1", "startTimeUnixNano": "1", "attributes": attributes}
+    otlp = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+    headers = {"Content-Encoding": name, "Content-Type": "application/json"}
+    answer = client.post("/v1/otlp/v1/traces", content=compress(otlp), headers=headers)
     assert answer.status_code == 200, answer.text
     assert client.get("/v1/runs/t9").json()["run"]["events"] == 1
 
@@ -314,28 +316,30 @@ def test_health_answers_while_analyses_queue_and_busy_analyses_say_retry(tmp_pat
     Retry-After at once, and /healthz answers every time meanwhile."""
     db_url = f"sqlite:///{tmp_path / 'c.db'}"
     lines = [seed_line(f"r{k}", i, q=str(i % 7)) for k in (1, 2) for i in range(1, 3001)]
-    with serving(db_url, "--max-lines", "10000") as url:
-        with httpx.Client(headers=HEADERS, timeout=120) as c:
-            assert c.post(f"{url}/v1/lines", content=jsonl(*lines)).status_code == 200
-            codes: list[int] = []
-            retry: list[str | None] = []
+    with (
+        serving(db_url, "--max-lines", "10000", "--max-analyses", "2") as url,
+        httpx.Client(headers=HEADERS, timeout=120) as c,
+    ):
+        assert c.post(f"{url}/v1/lines", content=jsonl(*lines)).status_code == 200
+        codes: list[int] = []
+        retry: list[str | None] = []
 
-            def diff() -> None:
-                with httpx.Client(headers=HEADERS, timeout=120) as own:
-                    answer = own.get(f"{url}/v1/diff", params={"a": "r1", "b": "r2"})
-                codes.append(answer.status_code)
-                retry.append(answer.headers.get("retry-after"))
+        def diff() -> None:
+            with httpx.Client(headers=HEADERS, timeout=120) as own:
+                answer = own.get(f"{url}/v1/diff", params={"a": "r1", "b": "r2"})
+            codes.append(answer.status_code)
+            retry.append(answer.headers.get("retry-after"))
 
-            threads = [threading.Thread(target=diff) for _ in range(60)]
-            for t in threads:
-                t.start()
-            waits = []
-            for _ in range(10):
-                started = time.perf_counter()
-                assert c.get(f"{url}/healthz").status_code == 200
-                waits.append(time.perf_counter() - started)
-            for t in threads:
-                t.join()
+        threads = [threading.Thread(target=diff) for _ in range(60)]
+        for t in threads:
+            t.start()
+        waits = []
+        for _ in range(10):
+            started = time.perf_counter()
+            assert c.get(f"{url}/healthz").status_code == 200
+            waits.append(time.perf_counter() - started)
+        for t in threads:
+            t.join()
     assert set(codes) <= {200, 503} and 200 in codes and 503 in codes
     assert all(r == "1" for code, r in zip(codes, retry, strict=True) if code == 503)
     assert max(waits) < 5.0, waits  # 9-36 s before it had threads of its own

@@ -93,6 +93,13 @@ def _port_free(host: str, port: int) -> None:
     help="Most lines in one batch (413 beyond).",
 )
 @click.option(
+    "--max-analyses",
+    type=click.IntRange(1, 256),
+    default=None,
+    help="Diffs, checks and pages run at once per worker (default: the CPUs, at least 2); "
+    "past it they answer 503 with Retry-After.",
+)
+@click.option(
     "--allowed-host",
     "allowed_hosts",
     multiple=True,
@@ -108,6 +115,7 @@ def serve(  # noqa: PLR0917 - click passes every option
     workers: int,
     max_body: int,
     max_lines: int,
+    max_analyses: int | None,
     allowed_hosts: tuple[str, ...],
 ) -> None:
     """Run the collector: POST trace lines to /v1/lines, read runs and diffs from /v1, and
@@ -132,6 +140,8 @@ def serve(  # noqa: PLR0917 - click passes every option
         TRACETAPE_BIND=host,
         TRACETAPE_ALLOWED_HOSTS=",".join(allowed_hosts),
     )
+    if max_analyses is not None:
+        os.environ["TRACETAPE_MAX_ANALYSES"] = str(max_analyses)
     if token:
         os.environ["TRACETAPE_TOKEN"] = token
     click.echo(

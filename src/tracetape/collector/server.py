@@ -2,7 +2,7 @@
 
 ``tracetape serve`` puts its options in the environment (``TRACETAPE_DB``,
 ``TRACETAPE_TOKEN``, ``TRACETAPE_MAX_BODY``, ``TRACETAPE_MAX_LINES``, ``TRACETAPE_BIND``,
-``TRACETAPE_ALLOWED_HOSTS``) and runs
+``TRACETAPE_ALLOWED_HOSTS``, ``TRACETAPE_MAX_ANALYSES``) and runs
 ``app_from_env`` as uvicorn's app factory, so every worker process (``--workers N``) builds
 the same app; the collector keeps no state of its own, so workers and hosts share one
 PostgreSQL database. A host that is not loopback needs a token: ``check_binding`` refuses
@@ -76,4 +76,6 @@ def app_from_env() -> FastAPI:
         bind=os.environ.get("TRACETAPE_BIND") or "127.0.0.1",
         allowed_hosts=tuple(h for h in hosts.split(",") if h.strip()),
     )
+    if os.environ.get("TRACETAPE_MAX_ANALYSES"):
+        settings.max_analyses = _int("TRACETAPE_MAX_ANALYSES", settings.max_analyses)
     return create_app(db, settings)
