@@ -15,6 +15,9 @@ temporary folder (a fresh process), with baselines measured in the same run:
   (``--repeat`` when higher). Goal: under 0.5x.
 * **load**: 8 concurrent clients, each POSTing 25 batches of 100 lines (a fixed count):
   p50 and p99 latency of ``POST /v1/lines``.
+* **health**: ``GET /healthz`` latency while 40 clients each ask ``GET /v1/diff`` of two
+  3,000-call runs over and over, against ``/healthz`` on the idle collector in the same run.
+  Goal: under 100 ms.
 
     python benchmarks/bench_collector.py
     python benchmarks/bench_collector.py --lines 50000 --repeat 1
@@ -105,10 +108,13 @@ def serving(db: Path) -> Iterator[str]:
         proc.wait(10)
 
 
+HEADERS = {"Content-Type": "application/x-ndjson"}
+
+
 def ingest(url: str, lines: list[bytes], batch: int = 1000, source: str = "bench") -> float:
     """Seconds to POST ``lines`` in batches."""
     bodies = [b"\n".join(lines[i : i + batch]) + b"\n" for i in range(0, len(lines), batch)]
-    with httpx.Client(timeout=120) as client:
+    with httpx.Client(timeout=120, headers=HEADERS) as client:
         start = time.perf_counter()
         for k, body in enumerate(bodies):
             answer = client.post(f"{url}/v1/lines", content=body,
@@ -226,7 +232,7 @@ def bench_load(clients: int = 8, requests: int = 25, size: int = 100) -> dict[st
 
         def client(k: int) -> None:
             lines = lines_of("friendly", requests * size, seed=k, run_prefix=f"c{k}-")
-            with httpx.Client(timeout=120) as c:
+            with httpx.Client(timeout=120, headers=HEADERS) as c:
                 for j in range(requests):
                     body = b"\n".join(lines[j * size : (j + 1) * size]) + b"\n"
                     start = time.perf_counter()
@@ -255,19 +261,68 @@ def bench_load(clients: int = 8, requests: int = 25, size: int = 100) -> dict[st
             "lines_per_s": round(total / wall)}  # fmt: skip
 
 
+def bench_health(clients: int = 40, seconds: float = 8.0) -> dict[str, object]:
+    """/healthz while ``clients`` threads ask for diffs without pause."""
+    with tempfile.TemporaryDirectory() as tmp, serving(Path(tmp) / "c.db") as url:
+        ingest(url, _one_run("a", 3000, 1), source="a")
+        ingest(url, _one_run("b", 3000, 2), source="b")
+        idle = _health_times(url, 20)
+        stop = threading.Event()
+        answers: list[int] = []
+
+        def hammer() -> None:
+            with httpx.Client(timeout=300) as c:
+                while not stop.is_set():
+                    answer = c.get(f"{url}/v1/diff", params={"a": "a", "b": "b"})
+                    answers.append(answer.status_code)
+
+        threads = [threading.Thread(target=hammer) for _ in range(clients)]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        busy = _health_times(url, 40, pause=(seconds - 1.0) / 40)
+        stop.set()
+        for t in threads:
+            t.join()
+    p50, worst = statistics.median(busy), max(busy)
+    print(
+        f"health under {clients} clients asking for diffs: p50 {p50 * 1000:.1f} ms, max "
+        f"{worst * 1000:.1f} ms (idle p50 {statistics.median(idle) * 1000:.1f} ms; goal: under "
+        f"100 ms); diffs answered {answers.count(200)}, busy (503) {answers.count(503)}",
+        flush=True,
+    )
+    return {"p50_ms": round(p50 * 1000, 1), "max_ms": round(worst * 1000, 1),
+            "idle_p50_ms": round(statistics.median(idle) * 1000, 1),
+            "diffs_200": answers.count(200), "diffs_503": answers.count(503)}  # fmt: skip
+
+
+def _health_times(url: str, n: int, pause: float = 0.0) -> list[float]:
+    times = []
+    with httpx.Client(timeout=300) as c:
+        for _ in range(n):
+            start = time.perf_counter()
+            c.get(f"{url}/healthz").raise_for_status()
+            times.append(time.perf_counter() - start)
+            time.sleep(pause)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--lines", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--json", type=Path, help="Also write the figures here.")
+    parser.add_argument("--only", choices=["ingest", "diff", "load", "health"], nargs="*")
     args = parser.parse_args()
-    figures = {
-        "ingest": bench_ingest(args.lines, args.repeat),
-        # a diff takes a fraction of a second: best of at least 7 on each side, as the
-        # machine's noise is larger than the figure's margin
-        "diff": bench_diff(max(args.repeat, 7)),
-        "load": bench_load(),
+    # a diff takes a fraction of a second: best of at least 7 on each side, as the machine's
+    # noise is larger than the figure's margin
+    runs = {
+        "ingest": lambda: bench_ingest(args.lines, args.repeat),
+        "diff": lambda: bench_diff(max(args.repeat, 7)),
+        "load": bench_load,
+        "health": bench_health,
     }
+    figures = {name: run() for name, run in runs.items() if not args.only or name in args.only}
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
 
