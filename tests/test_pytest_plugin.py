@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -77,6 +78,9 @@ def test_record_then_replay_from_the_default_cassette(pytester: pytest.Pytester)
     run(pytester, "--tape-mode=record").assert_outcomes(passed=1)
     cassette = pytester.path / "cassettes" / "test_agent" / "test_one.jsonl"
     assert [r.input["name"] for r in read_cassette(cassette).records] == ["lookup"]
+    # the run is named by the test's node id, unique per recording
+    run_id = read_cassette(cassette).header["run_id"]  # type: ignore[index]
+    assert re.fullmatch(r"test_agent.py::test_one@[0-9a-f]{12}", run_id)
     run(pytester).assert_outcomes(passed=1)
     assert ran(pytester) == ["Oslo"]
 

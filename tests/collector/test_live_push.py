@@ -79,3 +79,16 @@ def test_replay_does_not_push(tmp_path: Path) -> None:
     with Tape(path, mode="replay", push=f"http://127.0.0.1:{_port()}") as tape:
         assert not isinstance(tape.store, PushingStore)
         tape.call("tool", {"name": "t", "args": {}, "step": 1}, lambda: 2)
+
+
+def test_a_wrong_token_is_named_in_the_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collector that answers 401: the warning says the token is the problem."""
+    monkeypatch.setenv("TRACETAPE_TOKEN", "not-the-collector-token-0123")
+    with (
+        serving(f"sqlite:///{tmp_path / 'c.db'}") as url,
+        pytest.warns(TapeWarning, match="needs its token.*TRACETAPE_TOKEN"),
+        Tape(tmp_path / "t.jsonl", mode="record", push=url) as tape,
+    ):
+        run(TASK, tape, ScriptedModel(latency_s=0))
