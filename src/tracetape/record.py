@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any, NamedTuple, get_type_hints
 
 import msgspec
 
@@ -86,7 +86,17 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=
 # A record from its JSON text (``msgspec.json.encode``'s, as a store keeps it).
 decode_record = msgspec.json.Decoder(Record).decode
 
-_PROBLEM = re.compile(r"(?P<what>.*?)(?: - at `\$\.?(?P<path>[^`]*)`)?")
+_PROBLEM = re.compile(r"(?P<what>.*?)(?: - at `\$\[(?P<index>\d+)\](?P<rest>[^`]*)`)?")
+# The record's fields as an array (``astuple``), typed alike: converting a tuple checks every
+# field in about half the time a mapping takes.
+_TYPED: Any = msgspec.defstruct(
+    "_TypedRecord",
+    [
+        (name, get_type_hints(Record, include_extras=True)[name])
+        for name in Record.__struct_fields__
+    ],
+    array_like=True,
+)
 
 
 def record_problem(rec: Record) -> tuple[str, str] | None:
@@ -98,13 +108,21 @@ def record_problem(rec: Record) -> tuple[str, str] | None:
     ('ts', 'must be `str | null`, found `int`')
     >>> record_problem(Record(kind="tool", step=1 << 63))
     ('step', 'must be `int` <= 9223372036854775807')
+    >>> record_problem(Record(kind="tool", usage={"input": -3}))
+    ('usage', 'must be `int` >= 0')
     >>> record_problem(Record(kind="tool", usage={"input": 3}, ms=12))
     """
     try:
-        msgspec.convert(msgspec.structs.asdict(rec), Record)
+        msgspec.convert(msgspec.structs.astuple(rec), _TYPED)
     except msgspec.ValidationError as exc:
         found = _PROBLEM.fullmatch(str(exc))
-        what, path = (found["what"], found["path"] or "") if found else (str(exc), "")
+        path, what = "", str(exc)
+        if found:
+            what = found["what"]
+            if found["index"] is not None:
+                # a mapping's value is ``[...]`` in msgspec's path: the field names it
+                path = Record.__struct_fields__[int(found["index"])]
+                path += found["rest"].replace("[...]", "")
         what = re.sub(r"^Expected (.*?), got (`[^`]*`)$", r"must be \1, found \2", what)
         return path, re.sub(r"^Expected ", "must be ", what)
     return None
