@@ -13,8 +13,11 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
+
+from tracetape.formats.cassette import run_id_of
 
 ROOT = Path(__file__).resolve().parents[1]
 # Where the demo records (relative to the repository root); a test gives each run its own.
@@ -137,8 +140,9 @@ def serve_and_push(edited: Path) -> None:
         server.kill()
         sys.exit("demo: the collector did not start")
     sh("-m", "tracetape", "push", str(TAPE), str(edited), "--url", url)
-    a, b = TAPE.stem, edited.stem
-    page = f"{url}/diff?a={a}&b={b}"
+    # each recording is its own run: the cassette's name and a unique suffix
+    runs = {"a": run_id_of(ROOT / TAPE), "b": run_id_of(ROOT / edited)}
+    page = f"{url}/diff?{urllib.parse.urlencode(runs)}"
     with urllib.request.urlopen(page, timeout=30) as answer:
         found = "first-divergence" in answer.read().decode()
     print(f"\nThe diff page ({'served' if found else 'NOT served (bug!)'}): {page}")
