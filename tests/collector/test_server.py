@@ -454,7 +454,7 @@ def test_schema_0001_upgrades_on_both_databases(db_url: str) -> None:
             keys = [k for (k,) in conn.execute(sa.text("SELECT line_key FROM events ORDER BY id"))]
         assert keys[0] is not None and keys[1] is None
         assert len(db.records("r1")) == 2
-        db.store([Record(kind="tool", run="r2", step=2**31, name="ls")], digest="d", keys=["k"])
+        db.store([Record(kind="tool", run="r2", step=2**31, name="ls")], digest="d", keys=[7])
         assert db.runs_by_id(["r2"])[0]["steps"] == 2**31
     finally:
         db.close()

@@ -103,8 +103,10 @@ def _port_free(host: str, port: int) -> None:
     "--allowed-host",
     "allowed_hosts",
     multiple=True,
+    envvar="TRACETAPE_ALLOWED_HOSTS",
     help="A host name clients reach the collector by, beyond the address it listens on and "
-    "localhost (repeatable); requests naming another host are refused (DNS rebinding).",
+    "localhost (repeatable; env TRACETAPE_ALLOWED_HOSTS, separated by spaces); requests "
+    "naming another host are refused (DNS rebinding).",
 )
 @handle_errors
 def serve(  # noqa: PLR0917 - click passes every option

@@ -257,7 +257,8 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             )
         except RunConflict as exc:
             raise BadBatch(409, str(exc)) from None
-        await run_in_threadpool(_learned, batch)
+        if batch.learned:
+            await run_in_threadpool(_learned, batch)
         return {
             "stored": stored.events,
             "known": stored.known,
@@ -272,11 +273,8 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         before (a secret quoted before the line that named it)."""
         for name in batch.runs:
             conf.registry.add(name, batch.learned)
-            if batch.learned:
-                db.rewrite(
-                    name,
-                    partial(redact_stored, redactor=conf.redactor.fresh(conf.registry.known(name))),
-                )
+            redactor = conf.redactor.fresh(conf.registry.known(name))
+            db.rewrite(name, partial(redact_stored, redactor=redactor), list(batch.learned))
 
     def ping() -> None:
         with db.engine.connect() as conn:

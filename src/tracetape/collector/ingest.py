@@ -65,7 +65,7 @@ class Batch:
     lines: int
     redacted: int = 0
     runs: list[str] = field(default_factory=list)
-    keys: list[str] = field(default_factory=list)
+    keys: list[int] = field(default_factory=list)
     learned: dict[str, str] = field(default_factory=dict)
 
 
@@ -104,7 +104,8 @@ def parse_batch(
     ``offset`` is the number of lines of the same source sent before (line numbers in
     records and errors count from there); ``run`` files every record under that run;
     ``registry`` holds the secrets each run taught before (``Batch.learned`` is what this
-    batch taught, for the caller to add once the batch is stored).
+    batch taught that only a registry finds, for the caller to add once the batch is
+    stored).
     """
     if not SOURCE.fullmatch(source):
         raise BadBatch(400, "source: must be 1-1000 printable characters")
@@ -144,11 +145,11 @@ def parse_batch(
     seeded: dict[str, str] = {}
     for name in {run or rec.run or "" for rec in records}:
         seeded.update(registry.known(name) if registry is not None else {})
-    redactor = redactor.fresh(seeded)
+    base, redactor = redactor, redactor.fresh(seeded)
     cleaned = _scrub(records, redactor)
-    if len(redactor.known) > len(seeded):
+    learned = _registry_only(base, {k: v for k, v in redactor.known.items() if k not in seeded})
+    if learned:
         cleaned = _scrub(records, redactor)
-    learned = {k: v for k, v in redactor.known.items() if k not in seeded}
     for rec, scrubbed in zip(records, cleaned, strict=True):
         redacted += scrubbed is not rec
         line = rec.line + offset if rec.line else rec.line
@@ -163,6 +164,17 @@ def parse_batch(
     keys = _line_keys(out, kind, source)
     names = sorted({r.run or "" for r in out})
     return Batch(out, digest, len(lines), redacted, names, keys, learned)
+
+
+def _registry_only(base: Redactor, learned: dict[str, str]) -> dict[str, str]:
+    """The secrets of ``learned`` that only the registry finds (a value a named field gave):
+    a secret a detector finds by its shape is found wherever it appears, and needs neither a
+    second pass nor remembering."""
+    return {
+        value: placeholder
+        for value, placeholder in learned.items()
+        if base.fresh().redact_text(json.dumps(value)) == json.dumps(value)
+    }
 
 
 def _scrub(records: list[Record], redactor: Redactor) -> list[Record]:
@@ -217,22 +229,33 @@ class Registry:
 _RUN_RULE = "must be a run id: 1-200 letters, digits and ._:@+=-, starting with a letter or digit"
 
 
-def _line_keys(records: list[Record], kind: TraceFormat, source: str) -> list[str]:
-    """Each record's line key (see the module docstring), 32 hex digits: an OTLP span's id;
-    a cassette record's source, number and key (the same whether the tape pushed it live or
-    the file was pushed later); else the source, line, place on the line and content."""
-    keys, place, last = [], 0, -1
+def _line_keys(records: list[Record], kind: TraceFormat, source: str) -> list[int]:
+    """Each record's line key (see the module docstring): a 64-bit digest of its run and an
+    OTLP span's id; of its run and a cassette record's source, number and key (the same
+    whether the tape pushed it live or the file was pushed later); else of its run, source,
+    line, place on the line and content. ``stores/migrations/versions/0002`` keeps a frozen
+    copy of this rule."""
+    keys: list[int] = []
+    place, last = 0, -1
+    prefixes: dict[str | None, Any] = {}  # run -> the digest of the parts a run shares
     for rec in records:
         place = place + 1 if rec.line == last else 0
         last = rec.line
-        basis: tuple[Any, ...]
+        digest = prefixes.get(rec.run)
+        if digest is None:
+            digest = prefixes[rec.run] = hashlib.blake2b(
+                f"{rec.run}\x1f{source}\x1f".encode(), digest_size=8
+            )
+        digest = digest.copy()
         if kind is TraceFormat.OTLP and rec.span_id:
-            basis = ("span", rec.span_id)
+            digest.update(f"span\x1f{rec.span_id}".encode())
         elif kind is TraceFormat.CASSETTE and rec.seq is not None:
-            basis = ("seq", source, rec.seq, rec.key)
+            digest.update(f"seq\x1f{rec.seq}\x1f{rec.key}".encode())
         else:
-            basis = ("line", source, rec.line, place, rec.run, rec.key, rec.out_digest)
-        keys.append(hashlib.sha256(orjson.dumps(basis)).hexdigest()[:32])
+            digest.update(
+                f"line\x1f{rec.line}\x1f{place}\x1f{rec.key}\x1f{rec.out_digest}".encode()
+            )
+        keys.append(int.from_bytes(digest.digest(), "big", signed=True))
     return keys
 
 

@@ -3,7 +3,8 @@
 * **Host allowlist** (DNS rebinding): a request whose ``Host`` is not one the collector was
   told it answers to (``--allowed-host``; by default the address it listens on, ``localhost``
   and the loopback addresses) is refused, so a web page whose name an attacker pointed at
-  127.0.0.1 cannot read a loopback collector's traces.
+  127.0.0.1 cannot read a loopback collector's traces (``/healthz`` excepted: it tells
+  nothing, and probes reach it by any address).
 * **Cross-site writes**: a request that changes state (``POST``) must not come from another
   site: ``Sec-Fetch-Site`` other than ``same-origin``/``none``, or an ``Origin`` whose host is
   not allowed, is refused, and the body must be declared JSON (``application/json``,
@@ -125,7 +126,7 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        problem = self._refusal(scope["method"], headers)
+        problem = self._refusal(scope["method"], scope["path"], headers)
         if problem is not None:
             status, message = problem
             await _answer(send, status, message)
@@ -142,9 +143,11 @@ class Guard:
 
         await self.app(scope, receive, secured)
 
-    def _refusal(self, method: str, headers: dict[str, str]) -> tuple[int, str] | None:
+    def _refusal(self, method: str, path: str, headers: dict[str, str]) -> tuple[int, str] | None:
         host = host_of(headers.get("host", ""))
-        if host not in self.hosts:
+        # /healthz tells nothing a rebound page could use, and probes (a container
+        # orchestrator's) reach it by whatever address the collector has
+        if host not in self.hosts and path != "/healthz":
             return 421, (
                 f"this collector does not answer to the host name {host[:100]!r}; start it "
                 f"with --allowed-host {host[:100] or 'NAME'} if that name is meant to reach it"

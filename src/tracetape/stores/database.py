@@ -4,10 +4,10 @@ The collector stores every trace line it receives as an immutable *event* (the r
 ``Record`` as JSON) in ``events``, keeps one summary row per run in ``runs`` (its source, first
 and last time seen, events, steps, tokens; findings are computed on demand) and one row per
 received batch in ``batches``, whose key is the digest of the batch's lines. A record comes
-with its *line key* (its place in its run: see ``collector.ingest``), unique per run, so a
-line sent again, in any batching, is recognised and not stored twice; a batch sent twice (a
-client retry) is recognised by its digest at once. A batch is one transaction: all its new
-lines or none. A run belongs to one source: lines of another source are refused
+with its *line key* (a digest of its run and its place in it: see ``collector.ingest``),
+unique, so a line sent again, in any batching, is recognised and not stored twice; a batch
+sent twice (a client retry) is recognised by its digest at once. A batch is one transaction:
+all its new lines or none. A run belongs to one source: lines of another source are refused
 (``RunConflict``) unless the batch says it appends.
 
 The schema is versioned with Alembic (``stores/migrations``); ``Database.open`` upgrades it
@@ -87,10 +87,10 @@ events = sa.Table(
     sa.Column("step", sa.BigInteger, nullable=True),
     sa.Column("batch", sa.String(64), sa.ForeignKey("batches.digest"), nullable=True),
     sa.Column("record", sa.Text, nullable=False),
-    sa.Column("line_key", sa.String(32), nullable=True),
+    sa.Column("line_key", sa.BigInteger, nullable=True),
     sa.Index("events_run", "run_id", "id"),
     sa.Index("events_name", "name", "run_id"),
-    sa.Index("events_line", "run_id", "line_key", unique=True),
+    sa.Index("events_line", "line_key", unique=True),
 )
 
 _encode = msgspec.json.Encoder().encode
@@ -217,7 +217,7 @@ class Database:
         digest: str,
         lines: int | None = None,
         run: str | None = None,
-        keys: Sequence[str | None] | None = None,
+        keys: Sequence[int | None] | None = None,
         source: str | None = None,
         append: bool = False,
     ) -> Stored:
@@ -229,7 +229,7 @@ class Database:
         own. A run that holds lines of another ``source`` refuses these (``RunConflict``)
         unless ``append``.
         """
-        line_keys: list[str | None] = list(keys) if keys is not None else [None] * len(records)
+        line_keys: list[int | None] = list(keys) if keys is not None else [None] * len(records)
         count = len(records) if lines is None else lines
         for attempt in range(3):
             try:
@@ -250,7 +250,7 @@ class Database:
     def _store(  # noqa: PLR0917 - store()'s arguments
         self,
         records: Sequence[Record],
-        keys: list[str | None],
+        keys: list[int | None],
         digest: str,
         count: int,
         run: str | None,
@@ -259,32 +259,38 @@ class Database:
     ) -> Stored:
         now = time.time()
         names = [run or rec.run or "" for rec in records]
-        kinds = [_text(str(rec.kind)) for rec in records]
-        tools = [None if rec.name is None else _text(rec.name) for rec in records]
+        runs_sent = sorted(set(names))
         with self.engine.begin() as conn:
-            if conn.execute(sa.select(batches.c.digest).where(batches.c.digest == digest)).first():
-                return Stored(0, sorted(set(names)), True, digest, len(records))
-            runs_sent = sorted(set(names))
+            # a batch stored before fails here (its digest is the key): store() says so
+            conn.execute(batches.insert(), {"digest": digest, "received": now, "lines": count})
+            existing = dict(
+                conn.execute(
+                    sa.select(runs.c.run_id, runs.c.source).where(runs.c.run_id.in_(runs_sent))
+                ).all()
+            )
             if source is not None and not append:
-                self._check_sources(conn, runs_sent, source)
-            known = self._known_keys(conn, names, keys)
-            fresh = [i for i, key in enumerate(keys) if key is None or (names[i], key) not in known]
-            kept = [records[i] for i in fresh]
+                for name, stored in existing.items():
+                    if stored and stored != source:
+                        raise RunConflict(name, stored, source)
+            # only a run stored before can hold a line of this batch already
+            known = self._known_keys(conn, names, keys, set(existing))
+            kept = list(zip(names, records, keys, strict=True))
+            if known:
+                kept = [(n, rec, k) for n, rec, k in kept if k is None or (n, k) not in known]
             rows = [
                 (
-                    names[i],
+                    name,
                     now,
-                    kinds[i],
-                    tools[i],
-                    records[i].step,
+                    _text(rec.kind),
+                    None if rec.name is None else _text(rec.name),
+                    rec.step,
                     digest,
-                    _encode(records[i]).decode(),
-                    keys[i],
+                    _encode(rec).decode(),
+                    key,
                 )
-                for i in fresh
+                for name, rec, key in kept
             ]
-            summary = _summaries(kept, now, run)
-            conn.execute(batches.insert(), {"digest": digest, "received": now, "lines": count})
+            summary = _summaries([rec for _, rec, _ in kept], now, run)
             # The DB-API's executemany with constant SQL (every value a parameter):
             # SQLAlchemy's per-row parameter processing costs more than the insert.
             cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
@@ -298,41 +304,43 @@ class Database:
         return Stored(len(rows), runs_sent, False, digest, len(records) - len(rows))
 
     @staticmethod
-    def _check_sources(conn: Connection, names: list[str], source: str) -> None:
-        found = conn.execute(
-            sa.select(runs.c.run_id, runs.c.source).where(runs.c.run_id.in_(names))
-        )
-        for name, stored in found:
-            if stored and stored != source:
-                raise RunConflict(name, stored, source)
-
-    @staticmethod
     def _known_keys(
-        conn: Connection, names: list[str], keys: list[str | None]
-    ) -> set[tuple[str, str]]:
-        """The (run, line key) pairs of this batch its runs already hold."""
-        wanted = sorted({k for k in keys if k is not None})
-        if not wanted:
-            return set()
-        runs_sent = sorted(set(names))
-        out: set[tuple[str, str]] = set()
+        conn: Connection, names: list[str], keys: list[int | None], existing: set[str]
+    ) -> set[tuple[str, int]]:
+        """The (run, line key) pairs of this batch that the runs stored before hold (a key
+        is a digest of its run too: it is unique in the table)."""
+        wanted = sorted(
+            {k for k, name in zip(keys, names, strict=True) if k is not None and name in existing}
+        )
+        out: set[tuple[str, int]] = set()
         for k in range(0, len(wanted), 500):
             rows = conn.execute(
                 sa.select(events.c.run_id, events.c.line_key).where(
-                    events.c.run_id.in_(runs_sent), events.c.line_key.in_(wanted[k : k + 500])
+                    events.c.line_key.in_(wanted[k : k + 500])
                 )
             )
-            out.update((str(r), str(key)) for r, key in rows)
+            out.update((str(r), int(key)) for r, key in rows)
         return out
 
-    def rewrite(self, run: str, fix: Callable[[bytes], bytes | None]) -> int:
-        """Replace the stored text of each record of ``run`` that ``fix`` changes (``fix``
-        gets the text and returns the new one, or None to keep it), in one transaction;
-        return how many changed. The collector re-redacts a run this way when one of its
-        batches teaches a secret its earlier lines quoted."""
+    def rewrite(
+        self, run: str, fix: Callable[[bytes], bytes | None], containing: Sequence[str]
+    ) -> int:
+        """Replace the stored text of each record of ``run`` that holds one of the strings
+        ``containing`` (as its JSON text writes them) and that ``fix`` changes (``fix`` gets
+        the text and returns the new one, or None to keep it), in one transaction; return
+        how many changed. The collector re-redacts a run this way when one of its batches
+        teaches a secret its earlier lines quoted."""
+        if not containing:
+            return 0
+        found = [
+            events.c.record.like(f"%{_like(_encode(text).decode()[1:-1])}%", escape="\\")
+            for text in containing
+        ]
         with self.engine.begin() as conn:
             rows = conn.execute(
-                sa.select(events.c.id, events.c.record).where(events.c.run_id == run)
+                sa.select(events.c.id, events.c.record).where(
+                    events.c.run_id == run, sa.or_(*found)
+                )
             ).all()
             changed = [(i, new) for i, text in rows if (new := fix(text.encode())) is not None]
             for i, new in changed:
@@ -442,6 +450,11 @@ def _statements(dialect: str, paramstyle: str) -> dict[str, str]:
         # as UTF-8 bytes: what the analysis writes for DuckDB, with no encoding on the way
         "records": f"SELECT {as_bytes} FROM events WHERE run_id = {p} ORDER BY id",
     }
+
+
+def _like(text: str) -> str:
+    """``text`` as a LIKE pattern's literal part (its wildcards and the escape escaped)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _text(value: str) -> str:
