@@ -1,7 +1,8 @@
 """Records in a database: SQLite (embedded, the default) or PostgreSQL, through SQLAlchemy Core.
 
-The collector stores every trace line it receives as an immutable *event* (the redacted
-``Record`` as JSON) in ``events``, keeps one summary row per run in ``runs`` (its source, first
+The collector stores every trace line it receives as an *event* (the redacted
+``Record`` as JSON; rewritten only to redact a secret its run named later) in ``events``,
+keeps one summary row per run in ``runs`` (its source, first
 and last time seen, events, steps, tokens; findings are computed on demand) and one row per
 received batch in ``batches``, whose key is the digest of the batch's lines. A record comes
 with its *line key* (a digest of its run and its place in it: see ``collector.ingest``),
