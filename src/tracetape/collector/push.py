@@ -6,10 +6,10 @@ file does and a line sent again, in any batching, is recognised and not stored t
 cassette goes whole (its records build on the ones before them), filed under its header's
 run id (``run_id_of``); ``run_id`` files any trace under one run instead, and ``append``
 lets lines of this file into a run another file filled (the collector refuses that with 409
-otherwise). A connection error, a timeout, a 429 or a 5xx is
-retried with exponential backoff (with jitter); a 4xx is the trace's fault, not the
-network's, and stops the push with the collector's words. A push that stopped can be run
-again: the batches already stored are recognised.
+otherwise). A connection error, a timeout, a 429 or a 5xx is retried with exponential
+backoff (with jitter); a 4xx is the trace's fault, not the network's, and stops the push with
+the collector's words. A push that stopped can be run again: the lines already stored are
+recognised.
 
 ``httpx`` (the ``[push]`` extra) is imported only here: a client needs no database library.
 """
