@@ -5,10 +5,15 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.span.helpers import Decider
+from tests.stores.postgres import Unavailable, new_database, postgres_server
+
+if TYPE_CHECKING:
+    from tracetape.stores.database import Database
 
 
 @pytest.fixture
@@ -38,3 +43,37 @@ def decider() -> Iterator[Decider]:
     finally:
         server._server.shutdown()
         server._server.server_close()
+
+
+# -- databases: a SQLite file and a private PostgreSQL (tests/stores/postgres.py) ------------
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """A PostgreSQL server for the session (skipped, saying why, where none can start)."""
+    try:
+        with postgres_server() as url:
+            yield url
+    except Unavailable as exc:
+        pytest.skip(f"no PostgreSQL server here: {exc}")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty database: a SQLite file, and a PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'collector.db'}"
+    server: str = request.getfixturevalue("pg_server")
+    return new_database(server)
+
+
+@pytest.fixture
+def db(db_url: str) -> Iterator[Database]:
+    """The database at ``db_url``, its schema created."""
+    from tracetape.stores.database import Database
+
+    database = Database.open(db_url)
+    try:
+        yield database
+    finally:
+        database.close()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from openai.types.chat import ChatCompletionMessage
+from pydantic import BaseModel
 
 from tests import _seed
 from tracetape import key
@@ -193,7 +193,8 @@ def test_fast_encoder_floats(value: float) -> None:
 
 
 def test_fast_encoder_agrees_on_objects() -> None:
-    """SDK models, enums, tuples, dates and dataclasses encode the same on both paths."""
+    """SDK models (pydantic, as the SDKs build theirs), enums, tuples, dates and dataclasses
+    encode the same on both paths."""
     import dataclasses
     import datetime
     import enum
@@ -205,7 +206,11 @@ def test_fast_encoder_agrees_on_objects() -> None:
     class Point:
         x: int
 
-    message = ChatCompletionMessage.construct(role="assistant", content="4")
+    class Message(BaseModel):  # what an SDK's response model is: pydantic, built unchecked
+        role: str
+        content: str | None = None
+
+    message = Message.model_construct(role="assistant", content="4")
     payload = {
         "m": [message, (1, 2)],
         "e": Color.RED,

@@ -291,7 +291,7 @@ class Database:
                 )
                 for name, rec, key in kept
             ]
-            summary = _summaries([rec for _, rec, _ in kept], now, run)
+            summary = _summaries([rec for _, rec, _ in kept], now, run, source)
             # The DB-API's executemany with constant SQL (every value a parameter):
             # SQLAlchemy's per-row parameter processing costs more than the insert.
             cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
@@ -463,8 +463,11 @@ def _text(value: str) -> str:
     return value.replace("\x00", "\ufffd") if "\x00" in value else value
 
 
-def _summaries(records: Sequence[Record], now: float, run: str | None) -> list[tuple[Any, ...]]:
-    """One ``runs`` row per run of a batch (the columns of ``_RUNS_SQL``), in run order."""
+def _summaries(
+    records: Sequence[Record], now: float, run: str | None, source: str | None = None
+) -> list[tuple[Any, ...]]:
+    """One ``runs`` row per run of a batch (the columns of ``_RUNS_SQL``), in run order; a
+    new run's source is the batch's (else its first record's)."""
     out: dict[str, dict[str, Any]] = {}
     for rec in records:
         name = run or rec.run or ""
@@ -472,7 +475,7 @@ def _summaries(records: Sequence[Record], now: float, run: str | None) -> list[t
         if row is None:
             row = out[name] = {
                 "run_id": name,
-                "source": rec.source or None,
+                "source": source or rec.source or None,
                 "first_seen": now,
                 "last_seen": now,
                 "events": 0,
