@@ -119,7 +119,12 @@ def _explain(expected: Record, live: Any) -> tuple[list[str], list[str]]:
         elif after is None:
             lines.append(f"  removed: {change.path} (was {_short(before)})")
         else:
-            lines.append(f"  changed: {change.path}: {_short(before)} -> {_short(after)}")
+            # a string beside another type is quoted, so 1 -> "1" does not read 1 -> 1
+            quote = isinstance(before, str) != isinstance(after, str)
+            b, a = (
+                _short(json.dumps(v, default=str)) if quote else _short(v) for v in (before, after)
+            )
+            lines.append(f"  changed: {change.path}: {b} -> {a}")
     if len(changes) > 10:
         lines.append(f"  ... and {len(changes) - 10} more changed paths")
     if not changes:
