@@ -206,7 +206,6 @@ def test_hostile_otlp_is_a_400_on_both_routes(
 def test_numbers_at_the_edges_of_the_columns_are_stored_and_read(quiet_client: TestClient) -> None:
     """A step past 32 bits, tokens summing past 2**63 (saturated, not overflowing) on both
     databases; an event id past 64 bits is a 400."""
-    body = jsonl(*(seed_line("big", 2**31 + i, tokens=2**62) for i in range(3)))
     body = jsonl(*(json.dumps({**json.loads(seed_line("big", 2**31 + i)), "tokens": 2**62})
                    for i in range(3)))  # fmt: skip
     assert quiet_client.post("/v1/lines", content=body).status_code == 200

@@ -7,9 +7,9 @@ with any bad line is refused whole, and the refusal names each bad line by numbe
 (``[tool.tracetape.redact]`` and the built-in detectors) before they are returned, so a secret
 in a pushed line never reaches the database; run ids must match ``RUN_ID``.
 
-Each record gets a *line key*: what it is in its run, whatever batch brought it (an OTLP
-span's id; else its source, its line number and its place on the line), so a line sent again
-is stored once (``Database.store``).
+Each record gets a *line key* (``_line_keys``): what it is in its run, whatever batch brought
+it (a digest of its run and an OTLP span's id, a cassette record's number, or a line's
+source, place and content), so a line sent again is stored once (``Database.store``).
 """
 
 from __future__ import annotations
@@ -143,8 +143,9 @@ def parse_batch(
     # What the runs of this batch learned before (their registries), then this batch's own:
     # a text that quotes a secret before the line naming it is scanned again once it is known.
     seeded: dict[str, str] = {}
-    for name in {run or rec.run or "" for rec in records}:
-        seeded.update(registry.known(name) if registry is not None else {})
+    if registry is not None:
+        for name in {run or rec.run or "" for rec in records}:
+            seeded.update(registry.known(name))
     base, redactor = redactor, redactor.fresh(seeded)
     cleaned = _scrub(records, redactor)
     learned = _registry_only(base, {k: v for k, v in redactor.known.items() if k not in seeded})

@@ -114,7 +114,6 @@ class _Span:
     span_id: str | None
     parent_id: str | None
     line: int
-    where: str
 
 
 def _spans_of(doc: dict[str, Any], src: TraceSource, lineno: int) -> Iterator[tuple[str, Any]]:
@@ -230,7 +229,6 @@ def read_records(src: TraceSource) -> Iterator[Record]:
                     str(span["spanId"]),
                     str(span.get("parentSpanId")) if span.get("parentSpanId") else None,
                     lineno,
-                    where,
                 )
             )
     order: dict[str, int] = {}

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..canonical import canonical_json, key_of
-from ..record import Record
+from ..record import INT64_MAX, Record
 from ._source import TraceFormat
 
 __all__ = [
@@ -120,7 +120,7 @@ def keyed(kind: str, data: dict[str, Any], **fields: Any) -> Record:
 MAX_DEPTH = 200  # levels of nesting the analysis walks (recursively) in a record
 # The range of a step or a token count: 64-bit integers, as the analysis engine and the stores
 # hold them (orjson reads up to 2**64 - 1).
-INT64 = (-(1 << 63), (1 << 63) - 1)
+INT64 = (-INT64_MAX - 1, INT64_MAX)
 TOO_DEEP = (
     f"nested deeper than the {MAX_DEPTH} levels of lists or objects tracetape reads; flatten it"
 )

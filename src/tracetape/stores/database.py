@@ -277,7 +277,7 @@ class Database:
             known = self._known_keys(conn, names, keys, set(existing))
             kept = list(zip(names, records, keys, strict=True))
             if known:
-                kept = [(n, rec, k) for n, rec, k in kept if k is None or (n, k) not in known]
+                kept = [(n, rec, k) for n, rec, k in kept if k not in known]
             rows = [
                 (
                     name,
@@ -307,20 +307,18 @@ class Database:
     @staticmethod
     def _known_keys(
         conn: Connection, names: list[str], keys: list[int | None], existing: set[str]
-    ) -> set[tuple[str, int]]:
-        """The (run, line key) pairs of this batch that the runs stored before hold (a key
-        is a digest of its run too: it is unique in the table)."""
+    ) -> set[int]:
+        """The line keys of this batch that the runs stored before hold (a key is a digest
+        of its run too: it is unique in the table)."""
         wanted = sorted(
             {k for k, name in zip(keys, names, strict=True) if k is not None and name in existing}
         )
-        out: set[tuple[str, int]] = set()
+        out: set[int] = set()
         for k in range(0, len(wanted), 500):
             rows = conn.execute(
-                sa.select(events.c.run_id, events.c.line_key).where(
-                    events.c.line_key.in_(wanted[k : k + 500])
-                )
+                sa.select(events.c.line_key).where(events.c.line_key.in_(wanted[k : k + 500]))
             )
-            out.update((str(r), int(key)) for r, key in rows)
+            out.update(int(key) for (key,) in rows)
         return out
 
     def rewrite(
