@@ -21,6 +21,7 @@ from .errors import (
     ConfigError,
     EnvironmentDriftError,
     IrreversibleEffectError,
+    MatchRulesError,
     NetworkBlockedError,
     NotACassetteError,
     ReplayMiss,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from .integrations.http import async_http_transport, http_transport, patch_http
     from .integrations.sdk import Patch, patch, patch_sdks
     from .integrations.tools import env, tool
+    from .matching import Match
     from .redact import Detector, Redactor, RedactRules
     from .stores import FileStore, RecordStore
     from .tape import Effect, Mode, Tape, current_tape, key
@@ -52,6 +54,7 @@ _LAZY.update(
 _LAZY.update(dict.fromkeys(("env", "tool"), ".integrations.tools"))
 _LAZY.update(dict.fromkeys(("Cassette", "read_cassette"), ".formats.cassette"))
 _LAZY.update(dict.fromkeys(("Detector", "Redactor", "RedactRules"), ".redact"))
+_LAZY["Match"] = ".matching"
 _LAZY.update(dict.fromkeys(("FileStore", "RecordStore"), ".stores"))
 _LAZY.update(dict.fromkeys(("Effect", "Mode", "Tape", "current_tape", "key"), ".tape"))
 __getattr__ = _lazy_attributes(__name__, _LAZY, globals())
@@ -71,6 +74,8 @@ __all__ = [
     "EnvironmentDriftError",
     "FileStore",
     "IrreversibleEffectError",
+    "Match",
+    "MatchRulesError",
     "Mode",
     "NetworkBlockedError",
     "Normalizer",

@@ -44,6 +44,9 @@ import orjson
 
 __all__ = [
     "DEFAULT_VOLATILE_KEYS",
+    "ISO_TIME",
+    "TMP_PATH",
+    "UUID",
     "Change",
     "Normalizer",
     "StreamKey",
@@ -503,9 +506,9 @@ DEFAULT_VOLATILE_KEYS: tuple[str, ...] = (
     "request_id",
     "idempotency_key",
 )
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
-_TMP = re.compile(r"(?:/private)?(?:/tmp|/var/folders/[^/\s]+/[^/\s]+/T)/[A-Za-z0-9_.-]+")
-_ISO = re.compile(
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+TMP_PATH = re.compile(r"(?:/private)?(?:/tmp|/var/folders/[^/\s]+/[^/\s]+/T)/[A-Za-z0-9_.-]+")
+ISO_TIME = re.compile(
     r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?",
 )
 
@@ -531,7 +534,7 @@ class Normalizer:
         globs = tuple(k for k in self.volatile_keys if any(c in k for c in "*?["))
         object.__setattr__(self, "_globs", globs)
         object.__setattr__(self, "_exact", frozenset(self.volatile_keys) - set(globs))
-        subs = [(_UUID, "<uuid>"), (_TMP, "<tmp>"), (_ISO, "<ts>")]
+        subs = [(UUID, "<uuid>"), (TMP_PATH, "<tmp>"), (ISO_TIME, "<ts>")]
         subs += [(re.compile(p), r) for p, r in self.masks]
         object.__setattr__(self, "_subs", tuple(subs))
 

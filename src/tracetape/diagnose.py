@@ -26,26 +26,41 @@ def explain_miss(
     recorded: int,
     repeated: int,
     rerecord: str,
+    rules: str | None = None,
+    ended: str | None = None,
 ) -> ReplayMiss:
     """The ``ReplayMiss`` of ``decision``, which was never recorded (or recorded ``repeated``
-    times and all played); ``rerecord`` is the call that records again."""
+    times and all played); ``rerecord`` is the call that records again. ``rules`` names the
+    active match rules (the expected input comes keyed by them: masked values masked);
+    ``ended`` is how the recording ended (its trailer)."""
     step = decision.step if decision.step is not None else "-"
     lines = [
         f"  matched {matched} of {recorded} recorded decisions before this miss "
         f"(kind {decision.kind}, step {step})"
     ]
+    if rules:
+        lines.append(f"  match rules (from the cassette's header): {rules}")
+    cut = ended is not None and ended != "completed"
     if repeated:
         lines.append(
             f"  this exact input was recorded {repeated} time(s) and all were already played: "
             "the run repeated a decision more often than the recording did"
         )
     changes: list[str] = []
-    if expected is None:
+    if expected is None and cut:
+        how = "cut short (it never closed)" if ended == "unfinished" else f"{ended}"
+        lines.append(
+            f"  the recording was {how} after {recorded} decisions; this run goes on past "
+            "where it stopped: re-record it"
+        )
+    elif expected is None:
         lines.append(
             f"  no unplayed {decision.kind!r} decision is left: the run went on past the end "
             "of the recording"
         )
     else:
+        if cut:
+            lines.append(f"  note: the recording ended {ended} after {recorded} decisions")
         where = f"#{'?' if expected.seq is None else expected.seq} {expected.kind}"
         if expected.step is not None:
             where += f" step {expected.step}"

@@ -42,6 +42,7 @@ __all__ = [
     "ConfigError",
     "EnvironmentDriftError",
     "IrreversibleEffectError",
+    "MatchRulesError",
     "NetworkBlockedError",
     "NotACassetteError",
     "ReplayMiss",
@@ -124,6 +125,11 @@ class TraceError(CassetteError):
 class ConfigError(TapeError, ValueError):
     """Raised when ``[tool.tracetape]`` holds a value of the wrong shape (names file and field),
     or when the analysis needs more memory than its ``memory_limit`` (says what to raise)."""
+
+
+class MatchRulesError(ConfigError):
+    """Raised when match rules given at replay differ from those a cassette was recorded
+    with (its header's): a cassette replays under its own rules."""
 
 
 class ReplayMiss(TapeError):

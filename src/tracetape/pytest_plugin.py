@@ -45,8 +45,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         choices=[m.value for m in TestMode],
         help="replay (default): replay only, a missing cassette fails; record: run live and "
-        "write missing cassettes; auto: replay or record; rewrite: run live, overwrite. "
+        "write missing cassettes; auto: replay or record; rewrite: run live, overwrite; fork: "
+        "replay until the first miss, then live, into a branch beside the cassette. "
         "Default from the tape_mode ini option.",
+    )
+    group.addoption(
+        "--tape-fork-at",
+        action="store",
+        type=int,
+        default=None,
+        metavar="STEP",
+        help="With --tape-mode=fork: go live from this step on (retry a step that matched).",
+    )
+    group.addoption(
+        "--tape-latency",
+        action="store",
+        default=None,
+        metavar="instant|recorded|FACTOR",
+        help="In replay: wait each decision's recorded time, or a factor of it.",
     )
     group.addoption(
         "--tape-report",
@@ -192,6 +208,12 @@ def tape(request: pytest.FixtureRequest) -> Iterator[Tape]:
         options = _marker_options(item)
         mode = options.pop("mode", None) or _suite_mode(request.config)
         options.pop("path", None)
+        fork_at = request.config.getoption("tape_fork_at")
+        if fork_at is not None and mode == "fork":
+            options.setdefault("fork_at", fork_at)
+        latency = request.config.getoption("tape_latency")
+        if latency is not None:
+            options.setdefault("replay_latency", latency)
         case = TapeCase(
             cassette_path(item),
             mode,

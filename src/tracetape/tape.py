@@ -22,6 +22,7 @@ import contextvars
 import copy
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -31,6 +32,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar, cast
+
+import msgspec
 
 from ._enums import LoudEnum
 from .canonical import StreamKey, canonical_json, changed_paths, digest, field_digests, key_of
@@ -42,18 +45,37 @@ from .errors import (
     CassetteNotFoundError,
     EnvironmentDriftError,
     IrreversibleEffectError,
+    MatchRulesError,
     ReplayMiss,
     TapeWarning,
     UnplayedDecisionsError,
 )
 from .formats._source import stem_of
-from .formats.cassette import KEYS_VERSION, MAX_RECORD_BYTES, RUN_ID, new_header, new_run_id
+from .formats.cassette import (
+    KEYS_VERSION,
+    MAX_RECORD_BYTES,
+    RUN_ID,
+    final_chain,
+    new_header,
+    new_run_id,
+)
 from .harness import environment_drift, git_sha, harness_digest
+from .matching import Match
 from .record import Decision, Record
 from .redact import Redactor, RedactRules
 from .stores import FileStore, RecordStore
 
-__all__ = ["Decision", "Effect", "Mode", "Tape", "current_tape", "key"]
+__all__ = [
+    "Decision",
+    "Effect",
+    "Match",
+    "Mode",
+    "Tape",
+    "current_tape",
+    "ending_of",
+    "key",
+    "latency_factor",
+]
 
 T = TypeVar("T")
 
@@ -65,7 +87,9 @@ class Mode(LoudEnum):
     ``replay`` returns recorded outputs and fails on a missing cassette; ``record`` runs live
     and writes a cassette that does not exist yet (an existing one is an error, never
     overwritten); ``auto`` (the default of ``Tape``) replays a cassette that exists and records
-    one that does not; ``rewrite`` runs live and overwrites.
+    one that does not; ``rewrite`` runs live and overwrites; ``fork`` replays while the run
+    matches the cassette and goes live from its first decision that does not (or from step
+    ``fork_at``), writing the whole run to a branch cassette and never changing the parent.
     """
 
     __test__ = False  # not a pytest test class, whatever a test module names it
@@ -74,6 +98,7 @@ class Mode(LoudEnum):
     RECORD = "record"
     AUTO = "auto"
     REWRITE = "rewrite"
+    FORK = "fork"
 
 
 class Effect(LoudEnum):
@@ -85,6 +110,51 @@ class Effect(LoudEnum):
 
 
 _default_redactor: Redactor | None = None
+
+
+def latency_factor(value: str | float | None) -> float:
+    """The factor of each replayed decision's recorded ``ms`` that replay waits: 0 (instant,
+    the default: None, ``"instant"``), 1 (``"recorded"``) or a factor given as a number.
+
+    >>> latency_factor("recorded"), latency_factor("0.5"), latency_factor(None)
+    (1.0, 0.5, 0.0)
+    """
+    if value is None or value == "instant":
+        return 0.0
+    if value == "recorded":
+        return 1.0
+    try:
+        factor = float(value)
+    except (TypeError, ValueError):
+        factor = -1.0
+    if not 0 <= factor <= 1000:  # a NaN is not either
+        raise ValueError(
+            f"replay latency {value!r} is not 'instant', 'recorded' or a factor from 0 to 1000"
+        )
+    return factor
+
+
+def _branch_path(parent: Path) -> Path:
+    """The first free ``NAME.branch-N.jsonl`` next to ``parent``."""
+    stem = parent.name.removesuffix(".jsonl")
+    n = 1
+    while (found := parent.with_name(f"{stem}.branch-{n}.jsonl")).exists():
+        n += 1
+    return found
+
+
+def ending_of(exc: BaseException | None, signalled: bool = False) -> str:
+    """How a recording ended, for its trailer: ``completed``, ``interrupted`` (a signal,
+    Ctrl-C) or ``failed: ExceptionType`` (``sys.exit(0)`` is ``completed``).
+
+    >>> ending_of(None), ending_of(KeyboardInterrupt()), ending_of(ValueError())
+    ('completed', 'interrupted', 'failed: ValueError')
+    """
+    if signalled or isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    if exc is None or (isinstance(exc, SystemExit) and exc.code in (None, 0)):
+        return "completed"
+    return f"failed: {type(exc).__name__}"
 
 
 def key(kind: str, payload: Any) -> str:
@@ -153,6 +223,15 @@ class Tape:
     A recording's header carries its ``run_id`` (default: unique, the cassette's name and 12
     random hex digits); the collector files the run under it.
 
+    ``match`` (a ``Match``, or ``[tool.tracetape.match]``) says what a key ignores and masks;
+    a recording writes it into its header and replay uses the header's. ``mode="fork"``
+    replays and goes live at the first miss, or at step ``fork_at``; the whole run goes to
+    ``branch`` (default: ``NAME.branch-N.jsonl`` next to the cassette; ``tape.branch``).
+    ``replay_latency`` makes replay wait each decision's recorded time (``"recorded"``) or a
+    factor of it. A recording's trailer says how it ended: ``completed``, ``interrupted``
+    (Ctrl-C, or SIGTERM, which a recording tape entered in the main thread catches) or
+    ``failed: ExceptionType``.
+
         >>> Tape("x.jsonl", mode="rec")
         Traceback (most recent call last):
         ...
@@ -176,6 +255,10 @@ class Tape:
         rerecord: str | None = None,
         push: str | None = None,
         run_id: str | None = None,
+        match: Match | Mapping[str, Any] | None = None,
+        fork_at: int | None = None,
+        branch: str | os.PathLike[str] | None = None,
+        replay_latency: str | float | None = None,
     ):
         if run_id is not None and not RUN_ID.fullmatch(run_id):
             raise ValueError(
@@ -199,10 +282,22 @@ class Tape:
                 f"replay it, or re-record it on purpose: {self.rerecord}",
                 path=self.store.name,
             )
+        forking = self.requested_mode is Mode.FORK
+        if (fork_at is not None or branch is not None) and not forking:
+            raise ValueError("fork_at and branch are options of mode 'fork'")
+        if fork_at is not None and (type(fork_at) is not int or fork_at < 0):
+            raise ValueError(f"fork_at must be a step number (0 or more), not {fork_at!r}")
+        if forking and not exists:
+            raise CassetteNotFoundError(
+                f"no cassette to fork; record it first: Tape({self.store.name!r}, mode='record')",
+                path=self.store.name,
+            )
         if self.requested_mode is Mode.AUTO:
             self.mode: Mode = Mode.REPLAY if exists else Mode.RECORD
         elif self.requested_mode is Mode.REWRITE:
             self.mode = Mode.RECORD
+        elif forking:
+            self.mode = Mode.REPLAY
         else:
             self.mode = self.requested_mode
         rules = RedactRules.coerce(load_config("redact") or None).merged(
@@ -210,6 +305,25 @@ class Tape:
         )
         self.redactor = Redactor(rules, redact_key)
         self.env_allow = tuple(env_allow)
+        given = match if match is not None else load_config("match") or None
+        self._given_match = None if given is None else Match.coerce(given)
+        self.match = self._given_match or Match()
+        self.latency = latency_factor(replay_latency)
+        self._harness = (harness_sha, harness)
+        self._run_id = run_id
+        # fork mode: where the branch goes, the step it goes live at, the decisions replayed
+        # before it (written to the branch when it goes live), and the fork point
+        self.fork_at = fork_at
+        self.branch: Path | None = None
+        self.parent: Path | None = None
+        self.fork_point: dict[str, Any] | None = None
+        self._forking = forking
+        self._prefix: list[Record] = []
+        self._fork_lock = threading.Lock()
+        # How the loaded recording ended (its trailer), and whether a signal ended this one.
+        self.ended: str | None = None
+        self._signalled = False
+        self._sigterm: Any = None
         self.strict = strict
         self.allow_irreversible = allow_irreversible
         self.store_inputs = store_inputs
@@ -237,19 +351,30 @@ class Tape:
 
             self.store = PushingStore(self.store, push)
         if self.mode is Mode.RECORD:
-            self.store.begin(
-                new_header(
-                    run_id=run_id or new_run_id(stem_of(self.store.name)),
-                    harness_sha=harness_sha or git_sha(),
-                    harness_paths=[str(p) for p in harness] or None,
-                    harness_digest=harness_digest(harness) if harness else None,
-                    env={name: self._env_digest(name) for name in self.env_allow} or None,
-                    redact_key_id=self.redactor.key_id,
-                    keys=KEYS_VERSION,
-                )
-            )
+            self.store.begin(self._new_header(run_id or new_run_id(stem_of(self.store.name))))
         else:
             self._load(harness_sha)
+        if forking:
+            self.parent = Path(self.path)
+            self.branch = Path(branch) if branch is not None else _branch_path(self.parent)
+            if self.branch.resolve() == self.parent.resolve():
+                raise ValueError("the branch of a fork must not be its parent cassette")
+            self.store = FileStore(self.branch, max_record_bytes)
+            self.rerecord = f"Tape({str(self.branch)!r}, mode='rewrite')"
+
+    def _new_header(self, run_id: str, **fields: Any) -> dict[str, Any]:
+        harness_sha, harness = self._harness
+        return new_header(
+            run_id=run_id,
+            harness_sha=harness_sha or git_sha(),
+            harness_paths=[str(p) for p in harness] or None,
+            harness_digest=harness_digest(harness) if harness else None,
+            env={name: self._env_digest(name) for name in self.env_allow} or None,
+            redact_key_id=self.redactor.key_id,
+            keys=KEYS_VERSION,
+            match=self.match.as_header(),
+            **fields,
+        )
 
     # -- replay state -------------------------------------------------------------------------
 
@@ -265,8 +390,32 @@ class Tape:
             raise
         self.header = cassette.header
         self.records = cassette.records
+        self.ended = cassette.ended
+        self._use_recorded_rules()
         self._index()
         self._check_environment(harness_sha)
+
+    def _use_recorded_rules(self) -> None:
+        """Replay under the header's match rules; rules given that differ are an error."""
+        try:
+            recorded = Match.coerce((self.header or {}).get("match"))
+        except ValueError as exc:
+            raise CassetteError(
+                f"header field 'match' is not match rules ({exc}); the header was edited: "
+                "restore it, or re-record the cassette",
+                path=self.store.name,
+                line=1,
+            ) from None
+        given = self._given_match
+        if given is not None and given != recorded:
+            raise MatchRulesError(
+                f"{self.store.name}: the match rules given ({given.describe()}) differ from the "
+                f"rules this cassette was recorded with ({recorded.describe()}); a cassette "
+                "replays under its own rules: give none (or the same), re-key it under the new "
+                f"ones with `tracetape migrate {self.store.name}`, or re-record it: "
+                f"{self.rerecord}"
+            )
+        self.match = recorded
 
     def _index(self) -> None:
         """Build the replay state of ``records``: a queue per key, the records of each kind."""
@@ -342,6 +491,7 @@ class Tape:
         shadow._cursor = {}
         shadow._keys = {kind: StreamKey(kind) for kind in self._keys}
         shadow.misses = []
+        shadow._forking, shadow.latency = False, 0.0
         return shadow
 
     def rekey(self, records: list[Record]) -> None:
@@ -385,15 +535,27 @@ class Tape:
         recorded text, already redacted (redaction leaves a redacted text as it is), and a
         conversation's key is hashed incrementally (``StreamKey``). Only a text holding a
         secret, or one never recorded, is redacted and keyed again.
+
+        Under match rules the key is the payload's as the rules see it (``Match.keyed``);
+        a recording stores the whole payload, and replay's decision holds the keyed one (a
+        miss shows masked values masked). A fork goes live here, at its first miss or at step
+        ``fork_at``: the decision is then keyed as a recording keys it.
         """
         mapping = type(payload) is dict or isinstance(payload, Mapping)
         step = payload.get("step") if mapping else None
         step = step if type(step) is int else None
+        rules = self.match
         if self.mode is Mode.REPLAY:
             keys = self._keys.get(kind)
             if keys is None:
                 keys = self._keys[kind] = StreamKey(kind)
-            text, key = keys.key(payload, finite=finite)
+            text, key = keys.key(rules.keyed(kind, payload) if rules else payload, finite=finite)
+            if self._forking and (
+                key not in self._queues
+                or (self.fork_at is not None and step is not None and step >= self.fork_at)
+            ):
+                self._go_live(kind, key, step)
+                return self.prepare(kind, payload, finite=finite)
             if key in self._queues:
                 return Decision(kind, key, text, step)
             plain = text.decode()
@@ -411,7 +573,41 @@ class Tape:
             memo = self._memos[kind] = [b""]
         canonical = canonical_json(payload, memo, finite=finite)
         blob = self.redactor.redact_payload(payload, canonical, kind)
-        return Decision(kind, key_of(kind, blob), blob, step)
+        keyed = rules.keyed(kind, payload) if rules else payload
+        if keyed is payload:
+            return Decision(kind, key_of(kind, blob), blob, step)
+        memo = self._memos.setdefault(f"{kind} keyed", [b""])
+        seen = self.redactor.redact_payload(keyed, canonical_json(keyed, memo, finite=finite), kind)
+        return Decision(kind, key_of(kind, seen), blob, step)
+
+    def _go_live(self, kind: str, key: str, step: int | None, reason: str = "") -> None:
+        """A fork's first live decision: write the branch's header (naming its parent and
+        the fork point) and the decisions replayed so far; from now on, record."""
+        with self._fork_lock:
+            if self.mode is not Mode.REPLAY:
+                return
+            assert self.parent is not None and self.branch is not None
+            at = self.fork_at is not None and step is not None and step >= self.fork_at
+            self.fork_point = {
+                "seq": len(self._prefix) + 1,
+                "step": step,
+                "kind": kind or None,
+                "key": key or None,
+                "reason": reason or (f"fork_at {self.fork_at}" if at else "first miss"),
+            }
+            parent = {"path": str(self.parent), "chain": final_chain(self.parent)}
+            if self.header and isinstance(self.header.get("run_id"), str):
+                parent["run_id"] = self.header["run_id"]
+            self.store.begin(
+                self._new_header(
+                    self._run_id or new_run_id(stem_of(self.store.name)),
+                    parent=parent,
+                    fork=self.fork_point,
+                )
+            )
+            for rec in self._prefix:
+                self.written = self.store.append(rec)
+            self.mode = Mode.RECORD
 
     def peek(self, decision: Decision) -> Record | None:
         """The record ``play(decision)`` would return next, without playing it (None: it
@@ -426,7 +622,13 @@ class Tape:
             raise self._miss(decision)
         index = queue.popleft()
         self._played[index] = 1
-        return self.records[index]
+        rec = self.records[index]
+        if self._forking:
+            with self._fork_lock:
+                self._prefix.append(rec)
+        if self.latency and rec.ms:
+            time.sleep(rec.ms * self.latency / 1000)
+        return rec
 
     def record(
         self,
@@ -561,13 +763,20 @@ class Tape:
         repeated = 0
         if decision.key in self._queues:
             repeated = sum(1 for r in self.records if r.key == decision.key)
+        expected = self._expected(decision)
+        if expected is not None and self.match and expected.input is not None:
+            expected = msgspec.structs.replace(
+                expected, input=self.match.keyed(decision.kind, expected.input)
+            )
         miss = explain_miss(
             decision,
-            self._expected(decision),
+            expected,
             matched=self.matched,
             recorded=len(self.records),
             repeated=repeated,
             rerecord=self.rerecord,
+            rules=self.match.describe() if self.match else None,
+            ended=self.ended,
         )
         self.misses.append(miss)
         return miss
@@ -588,24 +797,35 @@ class Tape:
             if not played[index] and self.records[index].step == decision.step
         ]
         if len(same_step) > 1:
-            live = decision.input()
+            live, keyed = decision.input(), self.match.keyed
             return min(
                 same_step,
                 key=lambda rec: (
-                    len(changed_paths(rec.input, live)) if rec.input is not None else 1 << 30
+                    len(changed_paths(keyed(rec.kind, rec.input), live))
+                    if rec.input is not None
+                    else 1 << 30
                 ),
             )
         return same_step[0] if same_step else first
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def close(self, *, failed: bool = False) -> None:
-        """Finish the tape: move the recording into place, or report unplayed decisions."""
+    def close(self, *, failed: bool = False, ended: str | None = None) -> None:
+        """Finish the tape: seal the recording with how it ``ended`` (default: ``completed``,
+        or ``failed: Exception`` when ``failed``) and move it into place, or report unplayed
+        decisions. A fork that never went live writes its branch all the same."""
         if self._closed:
             return
         self._closed = True
+        self._release_sigterm()
+        if self._forking and self.mode is Mode.REPLAY:
+            self._go_live("", "", None, "no divergence: the run replayed whole")
         if self.mode is Mode.RECORD:
-            self.store.commit()
+            if self._signalled:
+                ended = "interrupted"
+            ended = ended or ("failed: Exception" if failed else "completed")
+            # A store of the protocol before endings takes commit() alone.
+            self.store.commit() if ended == "completed" else self.store.commit(ended=ended)
             return
         if self.misses and not failed:
             # The program went on after a miss (it caught it, or a framework wrapped and
@@ -627,8 +847,39 @@ class Tape:
             )
         warnings.warn(message, TapeWarning, stacklevel=3)
 
+    def ending(self, exc: BaseException | None) -> str:
+        """How this recording ends if ``exc`` ends it (see ``ending_of``)."""
+        return ending_of(exc, self._signalled)
+
+    def catch_sigterm(self) -> None:
+        """While recording in the main thread with SIGTERM's default action: make SIGTERM
+        end the program as ``SystemExit(143)``, so the recording closes ``interrupted``
+        (``with`` blocks and ``atexit`` run) instead of dying without its trailer."""
+        if (
+            self.mode is not Mode.RECORD and not self._forking
+        ) or threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+
+        def terminated(signum: int, frame: object) -> None:
+            self._signalled = True
+            raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, terminated)
+        self._sigterm = terminated
+
+    def _release_sigterm(self) -> None:
+        if self._sigterm is None:
+            return
+        handler, self._sigterm = self._sigterm, None
+        main = threading.current_thread() is threading.main_thread()
+        if main and signal.getsignal(signal.SIGTERM) is handler:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
     def __enter__(self) -> Tape:
         self._token = self.bind()
+        self.catch_sigterm()
         return self
 
     def __exit__(
@@ -640,7 +891,7 @@ class Tape:
         if self._token is not None:
             _current.reset(self._token)
             self._token = None
-        self.close(failed=exc is not None)
+        self.close(failed=exc is not None, ended=self.ending(exc))
         if exc is not None and self.misses and not isinstance(exc, ReplayMiss):
             # A framework turned the miss into its own error (a connection error after
             # retries): the diagnosis is what the user needs to see.

@@ -134,7 +134,7 @@ class TapeCase:
             self._stack.enter_context(tape)
             if self.sdk:
                 self._stack.enter_context(_patch_sdks(tape))
-            if tape.replaying:
+            if tape.replaying and tape.branch is None:  # a fork goes live: no guard
                 self.guard = self._stack.enter_context(
                     block_network(
                         allow_loopback=self.allow_loopback,
@@ -166,6 +166,14 @@ class TapeCase:
             # Unwinding the stack exits the tape without an exception, so it would not know the
             # test failed: close it first with the right flag, then unwind patches and guard.
             tape.close(failed=failed or swallowed is not None)
+            if tape.fork_point is not None:
+                warnings.warn(
+                    f"{self.path}: forked at decision {tape.fork_point['seq']} "
+                    f"({tape.fork_point['reason']}); the whole run is in the branch "
+                    f"{tape.branch}",
+                    TapeWarning,
+                    stacklevel=2,
+                )
         finally:
             self._stack.close()
             if self.on_close is not None:

@@ -49,7 +49,7 @@ class MemoryStore:
         self._new.append(record)
         return len(self._new)
 
-    def commit(self) -> None:
+    def commit(self, ended: str = "completed") -> None:
         self.rows = [
             Record(**{**{f: getattr(r, f) for f in r.__struct_fields__}, "seq": i})
             for i, r in enumerate(self._new, 1)

@@ -42,7 +42,28 @@ EXIT_NOT_FOUND = 127
     show_default=True,
     help="replay: run offline from the cassette; record: run live and write a cassette that "
     "does not exist yet; auto: replay if the cassette exists, else record; rewrite: run live "
-    "and overwrite.",
+    "and overwrite; fork: replay while the run matches, then go live, writing the whole run "
+    "to a branch cassette (the cassette itself is never changed).",
+)
+@click.option(
+    "--fork-at",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="STEP",
+    help="With --mode fork: go live from this step on, even where it matches (retry a step).",
+)
+@click.option(
+    "--branch",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="With --mode fork: the branch cassette (default: NAME.branch-N.jsonl beside it).",
+)
+@click.option(
+    "--latency",
+    default=None,
+    metavar="instant|recorded|FACTOR",
+    help="In replay: wait each decision's recorded time (recorded), a factor of it (0.5), or "
+    "not at all (instant, the default): reproduces timeout and race bugs.",
 )
 @click.option(
     "--hook",
@@ -82,6 +103,9 @@ def run(
     strict: bool,
     network: str,
     show_traceback: bool,
+    fork_at: int | None,
+    branch: Path | None,
+    latency: str | None,
     fmt: str,
     command: tuple[str, ...],
 ) -> None:
@@ -90,7 +114,19 @@ def run(
     \b
         tracetape run --tape runs/412.jsonl --mode record -- python -m agent --task fix-ci
         tracetape run --tape runs/412.jsonl -- python -m agent --task fix-ci
+        tracetape run --tape runs/412.jsonl --mode fork --fork-at 17 -- python -m agent
     """
+    if (fork_at is not None or branch is not None) and mode != Mode.FORK.value:
+        click.echo("tracetape run: error: --fork-at and --branch need --mode fork", err=True)
+        sys.exit(EXIT_SETUP)
+    if latency is not None:
+        from ..tape import latency_factor
+
+        try:
+            latency_factor(latency)
+        except ValueError as exc:
+            click.echo(f"tracetape run: error: --latency: {exc}", err=True)
+            sys.exit(EXIT_SETUP)
     try:
         result = run_program(
             command,
@@ -100,6 +136,9 @@ def run(
             strict=strict,
             network=network,
             show_traceback=show_traceback,
+            fork_at=fork_at,
+            branch=branch,
+            latency=latency,
         )
     except (OSError, ValueError) as exc:
         click.echo(f"tracetape run: error: {exc}", err=True)

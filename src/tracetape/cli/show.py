@@ -4,20 +4,55 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
 from ..errors import CassetteError, NotACassetteError
-from ..formats.cassette import read_cassette, verify_seal
+from ..formats.cassette import Cassette, read_cassette, verify_seal
 from . import exit_codes_help
 from ._common import EXIT_BAD_INPUT, EXIT_FAILED, echo_json, handle_errors, output_options
 
 
+def lineage(cassette: Cassette) -> dict[str, Any]:
+    """What a cassette's header and trailer say of its run beyond its records: how it ended,
+    the match rules its keys ignore, and for a fork's branch its parent and fork point."""
+    header = cassette.header or {}
+    found: dict[str, Any] = {"ended": cassette.ended}
+    for name in ("match", "parent", "fork"):
+        if isinstance(header.get(name), dict):
+            found[name] = header[name]
+    return found
+
+
+def lineage_lines(found: Mapping[str, Any]) -> list[str]:
+    """``lineage`` as the lines ``show`` and ``verify`` print."""
+    lines = []
+    ended = found.get("ended")
+    if ended and ended != "completed":
+        cut = "never closed (killed)" if ended == "unfinished" else ended
+        lines.append(f"the recording ended {cut}: replay stops where it stopped")
+    match = found.get("match")
+    if match:
+        rules = "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in match.items() if v)
+        lines.append(f"match rules: {rules}")
+    parent, fork = found.get("parent"), found.get("fork")
+    if parent:
+        lines.append(f"branch of {parent.get('path')} (sealed {parent.get('chain') or 'never'})")
+    if fork:
+        step = f" (step {fork['step']})" if fork.get("step") is not None else ""
+        lines.append(f"forked at decision {fork.get('seq')}{step}: {fork.get('reason')}")
+    return lines
+
+
 def rows(path: Path) -> list[dict[str, Any]]:
     """The decisions of a cassette as table rows (seq, step, kind, name, ms, key, effect)."""
-    cassette = read_cassette(path)
+    return _rows(read_cassette(path))
+
+
+def _rows(cassette: Cassette) -> list[dict[str, Any]]:
     return [
         {
             "seq": i if rec.seq is None else rec.seq,
@@ -38,8 +73,11 @@ def rows(path: Path) -> list[dict[str, Any]]:
 @handle_errors
 def show(cassette: Path, fmt: str) -> None:
     """Print the decisions of CASSETTE as a table: seq, step, kind, tool or model, ms, effect,
-    key."""
-    data = rows(cassette)
+    key; above it, how the recording ended (when not completed), its match rules, and for a
+    fork's branch its parent and fork point (``--format json``: the rows; ``verify --format
+    json`` has the rest)."""
+    tape = read_cassette(cassette)
+    data = _rows(tape)
     if fmt == "json":
         echo_json(data)
         return
@@ -68,7 +106,10 @@ def show(cassette: Path, fmt: str) -> None:
             row["effect"] or "",
             row["key"],
         )
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    for line in lineage_lines(lineage(tape)):
+        console.print(line, markup=False, highlight=False)
+    console.print(table)
 
 
 @click.command(short_help="A cassette's integrity, in one line.", epilog=exit_codes_help("verify"))
@@ -112,6 +153,8 @@ def verify(cassette: Path, fmt: str) -> None:
         if seqs != sorted(seqs) or len(set(seqs)) != len(seqs):
             problems.append("sequence numbers are not strictly increasing (records were reordered)")
         summary.update(format=tape.format, records=len(tape.records), kinds=kinds)
+        summary.update(lineage(tape))
+        notes += lineage_lines(lineage(tape))
         summary["ok"] = not problems
     summary["notes"] = notes
     if fmt == "json":

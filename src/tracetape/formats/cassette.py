@@ -7,13 +7,16 @@ Format 2::
     {"seq": 1, "key": "llm:9f2c41d0a7b3e815", "kind": "llm", "step": 1, "ms": 812.4,
      "effect": "read", "out": {...}, "input": {...redacted copy...},
      "digests": {"messages[0]": ...}, "chain": "5be1..."}
-    {"end": 1, "chain": "5be1..."}
+    {"end": 1, "ended": "completed", "chain": "5be1..."}
 
 Sealed: each record ends with ``chain``, the SHA-256 (32 hex) of the previous line's chain
 (the header's: the digest of the header line) followed by the record's line up to its
-``,"chain"`` field; the trailer, written when the recording closes, holds the record count
-and the last chain. ``verify_seal`` walks the chain, so a changed, deleted, inserted or
-reordered record, or a changed header, breaks it at the line at fault; a file without a trailer
+``,"chain"`` field; the trailer, written when the recording closes, holds the record count,
+how the recording ended (``ENDINGS``: ``completed``, ``interrupted`` by SIGINT or SIGTERM, or
+``failed: ExceptionType``) and its own chain digest (of the last chain and its count and
+ending; a trailer without ``ended``, written before it, holds the last chain itself).
+``verify_seal`` walks the chain, so a changed, deleted, inserted or reordered record, a
+changed header or a changed ending, breaks it at the line at fault; a file without a trailer
 did not close (a killed run). Readers ignore ``chain`` and the trailer. Format 1 is the same
 without them (unsealed), and is read as before.
 
@@ -71,6 +74,7 @@ from ._source import TraceSource, stem_of
 from .schemas import TOO_DEEP, is_effect, json_type, readable
 
 __all__ = [
+    "ENDINGS",
     "FORMAT_VERSION",
     "KEYS_VERSION",
     "MAX_RECORD_BYTES",
@@ -80,6 +84,7 @@ __all__ = [
     "CassetteReader",
     "Seal",
     "dumps_record",
+    "final_chain",
     "name_of",
     "new_header",
     "read_cassette",
@@ -87,6 +92,7 @@ __all__ = [
     "seal_line",
     "tag_values",
     "tokens_of",
+    "trailer_line",
     "untag_values",
     "verify_seal",
 ]
@@ -179,12 +185,26 @@ class Cassette:
     """A cassette read into memory: its header (None for the seed's format 0) and records.
 
     ``records`` are ``Record`` s in file order; ``skipped`` counts torn last lines dropped.
+    ``trailer`` is the seal line (None: unsealed, or the recording never closed).
     """
 
     path: Path
     header: dict[str, Any] | None
     records: list[Record] = field(default_factory=list)
     skipped: int = 0
+    trailer: dict[str, Any] | None = None
+
+    @property
+    def ended(self) -> str | None:
+        """How the recording ended: the trailer's ``ended`` (``completed``, ``interrupted``,
+        ``failed: Type``), ``unfinished`` for a sealed format without a trailer (a killed
+        recorder), None where the format does not say (format 0 and 1, old trailers)."""
+        if self.trailer is not None:
+            ended = self.trailer.get("ended")
+            return ended if isinstance(ended, str) else None
+        if self.header is not None and self.header.get("tracetape") == FORMAT_VERSION:
+            return "unfinished"
+        return None
 
     @property
     def format(self) -> int:
@@ -239,6 +259,27 @@ def seal_line(previous: str, line: bytes) -> tuple[bytes, str]:
     return body[:-1] + _CHAIN_FIELD + chain.encode() + b'"}\n', chain
 
 
+ENDINGS = ("completed", "interrupted")  # and "failed: ExceptionType"
+_ENDING = re.compile(r"completed|interrupted|failed: [A-Za-z_][A-Za-z0-9_.]{0,120}")
+
+
+def _trailer_body(count: int, ended: str) -> bytes:
+    return orjson.dumps({"end": count, "ended": ended})
+
+
+def trailer_line(count: int, ended: str, chain: str) -> bytes:
+    """The trailer of a recording of ``count`` records whose last chain digest is ``chain``,
+    sealing how it ``ended`` too.
+
+    >>> trailer_line(2, "interrupted", "ab")[:36]
+    b'{"end":2,"ended":"interrupted","chai'
+    """
+    if not _ENDING.fullmatch(ended):
+        raise ValueError(f"{ended!r} is not how a recording ends; use one of {ENDINGS}")
+    body = _trailer_body(count, ended)
+    return body[:-1] + _CHAIN_FIELD + chain_digest(chain, body).encode() + b'"}\n'
+
+
 def header_digest(line: bytes) -> str:
     """The chain digest the first record follows: the header line's own."""
     return hashlib.sha256(line.rstrip(b"\n")).hexdigest()[:32]
@@ -284,7 +325,18 @@ def verify_seal(path: str | os.PathLike[str]) -> Seal:
         if "end" in rec and "key" not in rec:
             if lineno != len(lines):
                 return Seal("broken", count, lineno + 1, "lines were added after the trailer")
-            if rec.get("chain") != previous:
+            ended = rec.get("ended")
+            if ended is not None:
+                if not isinstance(ended, str) or not _ENDING.fullmatch(ended):
+                    return Seal("broken", count, lineno, "the trailer's ending was changed")
+                sealed = rec.get("chain") == chain_digest(previous, _trailer_body(count, ended))
+                if not sealed and rec.get("end") == count:
+                    return Seal(
+                        "broken", count, lineno, "the trailer's ending or its seal was changed"
+                    )
+            else:
+                sealed = rec.get("chain") == previous
+            if not sealed:
                 return Seal(
                     "broken",
                     count,
@@ -343,7 +395,7 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
         )
     reader = CassetteReader(io.BytesIO(data), path, run=stem_of(path.name))
     records = list(reader)
-    return Cassette(path, reader.header, records, reader.skipped)
+    return Cassette(path, reader.header, records, reader.skipped, reader.trailer)
 
 
 class CassetteReader:
@@ -737,6 +789,23 @@ def new_run_id(name: str) -> str:
     return f"{_run_name(name)}@{uuid.uuid4().hex[:12]}"
 
 
+def _trailer_of(data: bytes) -> dict[str, Any] | None:
+    last = data.rstrip(b"\n").rpartition(b"\n")[2]
+    try:
+        trailer = orjson.loads(last)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(trailer, dict) and isinstance(trailer.get("chain"), str) and "end" in trailer:
+        return trailer
+    return None
+
+
+def final_chain(path: str | os.PathLike[str]) -> str | None:
+    """The chain digest a sealed cassette's trailer ends with (None: unsealed, unfinished)."""
+    trailer = _trailer_of(Path(path).read_bytes())
+    return None if trailer is None else str(trailer["chain"])
+
+
 def run_id_of(path: str | os.PathLike[str]) -> str:
     """The run id of the cassette at ``path``: its header's ``run_id``, else one derived from
     its content (the last chain digest of a sealed cassette, else the digest of its bytes),
@@ -750,15 +819,8 @@ def run_id_of(path: str | os.PathLike[str]) -> str:
         header = None
     if isinstance(header, dict) and isinstance(header.get("run_id"), str) and header["run_id"]:
         return str(header["run_id"])
-    last = data.rstrip(b"\n").rpartition(b"\n")[2]
-    try:
-        trailer = orjson.loads(last)
-    except orjson.JSONDecodeError:
-        trailer = None
-    if isinstance(trailer, dict) and isinstance(trailer.get("chain"), str) and "end" in trailer:
-        digest = str(trailer["chain"])
-    else:
-        digest = hashlib.sha256(data).hexdigest()
+    trailer = _trailer_of(data)
+    digest = str(trailer["chain"]) if trailer else hashlib.sha256(data).hexdigest()
     return f"{_run_name(stem_of(path.name))}@{digest[:12]}"
 
 

@@ -75,7 +75,13 @@ ENV_REPORT = "TRACETAPE_RUN_REPORT"
 ENV_NETWORK = "TRACETAPE_RUN_NETWORK"
 ENV_TRACEBACK = "TRACETAPE_RUN_TRACEBACK"
 ENV_RERECORD = "TRACETAPE_RUN_RERECORD"
+ENV_FORK_AT = "TRACETAPE_RUN_FORK_AT"
+ENV_BRANCH = "TRACETAPE_RUN_BRANCH"
+ENV_LATENCY = "TRACETAPE_RUN_LATENCY"
 _ENV_NAMES = (
+    ENV_FORK_AT,
+    ENV_BRANCH,
+    ENV_LATENCY,
     ENV_TAPE,
     ENV_MODE,
     ENV_HOOK,
@@ -162,6 +168,9 @@ def start_from_environment() -> None:
     network = os.environ.get(ENV_NETWORK, "block")
     show_traceback = os.environ.get(ENV_TRACEBACK) == "1"
     rerecord = os.environ.get(ENV_RERECORD) or None
+    fork_at = os.environ.get(ENV_FORK_AT)
+    branch = os.environ.get(ENV_BRANCH) or None
+    latency = os.environ.get(ENV_LATENCY) or None
     _scrub_environment()
     try:
         os.close(os.open(f"{report_path}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -177,12 +186,22 @@ def start_from_environment() -> None:
     report: dict[str, Any] = {"state": "started", "pid": os.getpid()}
     hooks = contextlib.ExitStack()
     try:
-        tape = Tape(path, mode=mode, strict=strict, rerecord=rerecord)
-        report["mode"] = tape.mode.value
+        tape = Tape(
+            path,
+            mode=mode,
+            strict=strict,
+            rerecord=rerecord,
+            fork_at=int(fork_at) if fork_at else None,
+            branch=branch,
+            replay_latency=latency,
+        )
+        report["mode"] = tape.requested_mode.value if tape.branch else tape.mode.value
+        if tape.branch is not None:
+            report["branch"] = str(tape.branch)
         tape.__enter__()
         _enter_hooks(tape, hook, hooks)
         guard = watcher = None
-        if not tape.replaying:
+        if not tape.replaying or tape.branch is not None:
             from .network import untaped_traffic, watch_network
 
             watcher = hooks.enter_context(watch_network())
@@ -235,7 +254,10 @@ def start_from_environment() -> None:
             except Exception as exc:  # a hook failing to unpatch must not lose the report
                 final["warnings_extra"] = [f"unpatching the hooks failed: {exc!r}"]
             try:
-                tape.close(failed=bool(failed) or bool(tape.misses))
+                tape.close(
+                    failed=bool(failed) or bool(tape.misses),
+                    ended=tape.ending(failed[0] if failed else None),
+                )
             except TapeError as exc:
                 final["error"] = str(exc)
                 final["error_type"] = type(exc).__name__
@@ -245,8 +267,11 @@ def start_from_environment() -> None:
             final["warnings"].append(untaped_traffic(watcher.seen, fix))
         if not tape.replaying:
             final["written"] = tape.written
+            final["ended"] = tape.ending(failed[0] if failed else None)
             if tape.write_failure is not None:
                 final["write_failure"] = str(tape.write_failure)
+        if tape.fork_point is not None:
+            final["fork"] = tape.fork_point
         if tape.replaying:
             final["recorded"] = len(tape.records)
             final["unplayed"] = [
@@ -292,6 +317,9 @@ class RunResult:
             "miss": miss,
             "error": self.report.get("error"),
             "network": self.report.get("network", []),
+            "ended": self.report.get("ended"),
+            "branch": self.report.get("branch"),
+            "fork": self.report.get("fork"),
             "warnings": self.report.get("warnings", []),
             "messages": self.messages,
         }
@@ -351,6 +379,9 @@ def run_program(
     env: dict[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     show_traceback: bool = False,
+    fork_at: int | None = None,
+    branch: str | os.PathLike[str] | None = None,
+    latency: str | None = None,
 ) -> RunResult:
     """Run ``command`` with ``tape`` active in its (first) Python process; see the module doc.
 
@@ -359,6 +390,8 @@ def run_program(
     SIGTERM and SIGHUP are passed on to the program; Ctrl-C reaches it from the terminal.
     An uncaught ``ReplayMiss`` prints one line saying where it was raised, then the diagnosis;
     ``show_traceback`` prints the program's traceback (tracetape's frames left out) instead.
+    ``fork_at`` and ``branch`` are ``Tape``'s (mode ``fork``), ``latency`` its
+    ``replay_latency``.
     """
     parsed = Mode.parse(mode)
     if hook not in HOOKS:
@@ -390,6 +423,9 @@ def run_program(
             ENV_TRACEBACK: "1" if show_traceback else "0",
             # every miss names the command line that records this run again
             ENV_RERECORD: _rerun_hint(path, command, hook),
+            ENV_FORK_AT: "" if fork_at is None else str(fork_at),
+            ENV_BRANCH: "" if branch is None else str(Path(branch).resolve()),
+            ENV_LATENCY: latency or "",
         }
     )
     try:
@@ -490,8 +526,19 @@ def _judge(
         return result
     for warning in report.get("warnings", []):
         say(f"warning: {warning}")
-    if "written" in report:
+    fork = report.get("fork")
+    if fork is not None:
+        where = f"decision {fork.get('seq')}" + (
+            f" (step {fork['step']})" if fork.get("step") is not None else ""
+        )
+        say(
+            f"forked {path} at {where}, {fork.get('reason')}: {report['written']} decision(s) "
+            f"(the replayed ones and the live rest) written to the branch {report.get('branch')}"
+        )
+    elif "written" in report:
         say(f"recorded {report['written']} decision(s) to {path}")
+    if report.get("ended") not in (None, "completed"):
+        say(f"the recording ended {report['ended']}; its trailer says so")
     elif "recorded" in report:
         played = report["recorded"] - len(report.get("unplayed", []))
         say(f"replayed {played} of {report['recorded']} recorded decision(s) from {path}")

@@ -7,7 +7,8 @@ with this protocol (a database store, an in-memory one in tests)::
     load() -> Cassette                its header and records (CassetteNotFoundError if none)
     begin(header)                     start a new recording
     append(record) -> int             write one record, durably; returns its sequence number
-    commit()                          make the new recording the one that replays
+    commit(ended="completed")         make the new recording the one that replays; ``ended``
+                                      says how it ended (``interrupted``, ``failed: Type``)
     abort()                           drop the new recording, keep the old one
 
 ``name`` names the store in messages (a file store: its path).
@@ -50,8 +51,8 @@ class RecordStore(Protocol):
         """Write one record durably; return its sequence number."""
         ...
 
-    def commit(self) -> None:
-        """Make the new recording the one that replays."""
+    def commit(self, ended: str = "completed") -> None:
+        """Make the new recording the one that replays; ``ended``: how it ended."""
         ...
 
     def abort(self) -> None:

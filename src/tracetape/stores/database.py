@@ -534,8 +534,9 @@ class DatabaseStore:
         self.db.store([rec], digest=digest.hexdigest(), run=self._pending)
         return self._seq
 
-    def commit(self) -> None:
-        """Make the recording the run's: the old run's rows go, the pending rows take its name."""
+    def commit(self, ended: str = "completed") -> None:
+        """Make the recording the run's: the old run's rows go, the pending rows take its name
+        (a database keeps no trailer: how the recording ``ended`` is not stored)."""
         with self.db.engine.begin() as conn:
             self._delete(conn, self.run)
             conn.execute(

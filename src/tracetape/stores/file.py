@@ -34,6 +34,7 @@ from ..formats.cassette import (
     header_digest,
     read_cassette,
     seal_line,
+    trailer_line,
 )
 from ..record import Record
 
@@ -114,10 +115,10 @@ class FileStore:
             raise CassetteError("no recording was begun", path=self.path)
         return self._writer.write(record)
 
-    def commit(self) -> None:
-        """Move the recording over ``PATH`` (idempotent)."""
+    def commit(self, ended: str = "completed") -> None:
+        """Seal the recording with how it ``ended`` and move it over ``PATH`` (idempotent)."""
         if self._writer is not None:
-            self._writer.close()
+            self._writer.close(ended=ended)
 
     def abort(self) -> None:
         """Drop the recording and keep whatever ``PATH`` held before (idempotent)."""
@@ -253,15 +254,15 @@ class CassetteWriter:
         """How many records were written."""
         return self._seq
 
-    def close(self, *, keep: bool = True) -> None:
-        """Seal (the trailer: the record count and the last digest), close and move
-        ``PATH.partial`` over ``PATH`` (idempotent); with ``keep=False`` remove ``PATH.partial``
-        instead."""
+    def close(self, *, keep: bool = True, ended: str = "completed") -> None:
+        """Seal (the trailer: the record count, how the recording ``ended`` and the last
+        digest), close and move ``PATH.partial`` over ``PATH`` (idempotent); with
+        ``keep=False`` remove ``PATH.partial`` instead."""
         with self._lock:
             if self._fh is None:
                 return
             if keep and self._broken is None:
-                self._write(dumps_record({"end": self._seq, "chain": self._chain}))
+                self._write(trailer_line(self._seq, ended, self._chain))
             fh, self._fh = self._fh, None
             try:
                 # Moved (or removed) while the lock is held: a recorder that starts now finds

@@ -120,9 +120,9 @@ class PushingStore:
             self.problem = self.problem or "the push queue was full (the collector is slow or down)"
         return seq
 
-    def commit(self) -> None:
+    def commit(self, ended: str = "completed") -> None:
         """Commit locally, give the pusher ``flush_s`` to finish, and report what is unsent."""
-        self.inner.commit()
+        self.inner.commit(ended)
         self._finish()
 
     def abort(self) -> None:

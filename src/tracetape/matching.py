@@ -1,0 +1,230 @@
+"""Match rules: what a decision's key leaves out (``ignore``) and what it masks (``mask``).
+
+A prompt that carries a fresh UUID or the current time would miss on every replay; a match
+rule says that part of the request decides nothing. Rules come from ``Tape(...,
+match=Match(...))`` or ``[tool.tracetape.match]``::
+
+    [tool.tracetape.match]
+    ignore = ["metadata", "user", "messages[*].name"]
+    mask = ["uuid", "ts", "re:order-[0-9]+"]
+
+``ignore`` paths are dotted, with ``[*]`` for any list item and ``[N]`` for one; a path is
+looked up at the payload's root, and else in its ``params`` (a model request's fields) and
+its ``body`` (an HTTP request's). ``mask`` names a mask (``MASKS``: ``uuid``, ``tmp``,
+``ts``, ``unix-time``, ``hex-id``) or gives a regex as ``re:...``; each is applied to every
+string of the keyed payload, a match replaced by ``<name>`` (a regex's: ``<re>``).
+
+Only the key sees the rules: the full payload is recorded. They are written into the
+cassette's header (``as_header``) and replay uses the header's, so a cassette replays the
+same way wherever it goes. A tape with no rules keys exactly as before.
+
+This module imports nothing else of tracetape's but ``canonical`` and ``errors``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .canonical import ISO_TIME, TMP_PATH, UUID
+from .errors import ConfigError
+
+__all__ = ["MASKS", "Match"]
+
+MASKS: dict[str, re.Pattern[str]] = {
+    "uuid": UUID,
+    "tmp": TMP_PATH,
+    "ts": ISO_TIME,
+    # seconds (10 digits) or milliseconds (13) since 1970, from 2001 to 2286, with a fraction
+    "unix-time": re.compile(r"(?<![0-9.])[1-9][0-9]{9}(?:[0-9]{3}|\.[0-9]+)?(?![0-9])"),
+    # a run of 16 or more hex digits holding a digit and a letter (a trace id, a digest)
+    "hex-id": re.compile(
+        r"(?<![0-9A-Za-z])(?=[0-9a-f]*[a-f])(?=[a-f]*[0-9])[0-9a-f]{16,}(?![0-9A-Za-z])"
+    ),
+}
+_PART = re.compile(r"([^.\[\]]+)|\[(\*|[0-9]+)\]|\.")
+_MEMO_LIMIT = 65536
+
+
+def _parse_path(path: str) -> tuple[str | int | None, ...]:
+    """``messages[*].name`` as ``("messages", None, "name")`` (None: any item)."""
+    if not isinstance(path, str) or not path or path.startswith((".", "[")) or path.endswith("."):
+        raise ConfigError(
+            f"match ignore path {path!r} is not a dotted path such as 'metadata' or "
+            "'messages[*].name'"
+        )
+    parts: list[str | int | None] = []
+    at = 0
+    while at < len(path):
+        found = _PART.match(path, at)
+        if found is None or found.end() == at:
+            raise ConfigError(
+                f"match ignore path {path!r} is not a dotted path such as 'metadata' or "
+                f"'messages[*].name' (unexpected {path[at:]!r})"
+            )
+        name, index = found.groups()
+        if name is not None:
+            parts.append(name)
+        elif index is not None:
+            parts.append(None if index == "*" else int(index))
+        at = found.end()
+    return tuple(parts)
+
+
+def _compile(mask: str) -> tuple[re.Pattern[str], str]:
+    if not isinstance(mask, str):
+        raise ConfigError(f"match mask {mask!r} must be a string: a mask name or 're:REGEX'")
+    if mask.startswith("re:"):
+        try:
+            return re.compile(mask[3:]), "<re>"
+        except re.error as exc:
+            raise ConfigError(f"match mask {mask!r} is not a valid regex: {exc}") from None
+    pattern = MASKS.get(mask)
+    if pattern is None:
+        names = ", ".join(MASKS)
+        raise ConfigError(f"match mask {mask!r} is unknown; use one of {names}, or 're:REGEX'")
+    return pattern, f"<{mask}>"
+
+
+def _strings(value: Any, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ConfigError(f"match {what} must be a list of strings, not {value!r}")
+    items = tuple(value)
+    for item in items:
+        if not isinstance(item, str):
+            raise ConfigError(f"match {what} must be a list of strings; {item!r} is not one")
+    return items
+
+
+@dataclass(frozen=True)
+class Match:
+    """What a key leaves out and masks (see the module doc).
+
+    >>> rules = Match(ignore=["user"], mask=["uuid"])
+    >>> rules.keyed("llm", {"messages": ["id 0b7e1b2c-6a1f-4c1e-9a51-8f0b8f9b2a11"],
+    ...                     "params": {"user": "u1", "model": "m"}})
+    {'messages': ['id <uuid>'], 'params': {'model': 'm'}}
+    """
+
+    ignore: tuple[str, ...] = ()
+    mask: tuple[str, ...] = ()
+    _paths: tuple[tuple[str | int | None, ...], ...] = field(init=False, repr=False, compare=False)
+    _subs: tuple[tuple[re.Pattern[str], str], ...] = field(init=False, repr=False, compare=False)
+    _memo: dict[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ignore", _strings(self.ignore, "ignore"))
+        object.__setattr__(self, "mask", _strings(self.mask, "mask"))
+        object.__setattr__(self, "_paths", tuple(_parse_path(p) for p in self.ignore))
+        object.__setattr__(self, "_subs", tuple(_compile(m) for m in self.mask))
+        object.__setattr__(self, "_memo", {})
+
+    @classmethod
+    def coerce(cls, value: Match | Mapping[str, Any] | None) -> Match:
+        """A ``Match`` from itself, a mapping (``{"ignore": [...], "mask": [...]}``) or None."""
+        if value is None:
+            return cls()
+        if isinstance(value, Match):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"match rules must be a Match or a table, not {value!r}")
+        unknown = sorted(set(value) - {"ignore", "mask"})
+        if unknown:
+            raise ConfigError(
+                f"match rules have unknown field(s) {', '.join(map(str, unknown))}; "
+                "valid: ignore, mask"
+            )
+        return cls(value.get("ignore") or (), value.get("mask") or ())
+
+    def __bool__(self) -> bool:
+        return bool(self.ignore or self.mask)
+
+    def as_header(self) -> dict[str, list[str]] | None:
+        """The rules as a cassette header writes them (None: no rules)."""
+        if not self:
+            return None
+        return {"ignore": list(self.ignore), "mask": list(self.mask)}
+
+    def describe(self) -> str:
+        """The rules in a line, as a miss and ``show`` name them."""
+        parts = []
+        if self.ignore:
+            parts.append("ignore " + ", ".join(self.ignore))
+        if self.mask:
+            parts.append("mask " + ", ".join(self.mask))
+        return "; ".join(parts) or "none"
+
+    def keyed(self, kind: str, payload: Any) -> Any:
+        """``payload`` as its key sees it: ignored paths left out, masks applied to every
+        string. What has nothing to leave out or mask is returned as it is (not copied)."""
+        if not self:
+            return payload
+        value = payload
+        for path in self._paths:
+            if type(value) is not dict or path[0] in value:
+                value = _drop(value, path, 0)
+                continue
+            for inner in ("params", "body"):
+                found = value.get(inner)
+                if isinstance(found, dict):
+                    dropped = _drop(found, path, 0)
+                    if dropped is not found:
+                        value = {**value, inner: dropped}
+        return self._masked(value) if self._subs else value
+
+    def _masked(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is str:
+            memo = self._memo
+            out = memo.get(value)
+            if out is None:
+                out = value
+                for pattern, replacement in self._subs:
+                    out = pattern.sub(replacement, out)
+                if len(memo) >= _MEMO_LIMIT:
+                    memo.clear()
+                memo[value] = out
+            return out
+        if kind is dict or isinstance(value, Mapping):
+            changed = False
+            items = {}
+            for k, v in value.items():
+                m = self._masked(v)
+                changed = changed or m is not v
+                items[k] = m
+            return items if changed or kind is not dict else value
+        if kind is list or kind is tuple:
+            masked = [self._masked(v) for v in value]
+            if kind is list and all(a is b for a, b in zip(masked, value, strict=True)):
+                return value
+            return masked
+        return value
+
+
+def _drop(value: Any, path: tuple[str | int | None, ...], at: int) -> Any:
+    """``value`` without what ``path[at:]`` names (copied only where something goes)."""
+    part = path[at]
+    last = at == len(path) - 1
+    if isinstance(part, str):
+        if not isinstance(value, Mapping) or part not in value:
+            return value
+        if last:
+            return {k: v for k, v in value.items() if k != part}
+        inner = _drop(value[part], path, at + 1)
+        return value if inner is value[part] else {**value, part: inner}
+    if not isinstance(value, list | tuple):
+        return value
+    indices = range(len(value)) if part is None else [part] if part < len(value) else []
+    if last:
+        return [v for i, v in enumerate(value) if i not in set(indices)]
+    out = list(value)
+    changed = False
+    for i in indices:
+        inner = _drop(value[i], path, at + 1)
+        if inner is not value[i]:
+            out[i], changed = inner, True
+    return out if changed else value
