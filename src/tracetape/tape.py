@@ -46,6 +46,7 @@ from .errors import (
     EnvironmentDriftError,
     IrreversibleEffectError,
     MatchRulesError,
+    NetworkBlockedError,
     ReplayMiss,
     TapeWarning,
     UnplayedDecisionsError,
@@ -199,6 +200,106 @@ def _flow() -> tuple[int, int]:
     return threading.get_ident(), id(task) if task is not None else 0
 
 
+# -- the transport guard of a replaying tape that no hook serves -------------------------------
+
+_guarded = 0  # replaying tapes entered with the guard on: the audit hook returns at once at 0
+_audit_installed = False
+_audit_lock = threading.Lock()
+_NETWORK_EVENTS = frozenset({"socket.connect", "socket.getaddrinfo", "http.client.send"})
+
+
+def _unserved() -> Tape | None:
+    """The replaying tape of this context when the guard is on and no hook serves it."""
+    tape = _current.get()
+    if tape is None or not tape._guard or tape.hooks or tape.mode is not Mode.REPLAY:
+        return None
+    return tape
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    """A connection opened (or a host looked up) in the context of a replaying tape that no
+    hook serves would send a request live: it is refused, naming the hook to enable."""
+    if not _guarded or event not in _NETWORK_EVENTS:
+        return
+    tape = _unserved()
+    if tape is None:
+        return
+    if event == "http.client.send":  # a kept-alive connection of http.client (urllib3)
+        connection = args[0]
+        what = f"a request to {getattr(connection, 'host', '?')}:{getattr(connection, 'port', '')}"
+        tape._block(what, getattr(connection, "host", None))
+    elif event == "socket.connect":
+        family = getattr(args[0], "family", None)
+        if family is None or family.name not in ("AF_INET", "AF_INET6"):
+            return  # AF_UNIX and friends are local IPC, not the network
+        what = f"a connection to {args[1][0]}:{args[1][1]}"
+    else:
+        raw = args[0]
+        if raw is None:
+            return
+        host = raw.decode() if isinstance(raw, bytes | bytearray) else raw
+        what = f"a connection to {host}:{args[1]} (its address lookup)"
+    tape._block(what, args[1] if event == "socket.connect" else args[0])
+
+
+def _guard_httpx() -> None:
+    """Make httpx's network transports refuse a request of an unserved replaying tape: a
+    kept-alive connection sends it without a ``socket.connect`` to see. Only the library
+    already imported is guarded (an SDK imports it before a tape replays)."""
+    for name in ("httpx", "httpx2"):
+        module = sys.modules.get(name)
+        if module is None or getattr(module, "__tracetape_guarded__", False):
+            continue
+        module.__tracetape_guarded__ = True  # type: ignore[attr-defined]
+        sync = getattr(module, "HTTPTransport", None)
+        if sync is not None and "handle_request" in sync.__dict__:
+            sync.handle_request = _guarded_sync(sync.__dict__["handle_request"])
+        aio = getattr(module, "AsyncHTTPTransport", None)
+        if aio is not None and "handle_async_request" in aio.__dict__:
+            aio.handle_async_request = _guarded_async(aio.__dict__["handle_async_request"])
+
+
+def _refuse(request: Any) -> None:
+    tape = _unserved()
+    if tape is not None:
+        url = request.url
+        port = f":{url.port}" if url.port else ""
+        tape._block(
+            f"a request {request.method} {url.scheme}://{url.host}{port}{url.path}", url.host
+        )
+
+
+def _guarded_sync(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def handle_request(self: Any, request: Any) -> Any:
+        _refuse(request)
+        return original(self, request)
+
+    handle_request.__wrapped__ = original  # type: ignore[attr-defined]
+    return handle_request
+
+
+def _guarded_async(
+    original: Callable[[Any, Any], Awaitable[Any]],
+) -> Callable[[Any, Any], Awaitable[Any]]:
+    async def handle_async_request(self: Any, request: Any) -> Any:
+        _refuse(request)
+        return await original(self, request)
+
+    handle_async_request.__wrapped__ = original  # type: ignore[attr-defined]
+    return handle_async_request
+
+
+def _arm_guard(delta: int) -> None:
+    global _guarded, _audit_installed  # noqa: PLW0603 - one process-wide audit hook
+    with _audit_lock:
+        if not _audit_installed:
+            sys.addaudithook(_audit)
+            _audit_installed = True
+        _guarded += delta
+        if delta > 0:
+            _guard_httpx()
+
+
 def current_tape() -> Tape | None:
     """Return the tape active in this thread or asyncio task (set by ``with Tape(...)``)."""
     return _current.get()
@@ -228,7 +329,11 @@ class Tape:
     replays and goes live at the first miss, or at step ``fork_at``; the whole run goes to
     ``branch`` (default: ``NAME.branch-N.jsonl`` next to the cassette; ``tape.branch``).
     ``replay_latency`` makes replay wait each decision's recorded time (``"recorded"``) or a
-    factor of it. A recording's trailer says how it ended: ``completed``, ``interrupted``
+    factor of it. In replay, no request goes live unnoticed: with no hook serving the tape
+    (``patch_sdks``, ``patch_http``, ``patch``, ``http_transport``), a connection opened in
+    its ``with`` block (its thread or task) raises ``NetworkBlockedError`` naming the hook to
+    enable (``allow_network=True`` lets untaped connections through). A recording's trailer
+    says how it ended: ``completed``, ``interrupted``
     (Ctrl-C, or SIGTERM, which a recording tape entered in the main thread catches) or
     ``failed: ExceptionType``.
 
@@ -259,6 +364,7 @@ class Tape:
         fork_at: int | None = None,
         branch: str | os.PathLike[str] | None = None,
         replay_latency: str | float | None = None,
+        allow_network: bool = False,
     ):
         if run_id is not None and not RUN_ID.fullmatch(run_id):
             raise ValueError(
@@ -322,6 +428,12 @@ class Tape:
         self._fork_lock = threading.Lock()
         # How the loaded recording ended (its trailer), and whether a signal ended this one.
         self.ended: str | None = None
+        # Hooks serving this tape now (the integrations count themselves in), the transport
+        # guard's switch, and the connections it refused.
+        self.hooks = 0
+        self._guard = not allow_network
+        self._armed = False
+        self.blocked: list[NetworkBlockedError] = []
         self._signalled = False
         self._sigterm: Any = None
         self.strict = strict
@@ -818,6 +930,9 @@ class Tape:
             return
         self._closed = True
         self._release_sigterm()
+        if self._armed:
+            self._armed = False
+            _arm_guard(-1)
         if self._forking and self.mode is Mode.REPLAY:
             self._go_live("", "", None, "no divergence: the run replayed whole")
         if self.mode is Mode.RECORD:
@@ -827,6 +942,10 @@ class Tape:
             # A store of the protocol before endings takes commit() alone.
             self.store.commit() if ended == "completed" else self.store.commit(ended=ended)
             return
+        if self.blocked and not failed and not self.misses:
+            first_blocked = self.blocked[0]
+            first_blocked.add_note("tracetape: the program caught this error and went on")
+            raise first_blocked
         if self.misses and not failed:
             # The program went on after a miss (it caught it, or a framework wrapped and
             # retried it): the run diverged all the same, so the diagnosis is raised here.
@@ -877,9 +996,25 @@ class Tape:
         if main and signal.getsignal(signal.SIGTERM) is handler:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
+    def _block(self, what: str, address: object) -> None:
+        __tracebackhide__ = True
+        error = NetworkBlockedError(
+            f"tracetape: {self.store.name} replays, and {what} was made in its context: "
+            "no hook serves this tape, so the request would go live; enable the hooks: "
+            "`with tracetape.patch_sdks(tape):` (every provider's SDK and MCP) or "
+            "`with tracetape.patch_http(tape):` (every httpx, aiohttp and botocore request); "
+            "Tape(..., allow_network=True) lets untaped connections through",
+            address,
+        )
+        self.blocked.append(error)
+        raise error
+
     def __enter__(self) -> Tape:
         self._token = self.bind()
         self.catch_sigterm()
+        if self.mode is Mode.REPLAY and self._guard and not self._armed:
+            self._armed = True
+            _arm_guard(1)
         return self
 
     def __exit__(
@@ -892,6 +1027,12 @@ class Tape:
             _current.reset(self._token)
             self._token = None
         self.close(failed=exc is not None, ended=self.ending(exc))
+        turned = exc is not None and not isinstance(exc, NetworkBlockedError)
+        if turned and self.blocked and not self.misses:
+            # The SDK turned it into its own error (a connection error after retries).
+            blocked = self.blocked[0]
+            blocked.add_note(f"tracetape: the program turned it into {type(exc).__name__}")
+            raise blocked from None
         if exc is not None and self.misses and not isinstance(exc, ReplayMiss):
             # A framework turned the miss into its own error (a connection error after
             # retries): the diagnosis is what the user needs to see.

@@ -127,7 +127,7 @@ class TapeCase:
             self.path,
             mode=self._tape_mode(),
             rerecord=self.rewrite_hint or None,
-            **self.tape_options,
+            **{"allow_network": True, **self.tape_options},  # the case guards the network
         )
         self.tape = tape
         try:

@@ -21,6 +21,7 @@ from .._version import __version__
 COMMANDS = {
     "show": "show",
     "verify": "show",
+    "migrate": "migrate",
     "run": "run",
     "diff": "diff",
     "check": "diff",
@@ -87,6 +88,13 @@ EXIT_CODES: dict[str, dict[str, str]] = {
         "0": "the cassette is sound",
         "1": "it is corrupt",
         "2": "it is missing or not a file (a folder)",
+    },
+    "migrate": {
+        "0": "every cassette is migrated, or was current",
+        "1": "with `--check`: a cassette would change",
+        "2": "a cassette is missing, unreadable or cannot be migrated (a record without its "
+        "input under match rules, a migration that would not replay the same): it is left "
+        "as it was",
     },
     "run": {
         "N": "the program's own exit code when the tape ran clean (a signal N gives 128 + N)",

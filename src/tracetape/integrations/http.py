@@ -286,6 +286,7 @@ def http_transport(tape: Tape, inner: Any = None, *, flavor: str | ModuleType | 
     ``flavor`` is ``"httpx2"`` or ``"httpx"`` (default: ``inner``'s library, else ``httpx2``
     when installed). In replay ``inner`` is never called.
     """
+    tape.hooks += 1  # for good: the transport lives as long as its client
     return _transport_classes(_module(flavor, inner))[0](tape, inner)
 
 
@@ -293,6 +294,7 @@ def async_http_transport(
     tape: Tape, inner: Any = None, *, flavor: str | ModuleType | None = None
 ) -> Any:
     """The async twin of ``http_transport``, for ``AsyncClient``."""
+    tape.hooks += 1
     return _transport_classes(_module(flavor, inner))[1](tape, inner)
 
 
@@ -414,9 +416,11 @@ def patch_http(tape: Tape) -> Iterator[Tape]:
     token = http_tape.set(tape)
     current = tape.bind()
     install("http")
+    tape.hooks += 1
     try:
         yield tape
     finally:
+        tape.hooks -= 1
         try:
             flush_pending(tape)
         finally:

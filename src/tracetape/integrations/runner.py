@@ -194,6 +194,7 @@ def start_from_environment() -> None:
             fork_at=int(fork_at) if fork_at else None,
             branch=branch,
             replay_latency=latency,
+            allow_network=True,  # the network policy (--network) guards it
         )
         report["mode"] = tape.requested_mode.value if tape.branch else tape.mode.value
         if tape.branch is not None:

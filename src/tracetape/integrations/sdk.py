@@ -57,10 +57,12 @@ def patch_sdks(tape: Tape) -> Iterator[Tape]:
     """
     token = tape.bind()
     install()
+    tape.hooks += 1
     try:
         adopt(tape)
         yield tape
     finally:
+        tape.hooks -= 1
         try:
             flush_pending(tape)
         finally:
@@ -78,6 +80,7 @@ class Patch:
         self.tape = tape
         self._stopped = False
         install()
+        tape.hooks += 1
         self._previous = set_default_tape(tape)
         adopt(tape)
 
@@ -86,6 +89,7 @@ class Patch:
         if self._stopped:
             return
         self._stopped = True
+        self.tape.hooks -= 1
         try:
             flush_pending(self.tape)
         finally:
