@@ -378,7 +378,7 @@ def test_replay_blocks_the_network(tmp_path: Path, network: str, code: int, out:
 
 
 def test_sigterm_reaches_the_program(tmp_path: Path) -> None:
-    """SIGTERM to ``tracetape run`` is passed on; a killed recording stays in PATH.partial."""
+    """SIGTERM to ``tracetape run`` is passed on; the recording closes as interrupted."""
     import signal
 
     script = tmp_path / "agent.py"
@@ -409,8 +409,11 @@ def test_sigterm_reaches_the_program(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signal.SIGTERM
-    assert "ended without closing the tape" in err
-    assert (tmp_path / "t.jsonl.partial").exists()
+    # The recording closes as interrupted (its trailer says so), not as a killed one.
+    assert "the recording ended interrupted" in err
+    assert not (tmp_path / "t.jsonl.partial").exists()
+    trailer = json.loads((tmp_path / "t.jsonl").read_text().splitlines()[-1])
+    assert trailer["ended"] == "interrupted"
 
 
 def test_command_not_found_exits_127(tmp_path: Path) -> None:
