@@ -28,6 +28,7 @@ from tracetape import (
     CassetteNotFoundError,
     EnvironmentDriftError,
     IrreversibleEffectError,
+    NetworkBlockedError,
     ReplayMiss,
     Tape,
     TapeWarning,
@@ -1029,3 +1030,243 @@ def test_a_cassette_recorded_before_the_second_trust_round_replays(tmp_path: Pat
     data = path.read_bytes()
     for secret in (b"wJalrXUtnFEMI", b"sk-proj-Zq8x", b"c2stcHJv", b"v4lue-P7x", b"73915502481"):
         assert secret not in data, secret
+
+
+# -- replay control: fork, endings, recorded speed, the transport guard ----------------------------
+
+
+def _three_steps(tape: Tape, last: str, live: list[str] | None = None) -> str:
+    """A three-step conversation; ``live`` collects the prompts that ran for real."""
+    messages: list[dict[str, str]] = []
+    reply = ""
+    for step, task in enumerate(["plan", "edit", last], 1):
+        messages = [*messages, {"role": "user", "content": task}]
+
+        def model(task: str = task) -> str:
+            if live is not None:
+                live.append(task)
+            return f"did {task}"
+
+        reply = tape.call("llm", {"messages": messages, "step": step}, model)
+        messages = [*messages, {"role": "assistant", "content": reply}]
+    return reply
+
+
+def test_a_fork_replays_until_the_first_miss_then_goes_live_into_a_branch(tmp_path: Path) -> None:
+    parent = tmp_path / "run.jsonl"
+    with Tape(parent, mode="record") as tape:
+        _three_steps(tape, "test")
+    before = parent.read_bytes()
+    live: list[str] = []
+    with Tape(parent, mode="fork") as tape:
+        assert tape.replaying  # until it diverges
+        assert _three_steps(tape, "test twice", live) == "did test twice"
+        assert not tape.replaying
+    assert live == ["test twice"]
+    assert parent.read_bytes() == before
+    assert tape.branch == tmp_path / "run.branch-1.jsonl"
+    branch = read_cassette(tape.branch)
+    assert branch.header is not None and branch.ended == "completed"
+    assert branch.header["parent"]["path"] == str(parent)
+    assert branch.header["parent"]["chain"] == json.loads(before.splitlines()[-1])["chain"]
+    assert branch.header["fork"] == {
+        "seq": 3, "step": 3, "kind": "llm", "key": branch.records[2].key, "reason": "first miss"
+    }  # fmt: skip
+    assert [r.out for r in branch] == ["did plan", "did edit", "did test twice"]
+    with Tape(tape.branch, mode="replay", strict=True) as again:
+        assert _three_steps(again, "test twice") == "did test twice"
+    with Tape(parent, mode="fork") as second:  # the next default name is free
+        _three_steps(second, "test thrice")
+    assert second.branch == tmp_path / "run.branch-2.jsonl"
+
+
+def test_fork_at_goes_live_from_that_step_even_where_it_matches(tmp_path: Path) -> None:
+    parent = tmp_path / "run.jsonl"
+    with Tape(parent, mode="record") as tape:
+        _three_steps(tape, "test")
+    live: list[str] = []
+    with Tape(parent, mode="fork", fork_at=2, branch=tmp_path / "b.jsonl") as tape:
+        _three_steps(tape, "test", live)
+    assert live == ["edit", "test"]
+    assert tape.fork_point is not None and tape.fork_point["reason"] == "fork_at 2"
+    assert [r.step for r in read_cassette(tmp_path / "b.jsonl")] == [1, 2, 3]
+
+
+def test_a_fork_that_never_diverges_writes_its_replay_as_the_branch(tmp_path: Path) -> None:
+    parent = tmp_path / "run.jsonl"
+    with Tape(parent, mode="record") as tape:
+        _three_steps(tape, "test")
+    with Tape(parent, mode="fork", branch=tmp_path / "same.jsonl") as tape:
+        _three_steps(tape, "test", live := [])
+    assert live == [] and tape.fork_point is not None
+    assert tape.fork_point["reason"].startswith("no divergence")
+    assert [r.key for r in read_cassette(tmp_path / "same.jsonl")] == [
+        r.key for r in read_cassette(parent)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"mode": "replay", "fork_at": 2}, "options of mode 'fork'"),
+        ({"mode": "rewrite", "branch": "b.jsonl"}, "options of mode 'fork'"),
+        ({"mode": "fork", "fork_at": -1}, "step number"),
+        ({"mode": "fork", "branch": "run.jsonl"}, "must not be its parent"),
+        ({"mode": "replay", "replay_latency": "slow"}, "'instant', 'recorded' or a factor"),
+        ({"mode": "replay", "replay_latency": float("nan")}, "a factor from 0 to 1000"),
+    ],
+)
+def test_replay_control_options_are_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any], error: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with Tape("run.jsonl", mode="record") as tape:
+        tape.call("tool", {"name": "t", "step": 1}, lambda: 1)
+    with pytest.raises(ValueError, match=error):
+        Tape("run.jsonl", **options)
+    with pytest.raises(CassetteNotFoundError, match="no cassette to fork"):
+        Tape("missing.jsonl", mode="fork")
+
+
+@pytest.mark.parametrize(
+    ("raised", "ended"),
+    [
+        (None, "completed"),
+        (KeyboardInterrupt(), "interrupted"),
+        (ValueError("bad"), "failed: ValueError"),
+        (SystemExit(0), "completed"),
+        (SystemExit(3), "failed: SystemExit"),
+    ],
+)
+def test_the_trailer_says_how_a_recording_ended(
+    tmp_path: Path, raised: BaseException | None, ended: str
+) -> None:
+    path = tmp_path / "run.jsonl"
+    with contextlib.suppress(BaseException), Tape(path, mode="record") as tape:
+        tape.call("tool", {"name": "fetch", "step": 1}, lambda: "page")
+        if raised is not None:
+            raise raised
+    assert read_cassette(path).ended == ended
+    assert json.loads(path.read_text().splitlines()[-1])["ended"] == ended
+
+
+def test_replaying_past_an_interrupted_recording_says_it_was_cut(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    with contextlib.suppress(KeyboardInterrupt), Tape(path, mode="record") as tape:
+        tape.call("tool", {"name": "fetch", "step": 1}, lambda: "page 1")
+        raise KeyboardInterrupt
+    with pytest.raises(ReplayMiss) as raised, Tape(path, mode="replay") as tape:
+        tape.call("tool", {"name": "fetch", "step": 1}, lambda: "live")
+        tape.call("tool", {"name": "fetch", "step": 2}, lambda: "live")
+    assert "the recording was interrupted after 1 decisions" in str(raised.value)
+    assert "went on past the end" not in str(raised.value)
+
+
+def test_sigterm_closes_a_recording_as_interrupted(tmp_path: Path) -> None:
+    """A recording tape in the main thread turns SIGTERM into ``SystemExit(143)``: the
+    cassette is moved into place and its trailer says ``interrupted``."""
+    import signal
+
+    script = tmp_path / "rec.py"
+    script.write_text(
+        "import sys\nfrom tracetape import Tape\n"
+        "with Tape('run.jsonl', mode='record') as tape:\n"
+        "    tape.call('tool', {'name': 'fetch', 'step': 1}, lambda: 'page 1')\n"
+        "    print('ready', flush=True)\n"
+        "    sys.stdin.read()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert read_cassette(tmp_path / "run.jsonl").ended == "interrupted"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # this process's is untouched
+
+
+def test_replay_latency_waits_the_recorded_time(tmp_path: Path) -> None:
+    import time
+
+    path = tmp_path / "slow.jsonl"
+    with Tape(path, mode="record") as tape:
+        tape.call("tool", {"name": "slow", "step": 1}, lambda: time.sleep(0.05) or "done")
+    recorded = read_cassette(path).records[0].ms or 0.0
+    assert recorded >= 50
+    for latency, least in (("recorded", recorded), (2, 2 * recorded)):
+        with Tape(path, mode="replay", replay_latency=latency) as tape:
+            start = time.perf_counter()
+            assert tape.call("tool", {"name": "slow", "step": 1}, lambda: "live") == "done"
+            assert (time.perf_counter() - start) * 1000 >= least * 0.99
+
+
+class _Answer(threading.Thread):
+    """A local HTTP server that answers every request ``ok`` (the live world)."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                self.send_response(200)
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/chat/completions"
+        super().__init__(target=self.server.serve_forever, daemon=True)
+
+
+@pytest.fixture
+def answer() -> Any:
+    server = _Answer()
+    server.start()
+    yield server
+    server.server.shutdown()
+    server.server.server_close()
+
+
+def test_a_replaying_tape_no_hook_serves_refuses_a_request(tmp_path: Path, answer: Any) -> None:
+    """The hooks forgotten: a request from the replaying tape's context raises, whether it
+    opens a connection (urllib), reuses a kept-alive one (an httpx client that sent before the
+    replay) or is caught by the program; with a hook, or ``allow_network``, it goes."""
+    import urllib.request
+
+    import httpx
+
+    path = tmp_path / "run.jsonl"
+    with Tape(path, mode="record") as tape:
+        tape.call("tool", {"name": "t", "step": 1}, lambda: 1)
+    client = httpx.Client()
+    assert client.post(answer.url, json={}).text == "ok"  # a kept-alive connection
+    with pytest.raises(NetworkBlockedError) as raised, Tape(path, mode="replay"):
+        client.post(answer.url, json={"messages": []})
+    message = str(raised.value)
+    assert "no hook serves this tape" in message and "patch_sdks(tape)" in message
+    assert f"POST http://127.0.0.1:{answer.server.server_address[1]}/v1/chat" in message
+    with pytest.raises(NetworkBlockedError), Tape(path, mode="replay"):
+        urllib.request.urlopen(urllib.request.Request(answer.url, b"{}"))
+    caught = pytest.raises(NetworkBlockedError, match="caught this error")
+    with caught, Tape(path, mode="replay") as tape:
+        with contextlib.suppress(Exception):
+            client.post(answer.url, json={})
+        tape.call("tool", {"name": "t", "step": 1}, lambda: 2)
+    with Tape(path, mode="replay", allow_network=True) as tape:
+        assert client.post(answer.url, json={}).text == "ok"
+        tape.call("tool", {"name": "t", "step": 1}, lambda: 2)
+    with Tape(path, mode="replay") as tape, tracetape.patch_http(tape):
+        tape.call("tool", {"name": "t", "step": 1}, lambda: 2)
+    assert client.post(answer.url, json={}).text == "ok"  # outside a tape: untouched
+    with Tape(path, mode="rewrite") as tape:  # recording: live
+        assert client.post(answer.url, json={}).text == "ok"
+    client.close()

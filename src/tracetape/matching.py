@@ -138,7 +138,7 @@ class Match:
                 f"match rules have unknown field(s) {', '.join(map(str, unknown))}; "
                 "valid: ignore, mask"
             )
-        return cls(value.get("ignore") or (), value.get("mask") or ())
+        return cls(value.get("ignore", ()), value.get("mask", ()))
 
     def __bool__(self) -> bool:
         return bool(self.ignore or self.mask)

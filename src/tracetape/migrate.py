@@ -29,7 +29,7 @@ import msgspec
 from ._version import __version__
 from .canonical import canonical_json, digest, field_digests, key_of
 from .config import load_config
-from .errors import CassetteError
+from .errors import CassetteError, ReplayMiss
 from .formats.cassette import (
     FORMAT_VERSION,
     KEYS_VERSION,
@@ -88,6 +88,21 @@ def _rules(cassette: Cassette) -> tuple[Match, Match]:
     return own, Match.coerce(project) if project else own
 
 
+def _hooked(records: list[Record]) -> bool:
+    """Whether the hooks recorded the cassette's model calls (their steps were counted per
+    thread before keys 2): a record names its ``api``, or holds a provider's envelope (a
+    status and a body or events). ``tape.call`` decisions keep the steps their code gave."""
+    for rec in records:
+        if rec.kind != "llm":
+            continue
+        out = rec.out
+        if rec.api is not None or (
+            isinstance(out, dict) and "status" in out and ("body" in out or "events" in out)
+        ):
+            return True
+    return False
+
+
 def _current(records: list[Record], rules: Match, redactor: Redactor, path: Path) -> list[Record]:
     """``records`` redacted by today's rules (a secret an older tracetape missed is replaced
     now) and keyed from their inputs as replay keys them now."""
@@ -131,7 +146,14 @@ def _verify(target: Path, records: list[Record]) -> None:
             decision = tape.prepare(rec.kind, rec.input)
         else:
             decision = Decision(rec.kind, rec.key or "", "null", rec.step)
-        played = tape.play(decision)
+        try:
+            played = tape.play(decision)
+        except ReplayMiss as miss:
+            raise CassetteError(
+                f"the migrated cassette does not replay record #{rec.seq} ({rec.key}): "
+                f"{str(miss).splitlines()[0]}; nothing was changed",
+                path=target,
+            ) from None
         if digest(played.out) != digest(rec.out):
             raise CassetteError(
                 f"the migrated cassette replays record #{rec.seq} ({rec.key}) with another "
@@ -156,7 +178,8 @@ def migrate_cassette(
     found.records = len(cassette.records)
     own, rules = _rules(cassette)
     records = cassette.records
-    if found.keys != KEYS_VERSION:
+    hooked = _hooked(records)
+    if found.keys != KEYS_VERSION and hooked:
         records = migrate_steps(records)
     redactor = Redactor(RedactRules.coerce(load_config("redact") or None))
     stepped, records = records, _current(records, rules, redactor, path)
@@ -167,7 +190,8 @@ def migrate_cassette(
     if cassette.format != FORMAT_VERSION:
         found.changes.append(f"format {cassette.format} -> {FORMAT_VERSION} (sealed)")
     if found.keys != KEYS_VERSION:
-        found.changes.append(f"keys {found.keys} -> {KEYS_VERSION} (steps from the conversation)")
+        how = "steps from the conversation" if hooked else "no hooked model call to re-step"
+        found.changes.append(f"keys {found.keys} -> {KEYS_VERSION} ({how})")
     if own != rules:
         found.changes.append(f"match rules: {own.describe()} -> {rules.describe()}")
     if found.rekeyed:

@@ -143,6 +143,12 @@ EDITS = [
                  "record count was changed: it says 3", id="trailer-count-lowered"),
     pytest.param(lambda ls: [*ls[:5], _sub(ls[5], '"end":4', '"end":"4"')], 6, "the trailer's "
                  "record count was changed: it says '4'", id="trailer-count-a-string"),
+    pytest.param(lambda ls: [*ls[:5], _sub(ls[5], '"completed"', '"interrupted"')], 6,
+                 "the trailer's ending or its seal was changed", id="trailer-ending-changed"),
+    pytest.param(lambda ls: [*ls[:5], _sub(ls[5], '"ended":"completed",', '')], 6,
+                 "the trailer's ending or its seal was changed", id="trailer-ending-removed"),
+    pytest.param(lambda ls: [*ls[:5], _sub(ls[5], '"completed"', '"done!"')], 6,
+                 "the trailer's ending was changed", id="trailer-ending-unknown"),
 ]  # fmt: skip
 
 

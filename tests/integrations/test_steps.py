@@ -193,3 +193,26 @@ def test_migrating_keeps_what_it_cannot_rekey() -> None:
     assert migrate([own]) == [own]
     again = migrate(records)
     assert [r.key for r in migrate(again)] == [r.key for r in again]
+
+
+def test_tracetape_migrate_re_keys_a_hooked_cassette_for_good(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """``tracetape migrate`` writes the re-keying the hooks do on the fly into the file: the
+    migrated cassette holds today's keys (a recording now makes the same), is keys 2, and
+    replays whole, strict, with the server stopped, re-keyed by nothing."""
+    from click.testing import CliRunner
+
+    from tracetape.cli import main
+
+    path = tmp_path / "old.jsonl"
+    path.write_bytes(FIXTURE.read_bytes())
+    done = CliRunner().invoke(main, ["migrate", str(path), "--no-backup"])
+    assert done.exit_code == 0 and "keys 1 -> 2 (steps from the conversation)" in done.output
+    migrated = read_cassette(path)
+    assert migrated.header is not None and migrated.header["keys"] == 2
+    now = tmp_path / "now.jsonl"
+    assert _agent_run(now, "record", server.base_url) == "The total is 6."
+    assert [r.key for r in migrated.records] == [r.key for r in read_cassette(now).records]
+    server.stop()
+    assert _agent_run(path, "replay", server.base_url, strict=True) == "The total is 6."

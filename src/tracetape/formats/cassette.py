@@ -330,12 +330,10 @@ def verify_seal(path: str | os.PathLike[str]) -> Seal:
                 if not isinstance(ended, str) or not _ENDING.fullmatch(ended):
                     return Seal("broken", count, lineno, "the trailer's ending was changed")
                 sealed = rec.get("chain") == chain_digest(previous, _trailer_body(count, ended))
-                if not sealed and rec.get("end") == count:
-                    return Seal(
-                        "broken", count, lineno, "the trailer's ending or its seal was changed"
-                    )
             else:
                 sealed = rec.get("chain") == previous
+            if not sealed and rec.get("end") == count:
+                return Seal("broken", count, lineno, "the trailer's ending or its seal was changed")
             if not sealed:
                 return Seal(
                     "broken",
