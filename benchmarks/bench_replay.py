@@ -5,6 +5,10 @@
    tape time per decision at most 1.2x the reference's, while redacting and keeping digests.
 2. A 100,000-record cassette loaded by ``Tape(mode="replay")`` against a bare JSONL parse of the
    same file with orjson. Target: at most 1.5x.
+3. Record-mode keying of a conversation growing to ~70 KB against the seed's keying (reported).
+4. Match rules: the per-call key cost (replay's and a recording's) of a 50-step conversation
+   whose prompts carry a UUID and a timestamp, under three masks (``uuid``, ``ts``,
+   ``hex-id``) against no rules, on the same payloads in the same run. Target: at most 1.3x.
 
 Run: ``python benchmarks/bench_replay.py``. Figures are medians of repeated runs.
 """
@@ -16,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -187,6 +192,51 @@ def bench_record_keying(steps: int = 50, size: int = 1400, repeat: int = 7) -> d
     return {"seed_us": seed * 1e6, "ours_us": ours * 1e6, "ratio": ours / seed, "kb": kb}
 
 
+def bench_match_rules(steps: int = 50, repeat: int = 9) -> dict[str, float]:
+    """Per-call keying with three masks against none, replay's path and a recording's."""
+    from tracetape import Match
+
+    def payloads() -> list[dict[str, Any]]:
+        messages: list[dict[str, str]] = [{"role": "system", "content": "You are careful."}]
+        out = []
+        for i in range(steps):
+            stamp = f"request {uuid.UUID(int=i)} at 2026-12-04T20:{i % 60:02d}:00.{i:06d}"
+            messages = [*messages, {"role": "user", "content": f"{stamp}: " + "look " * 60},
+                        {"role": "assistant", "content": f"thought {i} " + "ok " * 40}]  # fmt: skip
+            out.append({"messages": messages, "tools": [{"name": "search"}],
+                        "params": {"model": "m", "temperature": 0}, "step": i + 1})  # fmt: skip
+        return out
+
+    batch = payloads()
+    rules = Match(mask=["uuid", "ts", "hex-id"])
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for name, match in (("plain", None), ("masked", rules)):
+            with Tape(folder / f"{name}.jsonl", mode="record", match=match) as tape:
+                for p in batch:
+                    tape.call("llm", p, lambda: "ok")
+        times: dict[str, list[float]] = {}
+        for _ in range(repeat):  # interleaved, so that load drift hits all alike
+            for name in ("plain", "masked"):
+                for mode in ("replay", "record"):
+                    path = folder / f"{name}.jsonl"
+                    target = path if mode == "replay" else folder / f"{name}-again.jsonl"
+                    match = rules if name == "masked" else None
+                    tape = Tape(target, mode="replay" if mode == "replay" else "rewrite",
+                                match=match)  # fmt: skip
+                    start = time.perf_counter()
+                    for p in batch:
+                        tape.prepare("llm", p, finite=True)
+                    times.setdefault(f"{name}_{mode}", []).append(time.perf_counter() - start)
+                    tape.close(failed=True)
+    us = {k: statistics.median(v) / steps * 1e6 for k, v in times.items()}
+    return {
+        **us,
+        "replay_ratio": us["masked_replay"] / us["plain_replay"],
+        "record_ratio": us["masked_record"] / us["plain_record"],
+    }
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -207,6 +257,13 @@ def main() -> None:
             f"record-mode keying, conversation growing to {k['kb']:.0f} KB: seed (no redaction) "
             f"{k['seed_us']:.0f} us/call, tracetape (redacting) {k['ours_us']:.0f} us/call -> "
             f"ratio {k['ratio']:.2f}x (reported)"
+        )
+        m = bench_match_rules()
+        print(
+            f"match rules, 50-step conversation, three masks against none: replay keying "
+            f"{m['plain_replay']:.0f} -> {m['masked_replay']:.0f} us/call (ratio "
+            f"{m['replay_ratio']:.2f}x), record keying {m['plain_record']:.0f} -> "
+            f"{m['masked_record']:.0f} us/call (ratio {m['record_ratio']:.2f}x) (target <= 1.30x)"
         )
 
 

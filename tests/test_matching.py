@@ -6,6 +6,7 @@ import copy
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -206,3 +207,36 @@ def test_a_header_with_broken_rules_is_a_cassette_error_naming_line_1(tmp_path: 
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(Exception, match=r"r\.jsonl:1: header field 'match'"):
         Tape(path, "replay")
+
+
+PIECES = [
+    *'ab09-:/ ."\\\nTZé',
+    "0b7e1b2c-6a1f-4c1e-9a51-8f0b8f9b2a11",
+    "2026-12-04T20:43:51Z",
+    "/tmp/tmpab1/x",
+    "1733300000",
+    "deadbeef01234567",
+]
+TEXTS = st.lists(st.sampled_from(PIECES), max_size=6).map("".join)
+VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | TEXTS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXTS, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(st.lists(VALUES, min_size=1, max_size=6), st.data())
+def test_masked_keys_are_the_keys_of_the_masked_payloads(messages: list[Any], data: Any) -> None:
+    """Replay masks the canonical text incrementally (``MaskedKey``); a recording masks the
+    payload, then encodes it: both give the same text and key, for a conversation growing
+    by appending and for one edited in the middle."""
+    rules = Match(mask=data.draw(st.lists(st.sampled_from([*MASKS, "re:[ab]+"]), min_size=1)))
+    keys = rules.stream_key("llm")
+    conversations = [messages[: i + 1] for i in range(len(messages))]
+    conversations.append(data.draw(st.lists(VALUES, max_size=4)))  # anything at all after
+    for step, conversation in enumerate(conversations, 1):
+        payload = {"messages": conversation, "params": {"model": "m"}, "step": step}
+        text, found = keys.key(payload)
+        expected = canonical_json(rules.keyed("llm", payload))
+        assert text.decode() == expected
+        assert found == key_of("llm", expected)

@@ -23,15 +23,30 @@ This module imports nothing else of tracetape's but ``canonical`` and ``errors``
 
 from __future__ import annotations
 
+import bisect
+import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .canonical import ISO_TIME, TMP_PATH, UUID
+import orjson
+
+from .canonical import (
+    _MESSAGES_FIRST,
+    _PARAMS_AFTER_MESSAGES,
+    ISO_TIME,
+    TMP_PATH,
+    UUID,
+    StreamKey,
+    _orjson,
+    _plain,
+    _reference,
+    common_prefix,
+)
 from .errors import ConfigError
 
-__all__ = ["MASKS", "Match"]
+__all__ = ["MASKS", "MaskedKey", "Match"]
 
 MASKS: dict[str, re.Pattern[str]] = {
     "uuid": UUID,
@@ -39,11 +54,23 @@ MASKS: dict[str, re.Pattern[str]] = {
     "ts": ISO_TIME,
     # seconds (10 digits) or milliseconds (13) since 1970, from 2001 to 2286, with a fraction
     "unix-time": re.compile(r"(?<![0-9.])[1-9][0-9]{9}(?:[0-9]{3}|\.[0-9]+)?(?![0-9])"),
-    # a run of 16 or more hex digits holding a digit and a letter (a trace id, a digest)
-    "hex-id": re.compile(
-        r"(?<![0-9A-Za-z])(?=[0-9a-f]*[a-f])(?=[a-f]*[0-9])[0-9a-f]{16,}(?![0-9A-Za-z])"
-    ),
+    # a run of 16 or more hex digits holding a digit and a letter (a trace id, a digest),
+    # not inside a longer word: the run is searched first (a class search is fast), the rest
+    # is checked by ``_hex_id`` on the few runs found
+    "hex-id": re.compile(r"[0-9a-f]{16,}(?![0-9A-Za-z])"),
 }
+# What a text must hold for a mask to find anything in it (a C-speed test before the regex).
+_NEEDS = {"uuid": "-", "tmp": "/", "ts": ":"}
+
+
+def _hex_id(found: re.Match[str]) -> str:
+    run, start = found.group(), found.start()
+    text = found.string
+    inside = start > 0 and text[start - 1].isascii() and text[start - 1].isalnum()
+    mixed = not run.isdigit() and any(c.isdigit() for c in run)
+    return "<hex-id>" if mixed and not inside else run
+
+
 _PART = re.compile(r"([^.\[\]]+)|\[(\*|[0-9]+)\]|\.")
 _MEMO_LIMIT = 65536
 
@@ -73,19 +100,19 @@ def _parse_path(path: str) -> tuple[str | int | None, ...]:
     return tuple(parts)
 
 
-def _compile(mask: str) -> tuple[re.Pattern[str], str]:
+def _compile(mask: str) -> tuple[re.Pattern[str], Any, str]:
     if not isinstance(mask, str):
         raise ConfigError(f"match mask {mask!r} must be a string: a mask name or 're:REGEX'")
     if mask.startswith("re:"):
         try:
-            return re.compile(mask[3:]), "<re>"
+            return re.compile(mask[3:]), "<re>", ""
         except re.error as exc:
             raise ConfigError(f"match mask {mask!r} is not a valid regex: {exc}") from None
     pattern = MASKS.get(mask)
     if pattern is None:
         names = ", ".join(MASKS)
         raise ConfigError(f"match mask {mask!r} is unknown; use one of {names}, or 're:REGEX'")
-    return pattern, f"<{mask}>"
+    return pattern, _hex_id if mask == "hex-id" else f"<{mask}>", _NEEDS.get(mask, "")
 
 
 def _strings(value: Any, what: str) -> tuple[str, ...]:
@@ -113,7 +140,9 @@ class Match:
     ignore: tuple[str, ...] = ()
     mask: tuple[str, ...] = ()
     _paths: tuple[tuple[str | int | None, ...], ...] = field(init=False, repr=False, compare=False)
-    _subs: tuple[tuple[re.Pattern[str], str], ...] = field(init=False, repr=False, compare=False)
+    _subs: tuple[tuple[re.Pattern[str], Any, str], ...] = field(
+        init=False, repr=False, compare=False
+    )
     _memo: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -161,8 +190,16 @@ class Match:
     def keyed(self, kind: str, payload: Any) -> Any:
         """``payload`` as its key sees it: ignored paths left out, masks applied to every
         string. What has nothing to leave out or mask is returned as it is (not copied)."""
-        if not self:
-            return payload
+        value = self.ignored(payload) if self._paths else payload
+        return self._masked(value) if self._subs else value
+
+    def stream_key(self, kind: str) -> StreamKey:
+        """The incremental keys of a stream of ``ignored`` payloads of ``kind``: masked in
+        their canonical text (``MaskedKey``) where there are masks."""
+        return MaskedKey(kind, self.mask_string) if self._subs else StreamKey(kind)
+
+    def ignored(self, payload: Any) -> Any:
+        """``payload`` without the ignored paths (copied only where something goes)."""
         value = payload
         for path in self._paths:
             if type(value) is not dict or path[0] in value:
@@ -174,35 +211,53 @@ class Match:
                     dropped = _drop(found, path, 0)
                     if dropped is not found:
                         value = {**value, inner: dropped}
-        return self._masked(value) if self._subs else value
+        return value
+
+    def mask_string(self, text: str) -> str:
+        """``text`` with the masks applied (each distinct text masked once)."""
+        memo = self._memo
+        out = memo.get(text)
+        if out is None:
+            out = text
+            for pattern, replacement, needs in self._subs:
+                if needs in out:  # "" is in every text
+                    out = pattern.sub(replacement, out)
+            if len(memo) >= _MEMO_LIMIT:
+                memo.clear()
+            memo[text] = out
+        return out
 
     def _masked(self, value: Any) -> Any:
-        kind = type(value)
-        if kind is str:
-            memo = self._memo
-            out = memo.get(value)
-            if out is None:
-                out = value
-                for pattern, replacement in self._subs:
-                    out = pattern.sub(replacement, out)
-                if len(memo) >= _MEMO_LIMIT:
-                    memo.clear()
-                memo[value] = out
-            return out
-        if kind is dict or isinstance(value, Mapping):
-            changed = False
-            items = {}
-            for k, v in value.items():
-                m = self._masked(v)
-                changed = changed or m is not v
-                items[k] = m
-            return items if changed or kind is not dict else value
-        if kind is list or kind is tuple:
-            masked = [self._masked(v) for v in value]
-            if kind is list and all(a is b for a, b in zip(masked, value, strict=True)):
-                return value
-            return masked
-        return value
+        """``value`` with every string masked; containers copied only where one changed.
+        Each distinct string is masked once (``_memo``), so a conversation that grows by
+        appending costs a dictionary lookup per string it repeats."""
+        string = self.mask_string
+
+        def walk(item: Any) -> Any:
+            kind = type(item)
+            if kind is str:
+                return string(item)
+            if kind is dict or isinstance(item, Mapping):
+                copied: dict[Any, Any] | None = None if kind is dict else dict(item)
+                for k, v in item.items():
+                    m = string(v) if type(v) is str else walk(v)
+                    if m is not v:
+                        if copied is None:
+                            copied = dict(item)
+                        copied[k] = m
+                return item if copied is None else copied
+            if kind is list or kind is tuple:
+                listed: list[Any] | None = None if kind is list else list(item)
+                for i, v in enumerate(item):
+                    m = string(v) if type(v) is str else walk(v)
+                    if m is not v:
+                        if listed is None:
+                            listed = list(item)
+                        listed[i] = m
+                return item if listed is None else listed
+            return item
+
+        return walk(value)
 
 
 def _drop(value: Any, path: tuple[str | int | None, ...], at: int) -> Any:
@@ -228,3 +283,93 @@ def _drop(value: Any, path: tuple[str | int | None, ...], at: int) -> Any:
         if inner is not value[i]:
             out[i], changed = inner, True
     return out if changed else value
+
+
+# A JSON string token of a compact canonical text (ASCII: a non-ASCII text is the reference's).
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+class MaskedKey(StreamKey):
+    """``StreamKey`` under masks: the key of each payload's canonical text with every string
+    value masked, which is the canonical text of the masked payload (``Match.keyed``;
+    property-tested). The masking is incremental too: a payload's text shares a prefix with
+    the one before, whose masked text is kept with a mark after each string token (its
+    offset and how much masking moved the text by then); only the text after the last mark
+    in the shared prefix is searched for strings, and only its values are masked.
+
+    >>> keys = MaskedKey("llm", Match(mask=["uuid"]).mask_string)
+    >>> keys.key({"q": "id 0b7e1b2c-6a1f-4c1e-9a51-8f0b8f9b2a11"})[0]
+    b'{"q":"id <uuid>"}'
+    """
+
+    __slots__ = ("_marks", "_mask", "_raw", "_raw_head", "_text")
+
+    def __init__(self, kind: str, mask: Callable[[str], str]):
+        super().__init__(kind)
+        self._mask = mask
+        self._raw = b""  # the last payload's canonical text, before masking
+        self._raw_head: bytes | memoryview = b""  # its messages (a model request's), a view
+        self._text = bytearray()  # its masked text
+        self._marks: list[tuple[int, int]] = [(0, 0)]  # (offset after a string, text - raw)
+
+    def key(self, payload: Any, *, finite: bool = False) -> tuple[bytes, str]:
+        raw = _orjson(payload)
+        fast = raw is not None
+        if raw is not None:
+            same = self._shared(raw)
+            fast = _plain(raw[max(0, same - 32) :], payload, finite, raw)
+        if raw is None or not fast:
+            raw = _reference(payload).encode()
+            same = self._shared(raw)
+        text = self._masked(raw, same, fast)
+        prefix = self._prefix
+        at = len(prefix) if text.startswith(prefix) else 0
+        shared = text.rfind(_PARAMS_AFTER_MESSAGES) if text.startswith(_MESSAGES_FIRST) else -1
+        if shared <= at:
+            shared = common_prefix(self._last, text, at)
+        return text, self._hash(text, at, shared)
+
+    def _shared(self, raw: bytes) -> int:
+        """How many first bytes ``raw`` shares with the last text: a conversation grows by
+        appending, so most often all of the last one's messages (one memcmp)."""
+        head = self._raw_head
+        if head and raw.startswith(head):
+            return len(head)
+        return common_prefix(self._raw, raw)
+
+    def _masked(self, raw: bytes, shared: int, fast: bool) -> bytes:
+        """``raw`` with its string values masked, from the last mark before ``shared`` on (a
+        mark strictly inside the shared prefix: the byte after its string decides whether
+        that string was a key)."""
+        marks = self._marks
+        at = max(0, bisect.bisect_right(marks, (shared - 1, 1 << 62)) - 1)
+        start, moved = marks[at]
+        del marks[at + 1 :]
+        text = self._text
+        del text[start + moved :]
+        pos = start
+        for found in _STRING.finditer(raw, start):
+            begin, end = found.span()
+            if raw[end : end + 1] == b":":
+                continue  # a mapping key: never masked
+            token = found.group()
+            masked = self._token(token, fast)
+            if masked is not token:
+                text += raw[pos:begin]
+                text += masked
+                moved += len(masked) - len(token)
+                pos = end
+            marks.append((end, moved))
+        text += raw[pos:]
+        split = raw.rfind(_PARAMS_AFTER_MESSAGES) if raw.startswith(_MESSAGES_FIRST) else -1
+        self._raw, self._raw_head = raw, memoryview(raw)[: max(0, split)]
+        return bytes(text)
+
+    def _token(self, token: bytes, fast: bool) -> bytes:
+        """A string token masked, encoded as the canonical text encodes it (``token`` itself
+        when nothing in it is masked)."""
+        value = json.loads(token) if b"\\" in token else token[1:-1].decode()
+        masked = self._mask(value)
+        if masked == value:
+            return token
+        return orjson.dumps(masked) if fast else _reference(masked).encode()

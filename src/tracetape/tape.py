@@ -414,6 +414,7 @@ class Tape:
         given = match if match is not None else load_config("match") or None
         self._given_match = None if given is None else Match.coerce(given)
         self.match = self._given_match or Match()
+        self._rules = self.match or None  # None: no rules, keyed as before (no call made)
         self.latency = latency_factor(replay_latency)
         self._harness = (harness_sha, harness)
         self._run_id = run_id
@@ -528,6 +529,7 @@ class Tape:
                 f"{self.rerecord}"
             )
         self.match = recorded
+        self._rules = recorded or None
 
     def _index(self) -> None:
         """Build the replay state of ``records``: a queue per key, the records of each kind."""
@@ -547,7 +549,11 @@ class Tape:
                 by_kind[kind] = lst = []
             lst.append(i)
         # Replay keys each kind incrementally; made now, so the first call pays no setup.
-        self._keys = {kind: StreamKey(kind) for kind in by_kind}
+        self._keys = {kind: self._stream(kind) for kind in by_kind}
+
+    def _stream(self, kind: str) -> StreamKey:
+        """Replay's incremental keys of ``kind``, under this tape's match rules."""
+        return StreamKey(kind) if self._rules is None else self._rules.stream_key(kind)
 
     def _env_digest(self, name: str) -> str | None:
         value = os.environ.get(name)
@@ -601,7 +607,7 @@ class Tape:
         shadow._queues = {key: deque([first])}
         shadow._played = bytearray(len(self.records))
         shadow._cursor = {}
-        shadow._keys = {kind: StreamKey(kind) for kind in self._keys}
+        shadow._keys = {kind: self._stream(kind) for kind in self._keys}
         shadow.misses = []
         shadow._forking, shadow.latency = False, 0.0
         return shadow
@@ -656,12 +662,15 @@ class Tape:
         mapping = type(payload) is dict or isinstance(payload, Mapping)
         step = payload.get("step") if mapping else None
         step = step if type(step) is int else None
-        rules = self.match
+        rules = self._rules
         if self.mode is Mode.REPLAY:
             keys = self._keys.get(kind)
             if keys is None:
-                keys = self._keys[kind] = StreamKey(kind)
-            text, key = keys.key(rules.keyed(kind, payload) if rules else payload, finite=finite)
+                keys = self._keys[kind] = self._stream(kind)
+            # under rules: the ignored paths left out here, the masks applied by the keys
+            text, key = keys.key(
+                payload if rules is None else rules.ignored(payload), finite=finite
+            )
             if self._forking and (
                 key not in self._queues
                 or (self.fork_at is not None and step is not None and step >= self.fork_at)
@@ -685,11 +694,14 @@ class Tape:
             memo = self._memos[kind] = [b""]
         canonical = canonical_json(payload, memo, finite=finite)
         blob = self.redactor.redact_payload(payload, canonical, kind)
-        keyed = rules.keyed(kind, payload) if rules else payload
+        keyed = payload if rules is None else rules.keyed(kind, payload)
         if keyed is payload:
             return Decision(kind, key_of(kind, blob), blob, step)
-        memo = self._memos.setdefault(f"{kind} keyed", [b""])
-        seen = self.redactor.redact_payload(keyed, canonical_json(keyed, memo, finite=finite), kind)
+        stream = f"{kind} keyed"  # a stream of its own: the redactor and encoder memoise it
+        memo = self._memos.setdefault(stream, [b""])
+        seen = self.redactor.redact_payload(
+            keyed, canonical_json(keyed, memo, finite=finite), stream
+        )
         return Decision(kind, key_of(kind, seen), blob, step)
 
     def _go_live(self, kind: str, key: str, step: int | None, reason: str = "") -> None:
