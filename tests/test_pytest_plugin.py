@@ -518,3 +518,37 @@ def test_a_miss_a_framework_wraps_is_reported_with_its_diagnosis(
     result = run(pytester)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*was never recorded*", "*Oslo*", "*Bergen*"])
+
+
+def test_fork_mode_goes_live_at_the_first_miss_into_a_branch(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--tape-mode=fork``: the test's recorded calls replay, the first that differs and
+    those after it run live, the whole run goes to a branch beside the cassette (named in a
+    warning), and the cassette itself is never changed; ``--tape-fork-at`` goes live from a
+    step that matched (these tool calls, made before any model call, are step 0)."""
+    make(
+        pytester,
+        """
+        import os
+
+        def test_two(tape):
+            assert agent_step("Oslo") == 21
+            assert agent_step(os.environ.get("CITY", "Rome")) == 21
+        """,
+    )
+    run(pytester, "--tape-mode=record").assert_outcomes(passed=1)
+    cassette = pytester.path / "cassettes" / "test_agent" / "test_two.jsonl"
+    recorded = cassette.read_bytes()
+    (pytester.path / "ran.txt").unlink()
+    monkeypatch.setenv("CITY", "Paris")
+    result = run(pytester, "--tape-mode=fork")
+    result.assert_outcomes(passed=1)
+    assert ran(pytester) == ["Paris"]
+    assert cassette.read_bytes() == recorded
+    branch = cassette.with_name("test_two.branch-1.jsonl")
+    result.stdout.fnmatch_lines([f"*forked at decision 2 (first miss)*{branch}*"])
+    assert '"parent"' in branch.read_text().splitlines()[0]
+    (pytester.path / "ran.txt").unlink()
+    run(pytester, "--tape-mode=fork", "--tape-fork-at=0").assert_outcomes(passed=1)  # tools: step 0
+    assert ran(pytester) == ["Oslo", "Paris"]

@@ -583,3 +583,51 @@ def test_a_recording_that_taped_nothing_while_using_the_network_says_so(tmp_path
     )
     quiet = run(tmp_path, "--tape", "t2.jsonl", "--mode", "record", "--", PYTHON, "-c", "pass")
     assert "reached the network" not in quiet.stderr
+
+
+def test_fork_mode_replays_the_prefix_then_runs_live_into_a_branch(
+    tmp_path: Path, agent: Path
+) -> None:
+    """``--mode fork``: the changed call runs live (the agent's tool prints ``add ran``),
+    the branch is named, its JSON report says where it forked, the cassette is unchanged,
+    and the branch replays whole."""
+    record(tmp_path, agent, "2")
+    recorded = (tmp_path / "t.jsonl").read_bytes()
+    hooks = ("--hook", "none", "--format", "json")
+    done = run(
+        tmp_path, "--tape", "t.jsonl", "--mode", "fork", *hooks, "--", PYTHON, str(agent), "5"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "add ran" in done.stderr and "sum 6" in done.stdout
+    report = json.loads(done.stderr[done.stderr.index("{") :])
+    assert report["branch"] == str(tmp_path / "t.branch-1.jsonl")
+    assert report["fork"]["seq"] == 1 and report["fork"]["reason"] == "first miss"
+    assert report["ended"] == "completed"
+    assert (tmp_path / "t.jsonl").read_bytes() == recorded
+    again = run(
+        tmp_path, "--tape", "t.branch-1.jsonl", "--hook", "none", "--", PYTHON, str(agent), "5"
+    )
+    assert again.returncode == 0 and "add ran" not in again.stderr, again.stderr
+    named = run(
+        tmp_path, "--tape", "t.jsonl", "--mode", "fork", "--branch", "mine.jsonl",
+        "--fork-at", "0", "--hook", "none", "--", PYTHON, str(agent), "2",
+    )  # fmt: skip
+    assert named.returncode == 0 and "add ran" in named.stderr  # step 0 went live
+    assert "written to the branch" in named.stderr and "mine.jsonl" in named.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--fork-at", "2"], "--fork-at and --branch need --mode fork"),
+        (["--branch", "b.jsonl"], "--fork-at and --branch need --mode fork"),
+        (["--latency", "slow"], "--latency"),
+        (["--mode", "fork"], "no such cassette"),
+    ],
+)
+def test_replay_control_options_are_checked_before_the_program_runs(
+    tmp_path: Path, agent: Path, options: list[str], said: str
+) -> None:
+    done = run(tmp_path, "--tape", "none.jsonl", *options, "--", PYTHON, str(agent), "2")
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert "add ran" not in done.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -237,3 +238,33 @@ def test_a_killed_recording_keeps_its_header_and_replays(tmp_path: Path) -> None
     assert result.exit_code == 0 and "unfinished" in result.output, result.output
     with pytest.warns(Warning, match="torn last line"):
         assert len(Tape(path, mode="replay").records) == 1
+
+
+def test_show_and_verify_name_a_branch_its_rules_and_how_it_ended(tmp_path: Path) -> None:
+    """A fork's branch: ``show`` prints its parent, fork point and match rules above the
+    table, ``verify --format json`` has them, and an interrupted recording says so."""
+    from tracetape import Match
+
+    parent, branch = tmp_path / "p.jsonl", tmp_path / "b.jsonl"
+    with Tape(parent, mode="record", match=Match(mask=["uuid"])) as tape:
+        tape.call("tool", {"name": "f", "step": 1}, lambda: 1)
+    with contextlib.suppress(KeyboardInterrupt), Tape(parent, mode="fork", branch=branch) as tape:
+        tape.call("tool", {"name": "g", "step": 1}, lambda: 2)
+        raise KeyboardInterrupt
+    shown = CliRunner().invoke(main, ["show", str(branch)])
+    assert shown.exit_code == 0
+    for line in (
+        "the recording ended interrupted: replay stops where it stopped",
+        "match rules: mask uuid",
+        f"branch of {parent}",
+        "forked at decision 1 (step 1): first miss",
+    ):
+        assert line in shown.output
+    summary = json.loads(
+        CliRunner().invoke(main, ["verify", str(branch), "--format", "json"]).output
+    )
+    assert summary["ok"] and summary["ended"] == "interrupted"
+    assert summary["parent"]["path"] == str(parent) and summary["fork"]["seq"] == 1
+    assert summary["match"] == {"ignore": [], "mask": ["uuid"]}
+    plain = CliRunner().invoke(main, ["show", str(parent)]).output
+    assert "branch of" not in plain and "ended" not in plain.split("\n")[0]
