@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "formats": 2,
     "stores": 3,
     "harness": 3,
+    "guard": 3,
     "diagnose": 3,
     "tape": 4,
     "integrations": 5,

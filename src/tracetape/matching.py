@@ -237,25 +237,23 @@ class Match:
             kind = type(item)
             if kind is str:
                 return string(item)
+            build: type[dict[Any, Any]] | type[list[Any]]
             if kind is dict or isinstance(item, Mapping):
-                copied: dict[Any, Any] | None = None if kind is dict else dict(item)
-                for k, v in item.items():
-                    m = string(v) if type(v) is str else walk(v)
-                    if m is not v:
-                        if copied is None:
-                            copied = dict(item)
-                        copied[k] = m
-                return item if copied is None else copied
-            if kind is list or kind is tuple:
-                listed: list[Any] | None = None if kind is list else list(item)
-                for i, v in enumerate(item):
-                    m = string(v) if type(v) is str else walk(v)
-                    if m is not v:
-                        if listed is None:
-                            listed = list(item)
-                        listed[i] = m
-                return item if listed is None else listed
-            return item
+                pairs, build = item.items(), dict
+            elif kind is list or kind is tuple:
+                pairs, build = enumerate(item), list
+            else:
+                return item
+            # a copy is made where a string changes (a mapping or tuple is copied always: the
+            # canonical text holds them as a dict and a list)
+            copied = None if kind is dict or kind is list else build(item)
+            for k, v in pairs:
+                m = walk(v)
+                if m is not v:
+                    if copied is None:
+                        copied = build(item)
+                    copied[k] = m
+            return item if copied is None else copied
 
         return walk(value)
 

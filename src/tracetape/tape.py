@@ -35,6 +35,7 @@ from typing import Any, TypeVar, cast
 
 import msgspec
 
+from . import guard
 from ._enums import LoudEnum
 from .canonical import StreamKey, canonical_json, changed_paths, digest, field_digests, key_of
 from .config import load_config
@@ -200,104 +201,12 @@ def _flow() -> tuple[int, int]:
     return threading.get_ident(), id(task) if task is not None else 0
 
 
-# -- the transport guard of a replaying tape that no hook serves -------------------------------
-
-_guarded = 0  # replaying tapes entered with the guard on: the audit hook returns at once at 0
-_audit_installed = False
-_audit_lock = threading.Lock()
-_NETWORK_EVENTS = frozenset({"socket.connect", "socket.getaddrinfo", "http.client.send"})
-
-
 def _unserved() -> Tape | None:
-    """The replaying tape of this context when the guard is on and no hook serves it."""
+    """The replaying tape of this context when its guard is on and no hook serves it."""
     tape = _current.get()
     if tape is None or not tape._guard or tape.hooks or tape.mode is not Mode.REPLAY:
         return None
     return tape
-
-
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    """A connection opened (or a host looked up) in the context of a replaying tape that no
-    hook serves would send a request live: it is refused, naming the hook to enable."""
-    if not _guarded or event not in _NETWORK_EVENTS:
-        return
-    tape = _unserved()
-    if tape is None:
-        return
-    if event == "http.client.send":  # a kept-alive connection of http.client (urllib3)
-        connection = args[0]
-        what = f"a request to {getattr(connection, 'host', '?')}:{getattr(connection, 'port', '')}"
-        tape._block(what, getattr(connection, "host", None))
-    elif event == "socket.connect":
-        family = getattr(args[0], "family", None)
-        if family is None or family.name not in ("AF_INET", "AF_INET6"):
-            return  # AF_UNIX and friends are local IPC, not the network
-        what = f"a connection to {args[1][0]}:{args[1][1]}"
-    else:
-        raw = args[0]
-        if raw is None:
-            return
-        host = raw.decode() if isinstance(raw, bytes | bytearray) else raw
-        what = f"a connection to {host}:{args[1]} (its address lookup)"
-    tape._block(what, args[1] if event == "socket.connect" else args[0])
-
-
-def _guard_httpx() -> None:
-    """Make httpx's network transports refuse a request of an unserved replaying tape: a
-    kept-alive connection sends it without a ``socket.connect`` to see. Only the library
-    already imported is guarded (an SDK imports it before a tape replays)."""
-    for name in ("httpx", "httpx2"):
-        module = sys.modules.get(name)
-        if module is None or getattr(module, "__tracetape_guarded__", False):
-            continue
-        module.__tracetape_guarded__ = True  # type: ignore[attr-defined]
-        sync = getattr(module, "HTTPTransport", None)
-        if sync is not None and "handle_request" in sync.__dict__:
-            sync.handle_request = _guarded_sync(sync.__dict__["handle_request"])
-        aio = getattr(module, "AsyncHTTPTransport", None)
-        if aio is not None and "handle_async_request" in aio.__dict__:
-            aio.handle_async_request = _guarded_async(aio.__dict__["handle_async_request"])
-
-
-def _refuse(request: Any) -> None:
-    tape = _unserved()
-    if tape is not None:
-        url = request.url
-        port = f":{url.port}" if url.port else ""
-        tape._block(
-            f"a request {request.method} {url.scheme}://{url.host}{port}{url.path}", url.host
-        )
-
-
-def _guarded_sync(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    def handle_request(self: Any, request: Any) -> Any:
-        _refuse(request)
-        return original(self, request)
-
-    handle_request.__wrapped__ = original  # type: ignore[attr-defined]
-    return handle_request
-
-
-def _guarded_async(
-    original: Callable[[Any, Any], Awaitable[Any]],
-) -> Callable[[Any, Any], Awaitable[Any]]:
-    async def handle_async_request(self: Any, request: Any) -> Any:
-        _refuse(request)
-        return await original(self, request)
-
-    handle_async_request.__wrapped__ = original  # type: ignore[attr-defined]
-    return handle_async_request
-
-
-def _arm_guard(delta: int) -> None:
-    global _guarded, _audit_installed  # noqa: PLW0603 - one process-wide audit hook
-    with _audit_lock:
-        if not _audit_installed:
-            sys.addaudithook(_audit)
-            _audit_installed = True
-        _guarded += delta
-        if delta > 0:
-            _guard_httpx()
 
 
 def current_tape() -> Tape | None:
@@ -944,7 +853,7 @@ class Tape:
         self._release_sigterm()
         if self._armed:
             self._armed = False
-            _arm_guard(-1)
+            guard.arm(-1, _unserved)
         if self._forking and self.mode is Mode.REPLAY:
             self._go_live("", "", None, "no divergence: the run replayed whole")
         if self.mode is Mode.RECORD:
@@ -1008,7 +917,8 @@ class Tape:
         if main and signal.getsignal(signal.SIGTERM) is handler:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
-    def _block(self, what: str, address: object) -> None:
+    def refuse(self, what: str, address: object) -> None:
+        """Refuse a request the guard saw (``guard``): note it and raise."""
         __tracebackhide__ = True
         error = NetworkBlockedError(
             f"tracetape: {self.store.name} replays, and {what} was made in its context: "
@@ -1026,7 +936,7 @@ class Tape:
         self.catch_sigterm()
         if self.mode is Mode.REPLAY and self._guard and not self._armed:
             self._armed = True
-            _arm_guard(1)
+            guard.arm(1, _unserved)
         return self
 
     def __exit__(

@@ -3,6 +3,7 @@ interrupted and failed recordings, and replay latency."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -61,6 +62,11 @@ def _header(path: Path) -> dict[str, Any]:
 
 def _trailer(path: Path) -> dict[str, Any]:
     return dict(json.loads(path.read_text().splitlines()[-1]))
+
+
+def _env() -> dict[str, str]:
+    """The environment of a subprocess: tracetape comes from the venv, as installed."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
 def cli(*args: str) -> Any:
@@ -129,7 +135,8 @@ def test_an_ignored_request_field_changed_at_replay_still_replays(
 ) -> None:
     """A request field under ``ignore`` may change at replay; without the rule it misses."""
     ruled, plain = tmp_path / "ruled.jsonl", tmp_path / "plain.jsonl"
-    answer = _ask(ruled, server, "record", "echo hi", match=Match(ignore=[field]), **{field: recorded})
+    rules = Match(ignore=[field])
+    answer = _ask(ruled, server, "record", "echo hi", match=rules, **{field: recorded})
     _ask(plain, server, "record", "echo hi", **{field: recorded})
     assert server.requests[0]["body"][field] == recorded  # the SDK really sent it
     assert _header(ruled)["match"] == {"ignore": [field], "mask": []}
@@ -243,9 +250,7 @@ def test_fork_at_a_step_goes_live_from_it(tmp_path: Path, server: FakeServer) ->
     assert not (tmp_path / "run.branch-1.jsonl").exists()
 
 
-def test_diff_of_parent_and_branch_shows_the_fork_point(
-    tmp_path: Path, server: FakeServer
-) -> None:
+def test_diff_of_parent_and_branch_shows_the_fork_point(tmp_path: Path, server: FakeServer) -> None:
     """``tracetape diff PARENT BRANCH --format json``: the first divergence is the fork point,
     with the changed prompt."""
     parent = tmp_path / "run.jsonl"
@@ -261,6 +266,62 @@ def test_diff_of_parent_and_branch_shows_the_fork_point(
         {"path": "args.messages[4].content", "before": "third", "after": "THIRD"}
     ]
     assert data["aligned"] == 2
+
+
+# An unmodified three-step SDK agent; argv: BASE_URL THIRD_PROMPT.
+FORK_AGENT = """
+import sys
+import openai
+
+client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="sk-test", max_retries=0)
+messages = [{"role": "user", "content": "echo hello"}]
+for prompt in (None, "second", sys.argv[2]):
+    if prompt is not None:
+        messages.append({"role": "user", "content": prompt})
+    reply = client.chat.completions.create(model="gpt-test", messages=messages)
+    messages.append(reply.choices[0].message.model_dump(exclude_none=True))
+print(reply.choices[0].message.content)
+"""
+
+
+def _tracetape_run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [TRACETAPE, "run", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_tracetape_run_fork(tmp_path: Path, server: FakeServer) -> None:
+    """``tracetape run --mode fork`` of an unmodified agent goes live at the changed step
+    only, says where it forked, and its branch replays offline."""
+    script = tmp_path / "agent.py"
+    script.write_text(FORK_AGENT)
+    agent = [PYTHON, str(script), server.base_url]
+    recorded = _tracetape_run(tmp_path, "--tape", "t.jsonl", "--mode", "record", "--", *agent, "x")
+    assert recorded.returncode == 0, recorded.stderr
+    parent = tmp_path / "t.jsonl"
+    before = parent.read_bytes()
+    server.requests.clear()
+
+    forked = _tracetape_run(tmp_path, "--tape", "t.jsonl", "--mode", "fork", "--", *agent, "y")
+    assert forked.returncode == 0, forked.stderr
+    assert forked.stdout == recorded.stdout
+    assert "forked t.jsonl at decision 3 (step 3), first miss" in forked.stderr
+    assert [len(r["body"]["messages"]) for r in server.requests] == [5]
+    assert parent.read_bytes() == before
+    branch = tmp_path / "t.branch-1.jsonl"
+    assert _header(branch)["fork"]["seq"] == 3
+
+    server.stop()
+    replayed = _tracetape_run(tmp_path, "--tape", str(branch), "--strict", "--", *agent, "y")
+    assert replayed.returncode == 0, replayed.stderr
+    assert "replayed 3 of 3 recorded decision(s)" in replayed.stderr
+    assert parent.read_bytes() == before
 
 
 # -- f. g. interrupted and failed recordings -----------------------------------------------------
@@ -302,10 +363,6 @@ SIGNALS = [
 ]
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-
-
 def _interrupt(command: list[str], cwd: Path, signum: int, *, group: bool) -> tuple[int, str]:
     """Start ``command``, wait for its first decision, send ``signum`` (to its process group
     when ``group``, as a terminal's Ctrl-C does); its exit code and stderr."""
@@ -319,21 +376,26 @@ def _interrupt(command: list[str], cwd: Path, signum: int, *, group: bool) -> tu
         text=True,
         start_new_session=group,
     )
+
+    def send(sig: int) -> None:
+        if group:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         if line != "decided 1\n":
-            proc.kill()
+            send(signal.SIGKILL)
             _, err = proc.communicate(timeout=30)
             pytest.fail(f"the agent never decided: {line!r}\n{err}")
-        if group:
-            os.killpg(proc.pid, signum)
-        else:
-            proc.send_signal(signum)
+        send(signum)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
-            proc.kill()
+            send(signal.SIGKILL)
             proc.communicate()
     assert "done" not in out
     return proc.returncode, err
@@ -350,7 +412,7 @@ def _assert_interrupted(path: Path) -> None:
     assert [r.step for r in cassette.records] == [1]
     verified = cli("verify", str(path))
     assert verified.exit_code == 0, verified.output
-    assert "interrupted" in verified.output
+    assert "the recording ended interrupted" in verified.output
 
 
 @pytest.mark.parametrize("signum", SIGNALS)
@@ -416,18 +478,19 @@ def test_a_signalled_tracetape_run_recording_closes_interrupted(
     assert "the recording was interrupted after 1 decisions" in replay.stderr
 
 
-def test_an_agent_exception_while_recording_ends_failed(
-    tmp_path: Path, server: FakeServer
-) -> None:
+def test_an_agent_exception_while_recording_ends_failed(tmp_path: Path, server: FakeServer) -> None:
     """An exception out of the agent closes the recording as ``failed: ValueError``."""
     path = tmp_path / "t.jsonl"
-    with pytest.raises(ValueError, match="the agent broke"):  # noqa: PT012
+
+    def record() -> None:
         with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
-            client = _client(server)
-            client.chat.completions.create(
+            _client(server).chat.completions.create(
                 model="gpt-test", messages=[{"role": "user", "content": "echo hi"}]
             )
-            raise ValueError("the agent broke")
+            raise ValueError("the agent broke")  # out of the tape's with block
+
+    with pytest.raises(ValueError, match="the agent broke"):
+        record()
     assert not Path(f"{path}.partial").exists()
     assert _trailer(path)["ended"] == "failed: ValueError"
     cassette = read_cassette(path)
