@@ -1270,3 +1270,38 @@ def test_a_replaying_tape_no_hook_serves_refuses_a_request(tmp_path: Path, answe
     with Tape(path, mode="rewrite") as tape:  # recording: live
         assert client.post(answer.url, json={}).text == "ok"
     client.close()
+
+
+def test_a_fork_that_fails_before_it_diverges_says_so(tmp_path: Path) -> None:
+    """The branch of a fork that never went live and then raised names why it stopped, and a
+    replay past a failed recording says the agent raised."""
+    parent = tmp_path / "run.jsonl"
+    with Tape(parent, mode="record") as tape:
+        _three_steps(tape, "test")
+    branch = tmp_path / "b.jsonl"
+    with contextlib.suppress(ValueError), Tape(parent, mode="fork", branch=branch) as tape:
+        tape.call("llm", {"messages": [{"role": "user", "content": "plan"}], "step": 1}, str)
+        raise ValueError("the agent broke")
+    cut = read_cassette(branch)
+    assert cut.ended == "failed: ValueError" and len(cut) == 1
+    assert cut.header is not None
+    assert cut.header["fork"]["reason"] == "no divergence before the run ended (failed: ValueError)"
+    with pytest.raises(ReplayMiss) as raised, Tape(branch, mode="replay") as again:
+        _three_steps(again, "test")
+    assert "the recording stopped when the agent raised ValueError after 1 decisions" in str(
+        raised.value
+    )
+
+
+def test_rules_compare_by_what_they_do(tmp_path: Path) -> None:
+    """The order of ignored paths means nothing (they are kept sorted); the masks' order is
+    theirs (each masks what the one before left)."""
+    from tracetape import Match
+
+    assert Match(ignore=["b", "a", "b"]) == Match(ignore=("a", "b"))
+    assert Match(mask=["uuid", "ts"]) != Match(mask=["ts", "uuid"])
+    path = tmp_path / "r.jsonl"
+    with Tape(path, mode="record", match=Match(ignore=["user", "metadata"])) as tape:
+        tape.call("llm", {"messages": [], "params": {"user": "u"}, "step": 1}, lambda: "ok")
+    with Tape(path, mode="replay", match=Match(ignore=["metadata", "user"])) as tape:
+        assert tape.call("llm", {"messages": [], "params": {"user": "v"}, "step": 1}, str) == "ok"

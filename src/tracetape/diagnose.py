@@ -48,10 +48,9 @@ def explain_miss(
         )
     changes: list[str] = []
     if expected is None and cut:
-        how = "cut short (it never closed)" if ended == "unfinished" else f"{ended}"
         lines.append(
-            f"  the recording was {how} after {recorded} decisions; this run goes on past "
-            "where it stopped: re-record it"
+            f"  the recording {_how_cut(ended)} after {recorded} decisions; this run goes on "
+            "past where it stopped: re-record it"
         )
     elif expected is None:
         lines.append(
@@ -60,7 +59,7 @@ def explain_miss(
         )
     else:
         if cut:
-            lines.append(f"  note: the recording ended {ended} after {recorded} decisions")
+            lines.append(f"  note: the recording {_how_cut(ended)} after {recorded} decisions")
         where = f"#{'?' if expected.seq is None else expected.seq} {expected.kind}"
         if expected.step is not None:
             where += f" step {expected.step}"
@@ -69,6 +68,19 @@ def explain_miss(
         lines += details
     lines.append(f"  if the change is intended, re-record: {rerecord}")
     return _miss(decision, expected, (matched, recorded), changes, lines)
+
+
+def _how_cut(ended: str | None) -> str:
+    """How a recording that did not complete stopped, as the diagnosis says it.
+
+    >>> _how_cut("interrupted"), _how_cut("failed: ValueError")
+    ('was interrupted', 'stopped when the agent raised ValueError')
+    """
+    if ended == "unfinished":
+        return "was cut short (it never closed)"
+    if ended and ended.startswith("failed: "):
+        return f"stopped when the agent raised {ended.removeprefix('failed: ')}"
+    return f"was {ended}"
 
 
 def _miss(

@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,8 +137,10 @@ class Match:
     {'messages': ['id <uuid>'], 'params': {'model': 'm'}}
     """
 
-    ignore: tuple[str, ...] = ()
-    mask: tuple[str, ...] = ()
+    # Any sequence of strings is taken; both are kept as tuples, the ignored paths sorted (their
+    # order means nothing; the masks' does: each is applied to what the one before left).
+    ignore: Sequence[str] = ()
+    mask: Sequence[str] = ()
     _paths: tuple[tuple[str | int | None, ...], ...] = field(init=False, repr=False, compare=False)
     _subs: tuple[tuple[re.Pattern[str], Any, str], ...] = field(
         init=False, repr=False, compare=False
@@ -146,7 +148,7 @@ class Match:
     _memo: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "ignore", _strings(self.ignore, "ignore"))
+        object.__setattr__(self, "ignore", tuple(sorted(set(_strings(self.ignore, "ignore")))))
         object.__setattr__(self, "mask", _strings(self.mask, "mask"))
         object.__setattr__(self, "_paths", tuple(_parse_path(p) for p in self.ignore))
         object.__setattr__(self, "_subs", tuple(_compile(m) for m in self.mask))

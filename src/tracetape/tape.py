@@ -242,14 +242,14 @@ class Tape:
     (``patch_sdks``, ``patch_http``, ``patch``, ``http_transport``), a connection opened in
     its ``with`` block (its thread or task) raises ``NetworkBlockedError`` naming the hook to
     enable (``allow_network=True`` lets untaped connections through). A recording's trailer
-    says how it ended: ``completed``, ``interrupted``
-    (Ctrl-C, or SIGTERM, which a recording tape entered in the main thread catches) or
-    ``failed: ExceptionType``.
+    says how it ended: ``completed``, ``interrupted`` (Ctrl-C, or SIGTERM, which a recording
+    tape entered in the main thread catches) or ``failed: ExceptionType``.
 
         >>> Tape("x.jsonl", mode="rec")
         Traceback (most recent call last):
         ...
-        ValueError: 'rec' is not a valid mode; use one of 'replay', 'record', 'auto', 'rewrite'
+        ValueError: 'rec' is not a valid mode; use one of 'replay', 'record', 'auto', 'rewrite', \
+'fork'
     """
 
     def __init__(
@@ -854,12 +854,15 @@ class Tape:
         if self._armed:
             self._armed = False
             guard.arm(-1, _unserved)
+        if self._signalled:
+            ended = "interrupted"
+        ended = ended or ("failed: Exception" if failed else "completed")
         if self._forking and self.mode is Mode.REPLAY:
-            self._go_live("", "", None, "no divergence: the run replayed whole")
+            why = "no divergence: the run replayed whole"
+            if ended != "completed":
+                why = f"no divergence before the run ended ({ended})"
+            self._go_live("", "", None, why)
         if self.mode is Mode.RECORD:
-            if self._signalled:
-                ended = "interrupted"
-            ended = ended or ("failed: Exception" if failed else "completed")
             # A store of the protocol before endings takes commit() alone.
             self.store.commit() if ended == "completed" else self.store.commit(ended=ended)
             return
