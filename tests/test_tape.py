@@ -1305,3 +1305,18 @@ def test_rules_compare_by_what_they_do(tmp_path: Path) -> None:
         tape.call("llm", {"messages": [], "params": {"user": "u"}, "step": 1}, lambda: "ok")
     with Tape(path, mode="replay", match=Match(ignore=["metadata", "user"])) as tape:
         assert tape.call("llm", {"messages": [], "params": {"user": "v"}, "step": 1}, str) == "ok"
+
+
+def test_a_fork_replays_a_decision_that_holds_a_secret(tmp_path: Path) -> None:
+    """A recorded input holding a secret is stored redacted: the fork finds it as replay
+    does (keyed again after redaction), rather than going live at it."""
+    parent = tmp_path / "run.jsonl"
+    secret = "sk-proj-Zq8xW3vN7mK2pL9tR4yB6cD1fG5hJ0aS3e"
+    payload = {"messages": [{"role": "user", "content": f"use {secret}"}], "step": 1}
+    with Tape(parent, mode="record") as tape:
+        tape.call("llm", payload, lambda: "recorded")
+    assert secret not in parent.read_text()
+    with Tape(parent, mode="fork", branch=tmp_path / "b.jsonl") as tape:
+        assert tape.call("llm", payload, lambda: "live") == "recorded"
+        assert tape.call("tool", {"name": "t", "step": 2}, lambda: "live") == "live"
+    assert tape.fork_point is not None and tape.fork_point["seq"] == 2

@@ -28,11 +28,13 @@ def explain_miss(
     rerecord: str,
     rules: str | None = None,
     ended: str | None = None,
+    uncompared: list[str] | None = None,
 ) -> ReplayMiss:
     """The ``ReplayMiss`` of ``decision``, which was never recorded (or recorded ``repeated``
     times and all played); ``rerecord`` is the call that records again. ``rules`` names the
     active match rules (the expected input comes keyed by them: masked values masked);
-    ``ended`` is how the recording ended (its trailer)."""
+    ``ended`` is how the recording ended (its trailer); ``uncompared`` the paths that differ
+    but that the rules leave out of the key (named, not shown)."""
     step = decision.step if decision.step is not None else "-"
     lines = [
         f"  matched {matched} of {recorded} recorded decisions before this miss "
@@ -40,6 +42,7 @@ def explain_miss(
     ]
     if rules:
         lines.append(f"  match rules (from the cassette's header): {rules}")
+
     cut = ended is not None and ended != "completed"
     if repeated:
         lines.append(
@@ -66,6 +69,10 @@ def explain_miss(
         lines.append(f"  expected: {where} {expected.key}")
         changes, details = _explain(expected, decision.input())
         lines += details
+        if uncompared:
+            more = f" and {len(uncompared) - 10} more" if len(uncompared) > 10 else ""
+            shown = ", ".join(uncompared[:10]) + more
+            lines.append(f"  differing too, not compared (the rules ignore or mask them): {shown}")
     lines.append(f"  if the change is intended, re-record: {rerecord}")
     return _miss(decision, expected, (matched, recorded), changes, lines)
 

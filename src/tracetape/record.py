@@ -169,12 +169,15 @@ class Decision(NamedTuple):
 
     ``text`` is the redacted canonical JSON text the key was hashed from: a ``str``, or its
     ASCII bytes where replay keyed it without decoding (``blob`` is always the ``str``).
+    ``payload`` is the whole input where match rules keyed less of it (replay: a miss names
+    what the rules left out of the comparison).
     """
 
     kind: str
     key: str
     text: str | bytes
     step: int | None
+    payload: Any = None
 
     @property
     def blob(self) -> str:

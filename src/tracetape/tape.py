@@ -573,31 +573,14 @@ class Tape:
         step = step if type(step) is int else None
         rules = self._rules
         if self.mode is Mode.REPLAY:
-            keys = self._keys.get(kind)
-            if keys is None:
-                keys = self._keys[kind] = self._stream(kind)
-            # under rules: the ignored paths left out here, the masks applied by the keys
-            text, key = keys.key(
-                payload if rules is None else rules.ignored(payload), finite=finite
-            )
+            decision = self._replay_decision(kind, payload, step, finite)
             if self._forking and (
-                key not in self._queues
+                decision.key not in self._queues
                 or (self.fork_at is not None and step is not None and step >= self.fork_at)
             ):
-                self._go_live(kind, key, step)
+                self._go_live(kind, decision.key, step)
                 return self.prepare(kind, payload, finite=finite)
-            if key in self._queues:
-                return Decision(kind, key, text, step)
-            plain = text.decode()
-            blob = self.redactor.redact_json(plain)
-            if blob == plain and not self._recognising:
-                # No secret found: maybe one only a field name revealed when recording. The
-                # recording's placeholders tell it by its digest (checked once, on a miss).
-                self._recognising = True
-                for rec in self.records:
-                    self.redactor.recognise(json.dumps([rec.input, rec.out], default=str))
-                blob = self.redactor.redact_json(plain)
-            return Decision(kind, key if blob == plain else key_of(kind, blob), blob, step)
+            return decision
         memo = self._memos.get(kind)
         if memo is None:
             memo = self._memos[kind] = [b""]
@@ -612,6 +595,29 @@ class Tape:
             keyed, canonical_json(keyed, memo, finite=finite), stream
         )
         return Decision(kind, key_of(kind, seen), blob, step)
+
+    def _replay_decision(self, kind: str, payload: Any, step: int | None, finite: bool) -> Decision:
+        """Replay's key of a payload (see ``prepare``): the fast incremental key, redacted
+        only when it was never recorded."""
+        keys = self._keys.get(kind)
+        if keys is None:
+            keys = self._keys[kind] = self._stream(kind)
+        # under rules: the ignored paths left out here, the masks applied by the keys
+        rules = self._rules
+        text, key = keys.key(payload if rules is None else rules.ignored(payload), finite=finite)
+        if key in self._queues:
+            return Decision(kind, key, text, step)
+        whole = None if rules is None else payload
+        plain = text.decode()
+        blob = self.redactor.redact_json(plain)
+        if blob == plain and not self._recognising:
+            # No secret found: maybe one only a field name revealed when recording. The
+            # recording's placeholders tell it by its digest (checked once, on a miss).
+            self._recognising = True
+            for rec in self.records:
+                self.redactor.recognise(json.dumps([rec.input, rec.out], default=str))
+            blob = self.redactor.redact_json(plain)
+        return Decision(kind, key if blob == plain else key_of(kind, blob), blob, step, whole)
 
     def _go_live(self, kind: str, key: str, step: int | None, reason: str = "") -> None:
         """A fork's first live decision: write the branch's header (naming its parent and
@@ -797,10 +803,16 @@ class Tape:
         if decision.key in self._queues:
             repeated = sum(1 for r in self.records if r.key == decision.key)
         expected = self._expected(decision)
-        if expected is not None and self.match and expected.input is not None:
-            expected = msgspec.structs.replace(
-                expected, input=self.match.keyed(decision.kind, expected.input)
-            )
+        uncompared: list[str] = []
+        if expected is not None and self._rules is not None and expected.input is not None:
+            keyed = self._rules.keyed(decision.kind, expected.input)
+            if decision.payload is not None:  # paths only: the live values are not redacted
+                live = json.loads(canonical_json(decision.payload))
+                shown = {c.path for c in changed_paths(keyed, decision.input())}
+                uncompared = [
+                    c.path for c in changed_paths(expected.input, live) if c.path not in shown
+                ]
+            expected = msgspec.structs.replace(expected, input=keyed)
         miss = explain_miss(
             decision,
             expected,
@@ -810,6 +822,7 @@ class Tape:
             rerecord=self.rerecord,
             rules=self.match.describe() if self.match else None,
             ended=self.ended,
+            uncompared=uncompared,
         )
         self.misses.append(miss)
         return miss

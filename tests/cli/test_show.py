@@ -268,3 +268,25 @@ def test_show_and_verify_name_a_branch_its_rules_and_how_it_ended(tmp_path: Path
     assert summary["match"] == {"ignore": [], "mask": ["uuid"]}
     plain = CliRunner().invoke(main, ["show", str(parent)]).output
     assert "branch of" not in plain and "ended" not in plain.split("\n")[0]
+
+
+def test_show_decision_prints_one_decision_whole_and_what_its_rules_leave_out(
+    tmp_path: Path,
+) -> None:
+    from tracetape import Match
+
+    path = tmp_path / "r.jsonl"
+    payload = {
+        "messages": [{"role": "user", "content": "job 0b7e1b2c-6a1f-4c1e-9a51-8f0b8f9b2a11"}],
+        "params": {"user": "u1", "model": "m"},
+        "step": 1,
+    }
+    with Tape(path, mode="record", match=Match(ignore=["user"], mask=["uuid"])) as tape:
+        tape.call("llm", payload, lambda: "ok")
+    result = CliRunner().invoke(main, ["show", str(path), "--decision", "1"])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    assert shown["input"] == payload and shown["out"] == "ok"
+    assert shown["ignored"] == ["params.user"] and shown["masked"] == ["messages[0].content"]
+    missing = CliRunner().invoke(main, ["show", str(path), "--decision", "2"])
+    assert missing.exit_code == 2 and "no decision #2; it holds 1" in missing.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
 from collections.abc import Mapping
@@ -10,8 +11,10 @@ from typing import Any
 
 import click
 
+from ..canonical import changed_paths
 from ..errors import CassetteError, NotACassetteError
 from ..formats.cassette import Cassette, read_cassette, verify_seal
+from ..matching import Match
 from . import exit_codes_help
 from ._common import EXIT_BAD_INPUT, EXIT_FAILED, echo_json, handle_errors, output_options
 
@@ -47,6 +50,34 @@ def lineage_lines(found: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _decision(cassette: Cassette, seq: int) -> dict[str, Any]:
+    """Decision ``seq`` of ``cassette`` whole, and what its match rules do to its input."""
+    found = [r for i, r in enumerate(cassette.records, 1) if (r.seq or i) == seq]
+    if not found:
+        raise ValueError(
+            f"{cassette.path}: no decision #{seq}; it holds {len(cassette.records)} "
+            "(tracetape show lists them)"
+        )
+    rec = found[0]
+    data: dict[str, Any] = {
+        "seq": seq,
+        "key": rec.key,
+        "kind": rec.kind,
+        "step": rec.step,
+        "ms": rec.ms,
+        "effect": rec.effect,
+        "input": rec.input,
+        "out": rec.out,
+    }
+    rules = Match.coerce((cassette.header or {}).get("match"))
+    if rules and rec.input is not None:
+        keyed = rules.keyed(rec.kind, rec.input)
+        changes = changed_paths(rec.input, keyed, limit=1000)
+        data["ignored"] = [c.path for c in changes if c.after is None]
+        data["masked"] = [c.path for c in changes if c.after is not None]
+    return data
+
+
 def rows(path: Path) -> list[dict[str, Any]]:
     """The decisions of a cassette as table rows (seq, step, kind, name, ms, key, effect)."""
     return _rows(read_cassette(path))
@@ -69,14 +100,26 @@ def _rows(cassette: Cassette) -> list[dict[str, Any]]:
 
 @click.command(short_help="The decisions of a cassette as a table.", epilog=exit_codes_help("show"))
 @click.argument("cassette", type=click.Path(path_type=Path))
+@click.option(
+    "--decision",
+    "seq",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="SEQ",
+    help="Print one decision whole (its input and output as recorded), with the paths the "
+    "cassette's match rules leave out of its key or mask.",
+)
 @output_options
 @handle_errors
-def show(cassette: Path, fmt: str) -> None:
+def show(cassette: Path, seq: int | None, fmt: str) -> None:
     """Print the decisions of CASSETTE as a table: seq, step, kind, tool or model, ms, effect,
     key; above it, how the recording ended (when not completed), its match rules, and for a
     fork's branch its parent and fork point (``--format json``: the rows; ``verify --format
     json`` has the rest)."""
     tape = read_cassette(cassette)
+    if seq is not None:
+        click.echo(json.dumps(_decision(tape, seq), indent=2, ensure_ascii=False, default=str))
+        return
     data = _rows(tape)
     if fmt == "json":
         echo_json(data)
