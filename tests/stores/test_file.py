@@ -283,3 +283,39 @@ def test_a_file_size_limit_during_rewrite_keeps_the_old_cassette(tmp_path: Path)
     assert path.read_bytes() == before
     partial = Path(f"{path}.partial").read_bytes()
     assert len(partial) == 65536 and not partial.endswith(b"\n")
+
+
+class _SignalMidLine:
+    """A file that writes half of the next line and then takes a signal (Ctrl-C)."""
+
+    def __init__(self, fh: Any):
+        self.fh, self.armed = fh, True
+
+    def write(self, data: Any) -> int:
+        if self.armed:
+            self.armed = False
+            self.fh.write(bytes(data[: len(data) // 2]))
+            raise KeyboardInterrupt
+        return int(self.fh.write(data))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.fh, name)
+
+
+def test_a_signal_mid_line_leaves_the_recording_whole_and_sealed(tmp_path: Path) -> None:
+    """The half line a signal cut is taken back: the trailer that closes the recording as
+    interrupted follows the last whole record, and the seal holds."""
+    from tracetape.formats.cassette import read_cassette, verify_seal
+    from tracetape.stores.file import CassetteWriter
+
+    path = tmp_path / "c.jsonl"
+    writer = CassetteWriter(path, {"tracetape": 2})
+    assert writer.write({"key": "tool:1", "kind": "tool", "out": 1}) == 1
+    writer._fh = _SignalMidLine(writer._fh)  # type: ignore[assignment]
+    with pytest.raises(KeyboardInterrupt):
+        writer.write({"key": "tool:2", "kind": "tool", "out": "x" * 1000})
+    assert writer.count == 1
+    writer.close(ended="interrupted")
+    assert verify_seal(path).state == "sealed"
+    cassette = read_cassette(path)
+    assert [r.out for r in cassette] == [1] and cassette.ended == "interrupted"

@@ -194,6 +194,7 @@ class CassetteWriter:
                     pid=pid,
                 ) from None
         self._fh.truncate(0)
+        self._size = 0  # the bytes of whole lines written
 
     def _write(self, line: bytes) -> None:
         assert self._fh is not None
@@ -206,6 +207,7 @@ class CassetteWriter:
                 if not n:
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                 view = view[n:]
+            self._size += len(line)
         except OSError as exc:
             # What was written stays (a torn last line is skipped on reading); nothing more is
             # appended after it, so the file never holds a torn line before a whole one. A
@@ -213,6 +215,12 @@ class CassetteWriter:
             kept = self.path if self.path.is_file() else None
             self._broken = _write_error(exc, self.partial, kept)
             raise self._broken from None
+        except BaseException:
+            # A signal's exception between two pieces of a line (SIGTERM, Ctrl-C): the piece
+            # written goes, so the trailer that closes the recording follows a whole line.
+            self._fh.truncate(self._size)
+            self._fh.seek(self._size)
+            raise
 
     def write(self, rec: Record | Mapping[str, Any]) -> int:
         """Append one record (a ``Record``, or a line's dict as it is), assigning and
@@ -243,7 +251,11 @@ class CassetteWriter:
                     path=self.path,
                 )
             sealed, chain = seal_line(self._chain, line)
-            self._write(sealed)
+            try:
+                self._write(sealed)
+            except BaseException:
+                self._seq -= 1  # the line is not there (or torn, and the writer broken)
+                raise
             self._chain = chain
             if isinstance(rec, Record):
                 self._encoder.written(rec)
