@@ -186,3 +186,28 @@ def test_rules_given_to_a_tape_are_written_by_the_migration_too(tmp_path: Path) 
     with Tape("m.jsonl", "record", match=Match(ignore=["user"])) as tape:
         tape.call("llm", {"messages": [], "params": {"user": "a"}, "step": 1}, lambda: 1)
     assert migrate_cassette("m.jsonl", check=True).changes == []  # its own rules are current
+
+
+MATCHED = FIXTURES / "recorded_with_match_rules_and_an_ending.jsonl"  # this release's format
+
+
+def test_a_cassette_of_this_release_is_current_replays_and_migrates_as_it_is(
+    tmp_path: Path,
+) -> None:
+    """Kept for the next format change: a cassette with match rules in its header and an
+    ending in its trailer (interrupted) reads, verifies, replays under its own rules, and
+    needs no migration."""
+    path = _copy(MATCHED, tmp_path)
+    assert verify_seal(path).state == "sealed"
+    cassette = read_cassette(path)
+    assert cassette.ended == "interrupted"
+    assert cassette.header is not None
+    assert cassette.header["match"] == {"ignore": ["user"], "mask": ["uuid", "ts"]}
+    assert migrate_cassette(path, check=True).changes == []
+    prompt = "job 11111111-2222-3333-4444-555555555555 at 2026-01-01T00:00:00Z: find the flaky test"
+    with Tape(path, "replay", harness_sha="fixture", strict=True) as tape:
+        first = {"messages": [{"role": "user", "content": prompt}],
+                 "params": {"model": "m", "user": "someone else"}, "step": 1}  # fmt: skip
+        assert tape.call("llm", first, lambda: 1 / 0) == {"content": "run it", "tool": "pytest"}
+        tool = {"name": "pytest", "args": {"k": "flaky"}, "step": 1}
+        assert tape.call("tool", tool, lambda: 1 / 0) == "1 failed"
