@@ -631,3 +631,25 @@ def test_replay_control_options_are_checked_before_the_program_runs(
     done = run(tmp_path, "--tape", "none.jsonl", *options, "--", PYTHON, str(agent), "2")
     assert done.returncode == 2 and said in done.stderr, done.stderr
     assert "add ran" not in done.stderr
+
+
+def test_latency_replays_at_the_recorded_speed_or_a_factor_of_it(tmp_path: Path) -> None:
+    """``--latency 4`` waits four times each decision's recorded time (a lower bound: the
+    process's own start comes on top)."""
+    import time
+
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import time\nfrom tracetape.integrations.tools import tool\n\n"
+        "@tool\ndef slow():\n    time.sleep(0.5)\n    return 'done'\n\nprint(slow())\n"
+    )
+    recorded = run(tmp_path, "--tape", "s.jsonl", "--mode", "record", "--hook", "none", "--",
+                   PYTHON, str(script))  # fmt: skip
+    assert recorded.returncode == 0, recorded.stderr
+    ms = read_cassette(tmp_path / "s.jsonl").records[0].ms or 0.0
+    assert ms >= 500
+    start = time.perf_counter()
+    replayed = run(tmp_path, "--tape", "s.jsonl", "--latency", "4", "--hook", "none", "--",
+                   PYTHON, str(script))  # fmt: skip
+    assert replayed.returncode == 0 and replayed.stdout == "done\n", replayed.stderr
+    assert time.perf_counter() - start >= 4 * ms / 1000
