@@ -284,16 +284,14 @@ print(reply.choices[0].message.content)
 """
 
 
-def _tracetape_run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _complete(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [TRACETAPE, "run", *args],
-        cwd=cwd,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+        command, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=60, check=False
     )
+
+
+def _tracetape_run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return _complete([TRACETAPE, "run", *args], cwd)
 
 
 def test_tracetape_run_fork(tmp_path: Path, server: FakeServer) -> None:
@@ -432,15 +430,7 @@ def test_a_signalled_tape_recording_closes_interrupted(
     _assert_interrupted(path)
 
     server.stop()
-    replay = subprocess.run(
-        [PYTHON, str(script), server.base_url, "no", str(path), "replay"],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    replay = _complete([PYTHON, str(script), server.base_url, "no", str(path), "replay"], tmp_path)
     assert replay.returncode == 1
     assert "ReplayMiss" in replay.stderr
     assert "the recording was interrupted after 1 decisions" in replay.stderr
@@ -465,14 +455,8 @@ def test_a_signalled_tracetape_run_recording_closes_interrupted(
     _assert_interrupted(tmp_path / "t.jsonl")
 
     server.stop()
-    replay = subprocess.run(
-        [TRACETAPE, "run", "--tape", "t.jsonl", "--", PYTHON, str(script), server.base_url, "no"],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    replay = _tracetape_run(
+        tmp_path, "--tape", "t.jsonl", "--", PYTHON, str(script), server.base_url, "no"
     )
     assert replay.returncode == 3, replay.stderr
     assert "the recording was interrupted after 1 decisions" in replay.stderr
