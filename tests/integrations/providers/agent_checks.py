@@ -227,7 +227,7 @@ def check_agent(
     * the same answer, replayed without a request reaching the server;
     * its model calls (``api``) at steps 1..4, each tool call at the step of the model call
       that asked for it, and each answer asking (``Provider.asks``) for the tool call that
-      follows it;
+      follows it, and the last answer's text (``Provider.text``) the agent's answer;
     * each model call's usage (``tokens`` too) as its answer reported it (``usage`` of the
       number of messages it sent);
     * whole or streamed answers as asked, and the API key nowhere in the cassette.
@@ -255,6 +255,7 @@ def check_agent(
         following = records[records.index(rec) + 1 :][:1]
         asked = [(a.name, a.args) for a in prov.asks(rec.out)]
         assert asked == [(t.input["name"], t.input["args"]) for t in following if t.kind == "tool"]
+    assert prov.text(models[-1].out) == ANSWER  # the answer's text, whole or streamed
     assert key.encode() not in path.read_bytes()
     return records
 

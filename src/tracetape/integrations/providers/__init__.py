@@ -11,8 +11,8 @@ A provider module declares only what that provider knows (``Provider``):
   body fields that are transport settings, left out of the key;
 * ``turn`` and ``chain``: how a request names its conversation, to derive the step (a model
   item of the conversation; the id of an earlier answer the request continues);
-* ``usage``, ``asks``, ``answer_id``: what an answer says (its token usage, the tool calls it
-  asks for, its id), from the stored output, whole or streamed;
+* ``usage``, ``asks``, ``text``, ``answer_id``: what an answer says (its token usage, the
+  tool calls it asks for, its text, its id), from the stored output, whole or streamed;
 * ``framing``, ``stream_text`` and ``terminal``: how its streams are framed, which strings of
   an event are pieces of one streamed text (redaction reads them assembled), and which event
   ends a stream;
@@ -49,8 +49,10 @@ __all__ = [
     "body_of",
     "events_of",
     "item_field",
+    "joined",
     "match_route",
     "modules",
+    "parts_text",
     "provider",
     "providers",
     "turns",
@@ -153,6 +155,32 @@ def _no_asks(_: Any) -> list[Ask]:
     return []
 
 
+def joined(pieces: Iterable[Any]) -> str | None:
+    """The text pieces of an answer (its parts, or a stream's deltas) as one text; None when
+    it has none (an answer of tool calls only).
+
+    >>> joined(["The weather", None, " is fine."]), joined([None])
+    ('The weather is fine.', None)
+    """
+    found = [p for p in pieces if isinstance(p, str)]
+    return "".join(found) if found else None
+
+
+def parts_text(parts: Any, kind: str | None = None) -> str | None:
+    """The text of a list of content parts (``{"type": "text", "text": ...}`` or bare
+    strings); ``kind``: only parts of that ``type``. A bare string is its own text."""
+    if isinstance(parts, str):
+        return parts
+    if not isinstance(parts, list):
+        return None
+    return joined(
+        p if isinstance(p, str) else p.get("text")
+        for p in parts
+        if isinstance(p, str)
+        or (isinstance(p, Mapping) and (kind is None or p.get("type") == kind))
+    )
+
+
 @dataclass(frozen=True)
 class Provider:
     """What one provider's wire format says (see the module doc)."""
@@ -167,6 +195,7 @@ class Provider:
     answer_id: Callable[[Mapping[str, Any]], str | None] = _never
     usage: Callable[[Mapping[str, Any]], Usage | None] = _never
     asks: Callable[[Mapping[str, Any]], list[Ask]] = _no_asks
+    text: Callable[[Mapping[str, Any]], str | None] = _never
     framing: str = "sse"
     stream_text: Callable[[tuple[Any, ...]], bool] = lambda path: "delta" in path
     terminal: Callable[[Mapping[str, Any]], bool] = lambda event: False

@@ -28,7 +28,9 @@ from . import (
     dig,
     events_of,
     integer,
+    joined,
     json_args,
+    parts_text,
     role_in,
 )
 
@@ -92,6 +94,18 @@ def asks(out: Mapping[str, Any]) -> list[Ask]:
     ]
 
 
+def text(out: Mapping[str, Any]) -> str | None:
+    """The ``text`` blocks of an answer, whole or its stream's ``text_delta`` pieces."""
+    body = body_of(out)
+    if body is not None:
+        return parts_text(body.get("content"), "text")
+    return joined(
+        dig(data, "delta", "text")
+        for data in events_of(out)
+        if dig(data, "type") == "content_block_delta" and dig(data, "delta", "type") == "text_delta"
+    )
+
+
 def terminal(event: Mapping[str, Any]) -> bool:
     """``message_stop``, or an ``error`` event."""
     kind = dig(event, "data", "type")
@@ -106,6 +120,7 @@ PROVIDER = Provider(
     turn=role_in("assistant"),
     usage=usage,
     asks=asks,
+    text=text,
     terminal=terminal,
     errors=(("anthropic", "AnthropicError"),),
     sdk=Sdk(

@@ -30,7 +30,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from . import Ask, Provider, Route, Usage, body_of, dig, integer, json_args, role_in
+from . import Ask, Provider, Route, Usage, body_of, dig, integer, joined, json_args, role_in
 from . import anthropic as _anthropic
 
 ROUTES = tuple(
@@ -136,6 +136,21 @@ def asks(out: Mapping[str, Any]) -> list[Ask]:
     return _anthropic.asks(_chunks(out))
 
 
+def text(out: Mapping[str, Any]) -> str | None:
+    """A Converse answer's ``text`` blocks, whole or from its stream's deltas; an
+    Anthropic-shaped ``invoke`` answer's text."""
+    body = body_of(out)
+    if body is not None:
+        content = dig(body, "output", "message", "content")
+        if content is None:
+            return _anthropic.text(out)
+        return joined(block.get("text") for block in content if isinstance(block, Mapping))
+    found = joined(
+        dig(data, "delta", "text") for kind, data in _messages(out) if kind == "contentBlockDelta"
+    )
+    return found if found is not None else _anthropic.text(_chunks(out))
+
+
 def stream_text(path: tuple[Any, ...]) -> bool:
     """Text and tool-input pieces: the strings under a ``contentBlockDelta``'s ``delta``."""
     return path[:1] == ("delta",)
@@ -164,6 +179,7 @@ PROVIDER = Provider(
     turn=role_in("assistant"),
     usage=usage,
     asks=asks,
+    text=text,
     framing="aws",
     stream_text=stream_text,
     terminal=terminal,

@@ -23,7 +23,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import Ask, Provider, Route, Usage, body_of, dig, events_of, json_args, role_in
+from . import (
+    Ask,
+    Provider,
+    Route,
+    Usage,
+    body_of,
+    dig,
+    events_of,
+    joined,
+    json_args,
+    parts_text,
+    role_in,
+)
 
 
 def _count(value: Any) -> int | None:
@@ -89,6 +101,18 @@ def asks(out: Mapping[str, Any]) -> list[Ask]:
     return [Ask(c["name"], json_args(c["args"]) if c["args"] else {}) for c in calls.values()]
 
 
+def text(out: Mapping[str, Any]) -> str | None:
+    """The ``text`` parts of an answer's message, whole or its stream's ``content-delta``s."""
+    body = body_of(out)
+    if body is not None:
+        return parts_text(dig(body, "message", "content"), "text")
+    return joined(
+        dig(data, "delta", "message", "content", "text")
+        for data in events_of(out)
+        if dig(data, "type") == "content-delta"
+    )
+
+
 _STREAMED = frozenset({"text", "thinking", "tool_plan", "arguments"})
 
 
@@ -110,6 +134,7 @@ PROVIDER = Provider(
     turn=role_in("assistant"),
     usage=usage,
     asks=asks,
+    text=text,
     stream_text=stream_text,
     terminal=terminal,
 )

@@ -33,7 +33,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import Ask, Provider, Route, Usage, body_of, dig, events_of, integer, last_usage, role_in
+from . import (
+    Ask,
+    Provider,
+    Route,
+    Usage,
+    body_of,
+    dig,
+    events_of,
+    integer,
+    joined,
+    last_usage,
+    role_in,
+)
 
 # A model is named in the path as ``models/M`` (the Gemini API; Vertex's
 # ``publishers/P/models/M``), ``tunedModels/M`` or Vertex's ``endpoints/E``; only the first
@@ -91,6 +103,17 @@ def asks(out: Mapping[str, Any]) -> list[Ask]:
     return _function_calls([body] if body is not None else events_of(out))
 
 
+def text(out: Mapping[str, Any]) -> str | None:
+    """The first candidate's text parts (not its thoughts), whole or over the stream."""
+    body = body_of(out)
+    return joined(
+        part.get("text")
+        for answer in ([body] if body is not None else events_of(out))
+        for part in (dig(answer, "candidates", 0, "content", "parts") or ())
+        if isinstance(part, Mapping) and not part.get("thought")
+    )
+
+
 def stream_text(path: tuple[Any, ...]) -> bool:
     """A candidate's text part: ``candidates[i].content.parts[j].text``.
 
@@ -124,6 +147,7 @@ PROVIDER = Provider(
     turn=role_in("model"),
     usage=usage,
     asks=asks,
+    text=text,
     stream_text=stream_text,
     terminal=terminal,
 )

@@ -52,6 +52,7 @@ PROVIDER = Provider(
     turn=_openai.turn,
     usage=usage,
     asks=_openai.asks,
+    text=_openai.text,
     terminal=_openai.terminal,
     errors=(("groq", "GroqError"),),
     sdk=Sdk(

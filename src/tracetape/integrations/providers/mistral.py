@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import Ask, Provider, Route, body_of, dig, events_of, integer, json_args, role_in
-from .openai import terminal, usage
+from .openai import terminal, text, usage
 
 
 def _call(call: Any) -> Ask:
@@ -76,5 +76,6 @@ PROVIDER = Provider(
     turn=role_in("assistant"),
     usage=usage,
     asks=asks,
+    text=text,
     terminal=terminal,
 )

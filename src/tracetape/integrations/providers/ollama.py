@@ -34,6 +34,7 @@ from . import (
     dig,
     events_of,
     integer,
+    joined,
     json_args,
     last_usage,
     role_in,
@@ -75,6 +76,17 @@ def asks(out: Mapping[str, Any]) -> list[Ask]:
     return [ask for data in events_of(out) for ask in _message_asks(data)]
 
 
+def text(out: Mapping[str, Any]) -> str | None:
+    """The answer's ``message.content`` (chat) or ``response`` (generate), whole or streamed."""
+    body = body_of(out)
+    return joined(
+        dig(data, "message", "content")
+        if dig(data, "message") is not None
+        else dig(data, "response")
+        for data in ([body] if body is not None else events_of(out))
+    )
+
+
 _STREAMED = {("message", "content"), ("message", "thinking"), ("response",), ("thinking",)}
 
 
@@ -102,6 +114,7 @@ PROVIDER = Provider(
     turn=role_in("assistant"),
     usage=usage,
     asks=asks,
+    text=text,
     framing="ndjson",
     stream_text=stream_text,
     terminal=terminal,

@@ -34,8 +34,10 @@ from . import (
     events_of,
     integer,
     item_field,
+    joined,
     json_args,
     last_usage,
+    parts_text,
 )
 
 ROUTES = (
@@ -167,6 +169,34 @@ def asks(out: Mapping[str, Any]) -> list[Ask]:
     return done + [Ask(c["name"], json_args(c["arguments"])) for _, c in sorted(calls.items())]
 
 
+def _output_text(items: Any) -> str | None:
+    return joined(
+        parts_text(item.get("content"), "output_text")
+        for item in items or ()
+        if isinstance(item, Mapping) and item.get("type") == "message"
+    )
+
+
+def text(out: Mapping[str, Any]) -> str | None:
+    """The answer's text: Chat's message ``content``, Responses' ``output_text`` parts (streamed:
+    the deltas, or the completed response)."""
+    response = _response(out)
+    if response is not None:
+        return _output_text(response.get("output"))
+    body = body_of(out)
+    if body is not None:
+        return parts_text(dig(body, "choices", 0, "message", "content"))
+    return joined(
+        dig(choice, "delta", "content") if isinstance(choice, Mapping) else None
+        for data in events_of(out)
+        for choice in (dig(data, "choices") or ())
+    ) or joined(
+        data.get("delta")
+        for data in events_of(out)
+        if isinstance(data, Mapping) and data.get("type") == "response.output_text.delta"
+    )
+
+
 _DONE = frozenset({"response.completed", "response.failed", "response.incomplete"})
 
 
@@ -189,6 +219,7 @@ PROVIDER = Provider(
     answer_id=answer_id,
     usage=usage,
     asks=asks,
+    text=text,
     terminal=terminal,
     errors=(("openai", "OpenAIError"),),
     sdk=Sdk(
