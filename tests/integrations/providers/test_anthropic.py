@@ -62,3 +62,21 @@ def test_streamed_tool_use_is_assembled_from_its_json_deltas() -> None:
     ]  # fmt: skip
     asked = provider("anthropic").asks({"events": events})
     assert [(a.name, a.args) for a in asked] == [("add", {"a": 1, "b": 2})]
+
+
+def test_the_answer_text_is_its_text_blocks_whole_or_streamed() -> None:
+    body = {"content": [{"type": "text", "text": "Let me look. "},
+                        {"type": "tool_use", "name": "add", "input": {}},
+                        {"type": "text", "text": "Done."}]}  # fmt: skip
+    events = [
+        {"data": {"type": "content_block_delta", "index": 0,
+                  "delta": {"type": "text_delta", "text": "Let me "}}},
+        {"data": {"type": "content_block_delta", "index": 0,
+                  "delta": {"type": "text_delta", "text": "look."}}},
+        {"data": {"type": "content_block_delta", "index": 1,
+                  "delta": {"type": "input_json_delta", "partial_json": "{}"}}},
+    ]  # fmt: skip
+    anthropic = provider("anthropic")
+    assert anthropic.text({"body": body}) == "Let me look. Done."
+    assert anthropic.text({"events": events}) == "Let me look."
+    assert anthropic.text({"body": {"content": []}}) is None

@@ -660,3 +660,16 @@ def test_tracetape_run_tapes_an_unmodified_boto3_script(
     assert "carefully" in missed.stderr and "quickly" in missed.stderr
     assert missed.stdout == ""
     assert len(bedrock.requests) == sent
+
+
+def test_the_answer_text_is_read_from_converse_its_stream_or_an_anthropic_body() -> None:
+    bedrock = provider("bedrock")
+    converse = {"output": {"message": {"content": [{"text": "Sunny"}, {"toolUse": {}}]}}}
+    assert bedrock.text({"body": converse}) == "Sunny"
+    delta = {"headers": {":event-type": "contentBlockDelta"},
+             "data": {"contentBlockIndex": 0, "delta": {"text": "Sun"}}}  # fmt: skip
+    more = {"headers": {":event-type": "contentBlockDelta"},
+            "data": {"contentBlockIndex": 0, "delta": {"text": "ny"}}}  # fmt: skip
+    assert bedrock.text({"events": [delta, more]}) == "Sunny"
+    invoke = {"type": "message", "content": [{"type": "text", "text": "Sunny"}]}
+    assert bedrock.text({"body": invoke}) == "Sunny"

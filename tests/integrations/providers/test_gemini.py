@@ -479,3 +479,15 @@ def test_routes_name_the_model_and_method(path: str, api: str, fields: dict[str,
 def test_a_stream_ends_with_its_finished_candidates(event: dict[str, Any], last: bool) -> None:
     """A Gemini stream has no ``[DONE]``: its last event is the one whose candidates finished."""
     assert provider("gemini").terminal(event) is last
+
+
+def test_the_answer_text_is_its_text_parts_not_its_thoughts() -> None:
+    parts = [{"text": "thinking", "thought": True}, {"text": "Sunny"},
+             {"functionCall": {"name": "add", "args": {}}}]  # fmt: skip
+    answer = {"candidates": [{"content": {"role": "model", "parts": parts}}]}
+    events = [{"data": {"candidates": [{"content": {"parts": [{"text": "Sun"}]}}]}},
+              {"data": {"candidates": [{"content": {"parts": [{"text": "ny"}]}}]}}]  # fmt: skip
+    gemini = provider("gemini")
+    assert gemini.text({"body": answer}) == "Sunny"
+    assert gemini.text({"events": events}) == "Sunny"
+    assert gemini.text({"body": {"candidates": []}}) is None

@@ -114,3 +114,30 @@ def test_a_key_the_server_echoes_never_reaches_the_cassette(
     assert reply.choices[0].message.content == f"you sent Bearer {KEY}"
     text = path.read_text()
     assert KEY not in text and "[REDACTED:" in text
+
+
+@pytest.mark.parametrize(
+    ("out", "text"),
+    [
+        pytest.param({"body": {"choices": [{"message": {"content": "Sunny."}}]}}, "Sunny.",
+                     id="chat"),
+        pytest.param({"body": {"choices": [{"message": {"content": None, "tool_calls": []}}]}},
+                     None, id="chat-tool-calls-only"),
+        pytest.param({"events": [
+            {"data": {"choices": [{"index": 0, "delta": {"content": "Sun"}}]}},
+            {"data": {"choices": [{"index": 0, "delta": {"content": "ny."}}]}},
+            {"text": "[DONE]"}]}, "Sunny.", id="chat-stream"),
+        pytest.param({"body": {"object": "response", "output": [
+            {"type": "reasoning", "summary": []},
+            {"type": "message", "content": [{"type": "output_text", "text": "Sunny."}]}]}},
+            "Sunny.", id="responses"),
+        pytest.param({"events": [
+            {"data": {"type": "response.output_text.delta", "delta": "Sun"}},
+            {"data": {"type": "response.output_text.delta", "delta": "ny."}}]}, "Sunny.",
+            id="responses-stream"),
+    ],
+)  # fmt: skip
+def test_the_answer_text_is_read_where_each_api_puts_it(out: dict[str, Any], text: Any) -> None:
+    """Chat's message content, Responses' output_text parts, whole or streamed; an answer of
+    tool calls alone has no text."""
+    assert provider("openai").text(out) == text
