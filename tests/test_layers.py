@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "integrations": 5,
     "analysis": 5,
     "testing": 6,
+    "views": 6,
     "migrate": 6,
     "span": 6,
     "cli": 7,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -39,7 +40,7 @@ def test_pages_render_runs_a_timeline_and_a_diff(client: TestClient, tmp_path: P
     diff = client.get("/diff", params={"a": "good", "b": "bad"})
     assert diff.status_code == 200
     assert "<b id=first-divergence>call #1</b>" in diff.text
-    assert "<tr class=divergence>" in diff.text
+    assert "<div class='pair divergence' id=p1>" in diff.text
 
 
 def test_pages_escape_what_a_trace_holds(client: TestClient) -> None:
@@ -118,9 +119,9 @@ def test_a_user_compares_two_runs_in_a_real_browser(tmp_path: Path) -> None:
             page.click("#compare")
             page.wait_for_url("**/diff?**")
             assert page.text_content("#first-divergence") == "call #1"
-            assert page.locator("tr.divergence").count() == 1
+            assert page.locator(".pair.divergence").count() == 1
             assert page.locator("#findings li.suspicious").count() >= 1
-            assert page.locator("#diff td.suspicious").count() >= 1
+            assert page.locator("#diff .side.suspicious").count() >= 1
             page.screenshot(path=str(tmp_path / "shots" / "diff.png"), full_page=True)
             page.click("h1 a >> text=good")
             page.wait_for_url("**/runs/good")
@@ -133,3 +134,106 @@ def test_a_user_compares_two_runs_in_a_real_browser(tmp_path: Path) -> None:
     for name in ("runs", "diff", "run"):
         shot = tmp_path / "shots" / f"{name}.png"
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+WEATHER_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
+FORECASTS = {"Paris": "sunny and 21°C", "Rome": "cloudy and 18°C"}
+
+
+def _weather_agent(base_url: str, city: str, path: Path) -> str:
+    """A tool-calling agent on the real openai SDK, recorded against the local fake server:
+    it asks the weather, calls ``get_weather`` (a taped tool), then answers."""
+    import json
+
+    import openai
+
+    import tracetape
+
+    @tracetape.tool(effect="read")
+    def get_weather(city: str) -> str:
+        return FORECASTS[city]
+
+    client = openai.OpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=0)
+    question = f"What is the weather in {city} and what should I wear?"
+    messages: list[Any] = [{"role": "user", "content": question}]
+    with tracetape.Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
+        while True:
+            reply = client.chat.completions.create(
+                model="gpt-4o-mini", messages=messages, tools=WEATHER_TOOLS
+            )
+            message = reply.choices[0].message
+            messages.append(message.model_dump(exclude_none=True))
+            if not message.tool_calls:
+                return str(message.content)
+            for call in message.tool_calls:
+                result = get_weather(**json.loads(call.function.arguments))
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+
+def test_a_conversation_reads_as_one_and_the_change_is_marked(tmp_path: Path) -> None:
+    """Chromium, two runs of a real SDK agent (Paris, then Rome) pushed to the collector: the
+    run page reads as a conversation (the answer in full, the tool call as a call, its
+    result, tokens and cost, one timeline bar per decision); the diff page marks Paris as
+    removed and Rome as added, and draws both timelines. Screenshots at 1280 and 390 px."""
+    executable = _chromium()
+    from playwright.sync_api import sync_playwright
+
+    from tests.integrations.fakeserver import FakeServer
+
+    server = FakeServer().start()
+    try:
+        answers = {
+            city: _weather_agent(server.base_url, city, tmp_path / f"{city.lower()}.jsonl")
+            for city in ("Paris", "Rome")
+        }
+    finally:
+        server.stop()
+    assert "sunny and 21°C" in answers["Paris"]
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    with serving(f"sqlite:///{tmp_path / 'c.db'}") as url:
+        for city in ("paris", "rome"):
+            push(tmp_path / f"{city}.jsonl", url, token=TOKEN, run_id=city)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(f"{url}/runs/paris?token={TOKEN}")
+            text = page.inner_text("main")
+            assert answers["Paris"] in text  # the final answer, whole
+            assert 'get_weather(city="Paris")' in text  # the call, readable
+            assert "sunny and 21°C" in text  # the tool's result
+            assert "What is the weather in Paris" in text  # what the user said
+            tokens_in = int(page.inner_text(".total-tokens").split(" in")[0])
+            assert tokens_in > 0
+            assert page.inner_text(".total-cost").startswith("$")
+            assert page.locator("svg.timeline g.bar").count() == 3  # llm, tool, llm
+            assert page.locator("details.raw").count() == 3  # the raw, one click away
+            page.screenshot(path=str(shots / "run-1280.png"), full_page=True)
+            page.set_viewport_size({"width": 390, "height": 844})
+            page.screenshot(path=str(shots / "run-390.png"), full_page=True)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 400
+            page.set_viewport_size({"width": 1280, "height": 900})
+            page.goto(f"{url}/diff?a=paris&b=rome")
+            dels = page.locator("del").all_inner_texts()
+            inss = page.locator("ins").all_inner_texts()
+            assert any("Paris" in d for d in dels) and any("Rome" in i for i in inss)
+            assert page.text_content("#first-divergence") == "call #1"
+            assert "messages[0].content" in page.inner_text("#changed-paths")
+            timelines = page.locator("svg.timeline")
+            assert timelines.count() == 2
+            assert [timelines.nth(i).locator("g.bar").count() for i in (0, 1)] == [3, 3]
+            page.screenshot(path=str(shots / "diff-1280.png"), full_page=True)
+            page.set_viewport_size({"width": 390, "height": 844})
+            page.screenshot(path=str(shots / "diff-390.png"), full_page=True)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 400
+            browser.close()
+    for shot in shots.iterdir():
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

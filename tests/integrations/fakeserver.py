@@ -68,10 +68,20 @@ def _fill(schema: dict[str, Any]) -> dict[str, Any]:
 
 def plan_openai(messages: list[dict[str, Any]]) -> tuple[str, Any]:
     """("tool", {"a", "b"}) for the next add call, or ("text", answer); a task "echo X" is
-    answered X (streamed in 7-character pieces)."""
+    answered X (streamed in 7-character pieces); a task asking the "weather in CITY" calls
+    ``get_weather`` for it ("call", (name, args)), then answers from the tool's result."""
     task = _task_of(messages)
     if task.startswith("echo "):
         return "echo", task[5:]
+    weather = re.search(r"weather in ([A-Z][a-z]+)", task)
+    if weather:
+        results = [_text_of(m["content"]) for m in messages if m.get("role") == "tool"]
+        if not results:
+            return "call", ("get_weather", {"city": weather.group(1)})
+        return "text", (
+            f"In {weather.group(1)} it is {results[-1]} right now, so a light jacket is enough "
+            "for a walk along the river this afternoon."
+        )
     n = _task_n(task)
     results = [int(_text_of(m["content"])) for m in messages if m.get("role") == "tool"]
     total = results[-1] if results else 0
@@ -227,6 +237,8 @@ class FakeServer(Served):
             def _chat(self, body: dict[str, Any]) -> None:
                 kind, value = plan_openai(body["messages"])
                 tool = "add"
+                if kind == "call":
+                    kind, (tool, value) = "tool", value
                 forced = _forced_tool(body)
                 if forced is not None:  # structured output through a forced tool (instructor)
                     kind, tool, value = "tool", forced[0], _fill(forced[1])

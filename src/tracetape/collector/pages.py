@@ -21,12 +21,14 @@ import hashlib
 import html
 import json
 from collections.abc import Iterable, Sequence
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
 from ..analysis import Report
 from ..canonical import canonical_json
 from ..record import Record, call_args
+from ..views import StepView, read_steps, word_diff
 
 __all__ = ["CSP", "diff_page", "docs_page", "error_page", "run_page", "runs_page"]
 
@@ -53,6 +55,36 @@ tr.step td{background:#eef0f3;font-weight:600}
 .muted{color:#6b7580}
 input[type=search]{padding:5px 8px;width:320px}
 .badge.diverged{background:#c62828;color:#fff}
+.pair .num .badge{display:table;margin-top:3px}
+table.decisions td.head{width:15em}
+.part{margin:0 0 6px;display:flex;gap:8px}
+.part .label{flex:0 0 5.5em;font-size:12px;color:#6b7580;text-align:right;padding-top:1px}
+.part .text{white-space:pre-wrap;word-break:break-word;max-height:24em;overflow:auto;flex:1}
+.part.answer .text{font-weight:500}
+.part.call .text,.part.result .text{font:12px/1.4 ui-monospace,monospace}
+.role-tool .label{color:#0b6b8a}
+del{background:#fde2e1;color:#8e1b1b}
+ins{background:#d9f2dc;color:#1b5e20;text-decoration:none}
+details.raw summary,details.unchanged summary{cursor:pointer;color:#6b7580;font-size:12px}
+details.raw pre{max-height:30em}
+details.unchanged{background:#eef0f3;padding:4px 8px;margin:4px 0}
+#diff .pair{display:grid;grid-template-columns:5em 1fr 1fr;gap:8px;background:#fff;
+padding:6px;border-bottom:1px solid #e3e6ea}
+#diff .pair.heads{font-weight:600;background:#eef0f3}
+#diff .pair.divergence{border-top:3px solid #c62828}
+.nums{font-size:12px;color:#6b7580}
+.nums span{margin-right:6px}
+svg.timeline{background:#fff;margin:6px 0 14px;max-width:900px;display:block}
+@media (max-width:700px){
+main{padding:10px}
+table.decisions td{display:block;width:auto}
+table.decisions td.head{width:auto;border-bottom:none}
+#diff .pair{grid-template-columns:1fr}
+.part{flex-direction:column;gap:0}
+.part .label{text-align:left;flex:none}
+.part .text{flex:none}
+input[type=search]{width:100%}
+}
 """
 
 _RUNS_JS = """
@@ -149,62 +181,175 @@ def runs_page(
     return _page("runs", body, _RUNS_JS)
 
 
-def _excerpt(value: Any, width: int = 400) -> str:
-    if value is None:
+def _money(view_cost: Decimal | None, priced: str) -> str:
+    if view_cost is None:
+        return f"<span class=muted>{_e(priced)}</span>"
+    return f"${view_cost:.6f}".rstrip("0").rstrip(".") if view_cost else "$0"
+
+
+def _total_cost(views: Sequence[StepView]) -> str:
+    """A run's cost: the sum of its priced model calls, and how many it could not price."""
+    models = [v for v in views if v.kind == "llm"]
+    priced = [v.cost for v in models if v.cost is not None]
+    if not models:
+        return "$0"
+    if not priced:
+        return "<span class=muted>unknown</span>"
+    total = _money(sum(priced, Decimal(0)), "priced")
+    missing = len(models) - len(priced)
+    return total + (f" <span class=muted>+ {missing} unknown</span>" if missing else "")
+
+
+def _tokens(view: StepView) -> str:
+    if view.tokens is None:
         return ""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    if view.tokens_out is None:
+        return f"{view.tokens}"
+    return f"{view.tokens_in or 0} → {view.tokens_out}"
 
 
-def _output(rec: Record) -> Any:
-    """The recorded output, or its digest where the trace keeps only that."""
-    return rec.out if rec.out is not None else rec.out_digest
+def _marked(runs: Sequence[tuple[str, str]], side: str) -> str:
+    """One side of a word diff: the words kept, and the ones this side alone has marked
+    (``<del>`` on the baseline, ``<ins>`` on the candidate)."""
+    out = []
+    for op, text in runs:
+        if op == "=":
+            out.append(_e(text))
+        elif op == "-" and side == "a":
+            out.append(f"<del>{_e(text)}</del>")
+        elif op == "+" and side == "b":
+            out.append(f"<ins>{_e(text)}</ins>")
+    return "".join(out)
 
 
-def _call_cells(rec: Record | None, severity: str | None = None) -> str:
-    if rec is None:
-        return "<td colspan=3 class=muted>(no call)</td>"
-    cls = f" class='{severity}'" if severity else ""
-    out = _output(rec)
+def _text(text: str, other: str | None, side: str) -> str:
+    if other is None or other == text:
+        return _e(text)
+    runs = word_diff(other, text) if side == "b" else word_diff(text, other)
+    return _marked(runs, side)
+
+
+def _raw(view: StepView) -> str:
+    """The stored request and answer, whole, one click away."""
+    blob = json.dumps(
+        {"input": view.raw_in, "output": view.raw_out}, ensure_ascii=False, indent=1, default=str
+    )
     return (
-        f"<td{cls}><span class='kind-{_e(rec.kind)}'>{_e(rec.kind)}</span> "
-        f"<b>{_e(rec.name or '')}</b><div class=muted>step {_e(rec.step)}"
-        f"{' · ' + _e(rec.effect) if rec.effect else ''}</div></td>"
-        f"<td{cls}><pre>{_e(_excerpt(call_args(rec)))}</pre></td>"
-        f"<td{cls}><pre>{_e(_excerpt(out))}</pre></td>"
+        "<details class=raw><summary>raw request and answer</summary>"
+        f"<pre>{_e(blob)}</pre></details>"
+    )
+
+
+def _happened(view: StepView, other: StepView | None = None, side: str = "a") -> str:
+    """What one decision did, as it reads: the messages fed in, the answer, the calls, the
+    result; with ``other`` (its counterpart in the other run) the changed words marked."""
+    theirs = dict(_labelled(other.texts())) if other is not None else {}
+    html_parts = []
+    for label, text in _labelled(view.texts()):
+        shown = _text(text, theirs.get(label), side) if other is not None else _e(text)
+        kind = label.split(" ", 1)[0].split("#", 1)[0]
+        role = label.split("(", 1)[1].split(")", 1)[0] if "(" in label else ""
+        css = f"part {kind}" + (f" role-{_e(role)}" if role else "")
+        head = f"<span class=label>{_e(role or kind)}</span>"
+        html_parts.append(f"<div class='{css}'>{head}<div class=text>{shown}</div></div>")
+    return "".join(html_parts) + _raw(view)
+
+
+def _labelled(parts: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Parts with labels made unique by their order (``call#2``), so two runs' steps pair
+    part for part."""
+    seen: dict[str, int] = {}
+    out = []
+    for label, text in parts:
+        seen[label] = seen.get(label, 0) + 1
+        out.append((label if seen[label] == 1 else f"{label}#{seen[label]}", text))
+    return out
+
+
+_BAR = {"llm": "#5b3cc4", "tool": "#0b6b8a", "env": "#8a6d0b"}
+
+
+def timeline_svg(views: Sequence[StepView], scale_ms: float | None = None, label: str = "") -> str:
+    """One bar per decision, in order, each starting where the one before ended: its length
+    its latency, coloured by kind, its tokens beside it (server-rendered, no script)."""
+    total = sum(v.ms or 0.0 for v in views) or 1.0
+    scale = 600.0 / max(scale_ms or total, 1e-9)
+    row = 16
+    height = row * len(views) + 4
+    bars, at = [], 0.0
+    for i, v in enumerate(views):
+        width = max((v.ms or 0.0) * scale, 1.5)
+        x, y = 8 + at * scale, 2 + i * row
+        color = _BAR.get(v.kind, "#6b7580")
+        title = f"#{v.index} {v.kind} {v.name} · {v.ms or 0:.0f} ms"
+        note = f"{v.tokens} tok" if v.tokens is not None else ""
+        bars.append(
+            f"<g class='bar bar-{_e(v.kind)}'><title>{_e(title)}</title>"
+            f"<rect x='{x:.1f}' y='{y}' width='{width:.1f}' height='{row - 4}' fill='{color}'/>"
+            f"<text x='{x + width + 4:.1f}' y='{y + row - 6}' font-size='10' fill='#1d232a'>"
+            f"{_e(note)}</text></g>"
+        )
+        at += v.ms or 0.0
+    return (
+        f"<svg class=timeline role=img aria-label='{_e(label or 'timeline')}' "
+        f"viewBox='0 0 720 {height}' width='100%' preserveAspectRatio='xMinYMin meet' "
+        f"xmlns='http://www.w3.org/2000/svg'>{''.join(bars)}</svg>"
+    )
+
+
+def _head_cells(view: StepView) -> str:
+    ms = "" if view.ms is None else f"{view.ms:.0f} ms"
+    money = _money(view.cost, view.priced) if view.kind == "llm" else ""
+    return (
+        f"<div class=call><span class='kind kind-{_e(view.kind)}'>{_e(view.kind)}</span> "
+        f"<b>{_e(view.name)}</b></div>"
+        f"<div class=muted>step {_e(view.step)}{' · ' + _e(view.effect) if view.effect else ''}"
+        f"</div><div class=nums><span class=ms>{_e(ms)}</span> "
+        f"<span class=tokens>{_e(_tokens(view))}</span> <span class=cost>{money}</span></div>"
+    )
+
+
+def _totals(views: Sequence[StepView]) -> str:
+    ms = sum(v.ms or 0.0 for v in views)
+    tokens_in = sum(v.tokens_in or 0 for v in views)
+    tokens_out = sum(v.tokens_out or 0 for v in views)
+    return (
+        f"<span class=total-ms>{ms:.0f} ms</span> · tokens <span class=total-tokens>"
+        f"{tokens_in} in, {tokens_out} out</span> · cost <span class=total-cost>"
+        f"{_total_cost(views)}</span>"
     )
 
 
 def run_page(run: str, summary: dict[str, Any], records: Iterable[Record]) -> str:
-    """One run's timeline, step by step."""
+    """One run as a conversation, step by step, with its timeline and its numbers."""
+    views = read_steps(list(records))
     rows, step = [], object()
-    for n, rec in enumerate(records, 1):
-        if rec.step != step:
-            step = rec.step
-            rows.append(f"<tr class=step><td colspan=6>step {_e(step)}</td></tr>")
-        ms = "" if rec.ms is None else f"{rec.ms:.0f}"
+    for v in views:
+        if v.step != step:
+            step = v.step
+            rows.append(f"<tr class=step><td colspan=2>step {_e(step)}</td></tr>")
         rows.append(
-            f"<tr><td class=num>{n}</td>"
-            f"<td><span class='kind-{_e(rec.kind)}'>{_e(rec.kind)}</span> "
-            f"<b>{_e(rec.name or '')}</b>"
-            f"{'<div class=muted>' + _e(rec.effect) + '</div>' if rec.effect else ''}</td>"
-            f"<td class=num>{ms}</td><td class=num>{_e(rec.tokens or '')}</td>"
-            f"<td><pre>{_e(_excerpt(call_args(rec)))}</pre></td>"
-            f"<td><pre>{_e(_excerpt(_output(rec)))}</pre></td>"
-            "</tr>"
+            f"<tr class=decision id=d{v.index}><td class=head><span class=num>#{v.index}</span>"
+            f"{_head_cells(v)}</td><td class=what>{_happened(v)}</td></tr>"
         )
     body = (
         f"<h1>Run {_e(run)}</h1><p class=muted>{summary['events']} calls, {summary['steps']} "
-        f"steps, {summary['tokens']} tokens; last seen {_e(_when(summary['last_seen']))} · "
+        f"steps · {_totals(views)} · last seen {_e(_when(summary['last_seen']))} · "
         f"<a href='/v1/runs/{_e(run)}/check'>check (JSON)</a></p>"
-        "<table id=timeline><thead><tr><th>#</th><th>call</th><th>ms</th><th>tokens</th>"
-        "<th>arguments</th><th>output</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        f"{timeline_svg(views, label=f'timeline of {run}')}"
+        "<table id=timeline class=decisions><tbody>" + "".join(rows) + "</tbody></table>"
     )
     return _page(f"run {run}", body)
 
 
+def _same(x: StepView | None, y: StepView | None) -> bool:
+    return x is not None and y is not None and x.kind == y.kind and x.texts() == y.texts()
+
+
 def diff_page(a: str, b: str, ra: Sequence[Record], rb: Sequence[Record], report: Report) -> str:
-    """Two runs side by side, aligned, the divergence and the findings highlighted."""
+    """Two runs aligned call by call: the first divergence on top with its field paths, the
+    changed words marked, unchanged calls folded, both timelines one above the other."""
+    va, vb = read_steps(ra), read_steps(rb)
     marks: dict[tuple[str | None, Any], str] = {}  # (run, step) or (tool, args) -> severity
     items = []
     for f in report.findings:
@@ -222,31 +367,67 @@ def diff_page(a: str, b: str, ra: Sequence[Record], rb: Sequence[Record], report
             f"<li class='finding {sev}'><span class='badge {sev}'>{sev}</span>"
             f"<b>{_e(f.pattern)}</b>: {_e(f.message)}{where}</li>"
         )
-    position = report.divergence.position if report.divergence else None
-    rows = []
-    for i in range(max(len(ra), len(rb))):
-        x = ra[i] if i < len(ra) else None
-        y = rb[i] if i < len(rb) else None
-        cls = " class=divergence" if position == i + 1 else ""
-        mark_a, mark_b = _mark(marks, a, x), _mark(marks, b, y)
-        label = "<div class='badge diverged'>diverged</div>" if cls else ""
-        cells = _call_cells(x, mark_a) + _call_cells(y, mark_b)
-        rows.append(f"<tr{cls}><td class=num>{i + 1}{label}</td>{cells}</tr>")
+    divergence = report.divergence
+    position = divergence.position if divergence else None
+    rows: list[str] = []
+    folded: list[str] = []
+
+    def fold() -> None:
+        if folded:
+            n = len(folded)
+            rows.append(
+                f"<details class=unchanged><summary>{n} unchanged call{'s' if n > 1 else ''}"
+                f"</summary>{''.join(folded)}</details>"
+            )
+            folded.clear()
+
+    for i in range(max(len(va), len(vb))):
+        x = va[i] if i < len(va) else None
+        y = vb[i] if i < len(vb) else None
+        diverged = position == i + 1
+        mark_a = _mark(marks, a, ra[i] if i < len(ra) else None)
+        mark_b = _mark(marks, b, rb[i] if i < len(rb) else None)
+        badge = "<span class='badge diverged'>diverged</span>" if diverged else ""
+        pair = (
+            f"<div class='pair{' divergence' if diverged else ''}' id=p{i + 1}>"
+            f"<div class=num>#{i + 1}{badge}</div>"
+            f"{_side(x, y, 'a', mark_a)}{_side(y, x, 'b', mark_b)}</div>"
+        )
+        if _same(x, y) and not diverged and not (mark_a or mark_b):
+            folded.append(pair)
+            continue
+        fold()
+        rows.append(pair)
+    fold()
     counts: dict[str, int] = {}
     for f in report.findings:
         counts[f.severity.value] = counts.get(f.severity.value, 0) + 1
     where = f"call #{position}" if position else "nowhere: the runs agree call for call"
+    paths = ""
+    if divergence is not None and divergence.changes:
+        shown = "".join(f"<li><code>{_e(c.path)}</code></li>" for c in divergence.changes[:10])
+        paths = f"<ul id=changed-paths>{shown}</ul>"
+    scale = max(sum(v.ms or 0.0 for v in va), sum(v.ms or 0.0 for v in vb), 1e-9)
     body = (
         f"<h1>Diff: <a href='/runs/{_e(a)}'>{_e(a)}</a> → <a href='/runs/{_e(b)}'>{_e(b)}</a></h1>"
         f"<p>First divergence: <b id=first-divergence>{_e(where)}</b> · findings: {_badges(counts)}"
-        f" · <a href='/v1/diff?{urlencode({'a': a, 'b': b})}'>JSON</a></p>"
+        f" · <a href='/v1/diff?{urlencode({'a': a, 'b': b})}'>JSON</a></p>{paths}"
         f"<ul id=findings>{''.join(items)}</ul>"
-        "<table id=diff><thead><tr><th>#</th>"
-        f"<th colspan=3>{_e(a)} (baseline)</th><th colspan=3>{_e(b)} (candidate)</th></tr>"
-        "<tr><th></th><th>call</th><th>arguments</th><th>output</th><th>call</th>"
-        "<th>arguments</th><th>output</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        f"<div class=timelines><p class=muted>{_e(a)} (baseline) · {_totals(va)}</p>"
+        f"{timeline_svg(va, scale, f'timeline of {a}')}"
+        f"<p class=muted>{_e(b)} (candidate) · {_totals(vb)}</p>"
+        f"{timeline_svg(vb, scale, f'timeline of {b}')}</div>"
+        f"<div id=diff><div class='pair heads'><div class=num></div><div class=side>{_e(a)} "
+        f"(baseline)</div><div class=side>{_e(b)} (candidate)</div></div>{''.join(rows)}</div>"
     )
     return _page(f"diff {a} {b}", body)
+
+
+def _side(view: StepView | None, other: StepView | None, side: str, mark: str | None) -> str:
+    if view is None:
+        return "<div class='side muted'>(no call)</div>"
+    cls = f"side {mark}" if mark else "side"
+    return f"<div class='{cls}'>{_head_cells(view)}{_happened(view, other, side)}</div>"
 
 
 def _mark(marks: dict[tuple[str | None, Any], str], run: str, rec: Record | None) -> str | None:
