@@ -337,3 +337,24 @@ def test_a_cassette_pushed_after_a_live_push_stores_nothing_twice(
         done = push(str(path), url, token=TOKEN)
     assert (done.stored, done.known) == (0, 7)
     assert _events(db_url) == 7
+
+
+def test_an_integer_beyond_64_bits_in_a_value_is_stored_and_read_back(
+    quiet_client: TestClient,
+) -> None:
+    """Found by the property test: an OTLP attribute holding an integer beyond 64 bits (the
+    messages of a span) is stored, not a 500, and the run's API and pages read it back."""
+    span = {
+        "traceId": "t1",
+        "spanId": "s1",
+        "startTimeUnixNano": "1764780000000000000",
+        "endTimeUnixNano": "1764780001000000000",
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+            {"key": "gen_ai.input.messages", "value": {"intValue": "1111111111111111111111111"}},
+        ],
+    }
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+    answer = quiet_client.post("/v1/lines", content=body + b"\n", params={"source": "otlp"})
+    assert answer.status_code == 200, answer.text
+    _read_every_run(quiet_client, ["t1"])

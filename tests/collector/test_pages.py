@@ -237,3 +237,38 @@ def test_a_conversation_reads_as_one_and_the_change_is_marked(tmp_path: Path) ->
             browser.close()
     for shot in shots.iterdir():
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _runs_listed(client: TestClient, **params: str) -> list[str]:
+    page = client.get("/", params=params)
+    assert page.status_code == 200, page.text
+    rows = page.text.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    return [part.split("'", 1)[0] for part in rows.split("href='/runs/")[1:]]
+
+
+def test_the_run_list_filters_by_text_time_and_severity_and_sorts_by_any_column(
+    client: TestClient,
+) -> None:
+    """Without JavaScript: a text (a run id, or a tool a run called), a time range and a
+    findings' severity filter the list; every column's header sorts it, both ways."""
+    client.post("/v1/lines", content=jsonl(*(seed_line("alpha", s, q="x") for s in (1, 2, 3))))
+    client.post("/v1/lines", content=jsonl(seed_line("beta", 1, tool="fetch_page", q="y")))
+    # a run that repeats one call: a finding of its own
+    client.post("/v1/lines", content=jsonl(*(seed_line("gamma", 1, q="z") for _ in range(6))))
+    assert set(_runs_listed(client)) == {"alpha", "beta", "gamma"}
+    assert _runs_listed(client, q="alp") == ["alpha"]
+    assert _runs_listed(client, q="fetch_PAGE") == ["beta"]  # a tool it called
+    assert _runs_listed(client, q="100%_") == []  # LIKE's wildcards are letters here
+    assert set(_runs_listed(client, since="2000-01-01")) == {"alpha", "beta", "gamma"}
+    assert _runs_listed(client, until="2000-01-01") == []
+    assert client.get("/", params={"since": "yesterday"}).status_code == 400
+    assert _runs_listed(client, sort="steps", order="desc")[0] == "alpha"
+    assert _runs_listed(client, sort="run", order="asc") == ["alpha", "beta", "gamma"]
+    assert _runs_listed(client, sort="run", order="desc") == ["gamma", "beta", "alpha"]
+    assert set(_runs_listed(client, sort="latency")) == {"alpha", "beta", "gamma"}
+    assert set(_runs_listed(client, sort="cost", order="asc")) == {"alpha", "beta", "gamma"}
+    flagged = _runs_listed(client, severity="suspicious")
+    assert "gamma" in flagged and "beta" not in flagged
+    assert client.get("/", params={"sort": "nope"}).status_code == 400
+    page = client.get("/", params={"q": "alp", "sort": "tokens"}).text
+    assert "q=alp" in page and "sort=tokens" in page  # the links keep the filters

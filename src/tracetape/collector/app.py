@@ -26,6 +26,7 @@ parsed. Run ids and parameters are validated; every query is parameterized by SQ
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import hmac
 import json
 import math
@@ -56,8 +57,9 @@ from ..config import load_config
 from ..errors import TapeError
 from ..record import INT64_MAX, RecordTexts
 from ..redact import Redactor, RedactRules
-from ..stores.database import RUN_ID, Database, RunConflict
+from ..stores.database import RUN_ID, SORTABLE, Database, RunConflict
 from ..stores.migrations import HEAD
+from ..views import StepView, read_steps
 from . import pages
 from .ingest import BadBatch, Batch, Registry, parse_batch, redact_stored
 from .security import SESSION_S, Guard, allowed_hosts, check_session, clean_token, new_session
@@ -439,15 +441,60 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         return _html(pages.docs_page(app.openapi()), fresh)
 
     @app.get("/", response_class=HTMLResponse, tags=["pages"], dependencies=busy)
-    def runs_html(
-        request: Request, cursor: Annotated[str | None, Query(max_length=300)] = None
+    def runs_html(  # noqa: PLR0917 - the page's filters
+        request: Request,
+        cursor: Annotated[str | None, Query(max_length=300)] = None,
+        q: Annotated[str | None, Query(max_length=200)] = None,
+        since: Annotated[str | None, Query(max_length=40)] = None,
+        until: Annotated[str | None, Query(max_length=40)] = None,
+        severity: Annotated[str | None, Query(pattern="^(|fatal|suspicious|expected)$")] = None,
+        sort: Annotated[
+            str, Query(pattern="^(run|last_seen|steps|calls|latency|tokens|cost)$")
+        ] = "last_seen",
+        order: Annotated[str, Query(pattern="^(asc|desc)$")] = "desc",
+        page: Annotated[int, Query(ge=0, le=100_000)] = 0,
     ) -> HTMLResponse:
-        """The runs, newest first, with their findings by severity."""
+        """The runs, newest first (or sorted by a column), with their latency, tokens, cost
+        and findings by severity; filtered by text, time range and severity."""
         fresh = page_auth(request)
-        before = _cursor(cursor) if cursor else None
-        found = db.runs(before=before, limit=50)
-        nxt = f"{found[-1]['last_seen']!r}~{found[-1]['run_id']}" if len(found) == 50 else None
-        return _html(pages.runs_page(found, _findings(found), nxt), fresh)
+        # latency and cost are read from the records: they sort a page of the newest runs
+        by_db = sort if sort in SORTABLE else "last_seen"
+        keyset = by_db == "last_seen" and order == "desc" and sort == by_db
+        before = _cursor(cursor) if cursor and keyset else None
+        found = db.runs(
+            before=before,
+            limit=50,
+            text=q or None,
+            since=_moment(since, "since"),
+            until=_moment(until, "until", end=True),
+            sort=by_db,
+            descending=order == "desc" or by_db != sort,
+            offset=0 if keyset else page * 50,
+        )
+        findings = _findings(found)
+        if severity:
+            rank = pages.SEVERITY_ORDER[severity]
+            found = [
+                r
+                for r in found
+                if any(
+                    pages.SEVERITY_ORDER.get(k, 0) >= rank for k in findings.get(r["run_id"], {})
+                )
+            ]
+        nxt = None
+        if keyset and len(found) == 50:
+            nxt = f"{found[-1]['last_seen']!r}~{found[-1]['run_id']}"
+        filters = {"q": q, "since": since, "until": until, "severity": severity,
+                   "sort": sort, "order": order}  # fmt: skip
+        more = pages.RunsPaging(filters, nxt, page if not keyset else None, len(found) == 50)
+        return _html(pages.runs_page(found, findings, more, _numbers(found)), fresh)
+
+    def _numbers(found: list[dict[str, Any]]) -> dict[str, list[StepView]]:
+        """Each listed run's decisions as read (their latency, tokens and cost), unless the
+        page lists too many calls to read on a page view."""
+        if sum(r["events"] for r in found) > _PAGE_CHECK_LIMIT:
+            return {}
+        return {r["run_id"]: read_steps(db.records(r["run_id"])) for r in found}
 
     def _findings(found: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
         """Findings by run and severity, from one check of the listed runs (skipped when
@@ -537,6 +584,24 @@ def _source(texts: RecordTexts) -> str:
 def _json(data: Any) -> Response:
     text = json.dumps(data, ensure_ascii=False, default=str)
     return Response(text, media_type="application/json")
+
+
+def _moment(text: str | None, name: str, *, end: bool = False) -> float | None:
+    """A time of the run list's filter: a date (``2026-12-04``: its start, or with ``end``
+    its end) or a date and time (``2026-12-04T10:30``, UTC unless a zone is given)."""
+    if not text:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise HTTPException(
+            400, f"{name} is not a date or a date and time (2026-12-04, 2026-12-04T10:30)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    if end and len(text) <= 10:
+        when += dt.timedelta(days=1)
+    return when.timestamp()
 
 
 def _cursor(text: str) -> tuple[float, str]:

@@ -185,8 +185,12 @@ def _scrub(records: list[Record], redactor: Redactor) -> list[Record]:
     cleaned: list[Record] = []
     for k in range(0, len(records), _CHUNK):
         chunk = records[k : k + _CHUNK]
-        text = orjson.dumps([[getattr(rec, name) for name in _CONTENT] for rec in chunk])
-        if redactor.is_clean(text.decode()):
+        content = [[getattr(rec, name) for name in _CONTENT] for rec in chunk]
+        try:
+            text = orjson.dumps(content).decode()
+        except TypeError:  # an integer beyond 64 bits: the standard library writes it
+            text = json.dumps(content, ensure_ascii=False, separators=(",", ":"), default=str)
+        if redactor.is_clean(text):
             cleaned += chunk
         else:
             cleaned += [_redacted(rec, redactor) for rec in chunk]

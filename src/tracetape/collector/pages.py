@@ -22,7 +22,7 @@ import html
 import json
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 from ..analysis import Report
@@ -30,9 +30,19 @@ from ..canonical import canonical_json
 from ..record import Record, call_args
 from ..views import StepView, read_steps, word_diff
 
-__all__ = ["CSP", "diff_page", "docs_page", "error_page", "run_page", "runs_page"]
+__all__ = [
+    "CSP",
+    "SEVERITY_ORDER",
+    "RunsPaging",
+    "diff_page",
+    "docs_page",
+    "error_page",
+    "run_page",
+    "runs_page",
+    "timeline_svg",
+]
 
-_SEVERITY_ORDER = {"fatal": 3, "suspicious": 2, "expected": 1}
+SEVERITY_ORDER = {"fatal": 3, "suspicious": 2, "expected": 1}
 
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d232a;background:#f6f7f9}
@@ -141,44 +151,144 @@ def _when(seconds: float) -> str:
 def _badges(counts: dict[str, int]) -> str:
     parts = [
         f"<span class='badge {sev}'>{n} {sev}</span>"
-        for sev, n in sorted(counts.items(), key=lambda kv: -_SEVERITY_ORDER.get(kv[0], 0))
+        for sev, n in sorted(counts.items(), key=lambda kv: -SEVERITY_ORDER.get(kv[0], 0))
         if n
     ]
     return "".join(parts) or "<span class=muted>none</span>"
 
 
+class RunsPaging(NamedTuple):
+    """How the run list got here: its ``filters`` (kept by every link), the keyset
+    ``cursor`` of the next page, or the ``page`` number of a sorted list and whether it has
+    ``more``."""
+
+    filters: dict[str, str | None]
+    cursor: str | None
+    page: int | None
+    more: bool
+
+
+_COLUMNS = (
+    ("run", "run"),
+    ("last_seen", "last seen"),
+    ("steps", "steps"),
+    ("calls", "calls"),
+    ("latency", "latency"),
+    ("tokens", "tokens"),
+    ("cost", "cost"),
+    ("findings", "findings"),
+)
+_DB_SORTED = frozenset({"run", "last_seen", "steps", "calls", "tokens"})
+
+
+def _link(filters: dict[str, str | None], **changes: Any) -> str:
+    merged = {**filters, **changes}
+    return "/?" + urlencode({k: v for k, v in merged.items() if v not in (None, "")})
+
+
+def _filters_form(filters: dict[str, str | None]) -> str:
+    def value(name: str) -> str:
+        return _e(filters.get(name) or "")
+
+    options = "".join(
+        f"<option value='{sev}'{' selected' if filters.get('severity') == sev else ''}>"
+        f"{label}</option>"
+        for sev, label in (("", "any findings"), ("expected", "expected or worse"),
+                           ("suspicious", "suspicious or worse"), ("fatal", "fatal"))
+    )  # fmt: skip
+    kept = "".join(
+        f"<input type=hidden name={name} value='{value(name)}'>"
+        for name in ("sort", "order")
+        if filters.get(name)
+    )
+    return (
+        "<form id=filters method=get action='/'>"
+        f"<input id=filter name=q type=search value='{value('q')}' placeholder='run, tool or model'"
+        " aria-label='filter runs by text'> "
+        f"<label>from <input name=since type=date value='{value('since')}'></label> "
+        f"<label>to <input name=until type=date value='{value('until')}'></label> "
+        f"<select name=severity aria-label='findings'>{options}</select> {kept}"
+        "<button type=submit>filter</button></form>"
+    )
+
+
 def runs_page(
-    runs: Sequence[dict[str, Any]], findings: dict[str, dict[str, int]], nxt: str | None
+    runs: Sequence[dict[str, Any]],
+    findings: dict[str, dict[str, int]],
+    paging: RunsPaging,
+    numbers: dict[str, list[StepView]] | None = None,
 ) -> str:
-    """The runs list (``findings``: run -> severity -> count)."""
-    rows = []
-    for r in runs:
+    """The runs list (``findings``: run -> severity -> count; ``numbers``: run -> its
+    decisions as read, for latency, tokens and cost), filtered and sorted as ``paging``
+    says; a column the database does not hold (latency, cost) sorts this page."""
+    numbers = numbers or {}
+    filters = paging.filters
+    sort, order = filters.get("sort") or "last_seen", filters.get("order") or "desc"
+    rows = list(runs)
+    if sort not in _DB_SORTED:
+        rows.sort(key=lambda r: _sort_value(r, sort, numbers), reverse=order == "desc")
+    body_rows = []
+    for r in rows:
         run = r["run_id"]
-        rows.append(
+        views = numbers.get(run)
+        latency = f"{sum(v.ms or 0 for v in views):.0f} ms" if views is not None else ""
+        tokens = (
+            f"{sum(v.tokens_in or 0 for v in views)} → {sum(v.tokens_out or 0 for v in views)}"
+            if views
+            else str(r["tokens"])
+        )
+        cost = _total_cost(views) if views is not None else "<span class=muted>—</span>"
+        body_rows.append(
             "<tr>"
             f"<td><input type=checkbox class=pick value='{_e(run)}' "
             f"aria-label='pick {_e(run)}'></td>"
             f"<td><a href='/runs/{_e(run)}'>{_e(run)}</a></td>"
             f"<td>{_e(_when(r['last_seen']))}</td>"
             f"<td class=num>{r['steps']}</td><td class=num>{r['events']}</td>"
-            f"<td class=num>{r['tokens']}</td>"
+            f"<td class=num>{latency}</td><td class='num tokens'>{_e(tokens)}</td>"
+            f"<td class='num cost'>{cost}</td>"
             f"<td>{_badges(findings.get(run, {}))}</td>"
             "</tr>"
         )
-    more = f"<p><a href='/?{urlencode({'cursor': nxt})}'>older runs →</a></p>" if nxt else ""
+    heads = ["<th></th>"]
+    for name, label in _COLUMNS:
+        if name == "findings":
+            heads.append(f"<th>{label}</th>")
+            continue
+        flip = "asc" if sort == name and order == "desc" else "desc"
+        arrow = (" ↓" if order == "desc" else " ↑") if sort == name else ""
+        href = _link(filters, sort=name, order=flip, page=None)
+        heads.append(f"<th><a class=sort href='{_e(href)}'>{label}{arrow}</a></th>")
+    more = ""
+    if paging.cursor:
+        more = (
+            f"<p><a id=more href='{_e(_link(filters, cursor=paging.cursor))}'>older runs →</a></p>"
+        )
+    elif paging.page is not None and paging.more:
+        more = (
+            f"<p><a id=more href='{_e(_link(filters, page=paging.page + 1))}'>next page →</a></p>"
+        )
+    empty = (
+        "no runs match these filters"
+        if any(filters.get(k) for k in ("q", "since", "until", "severity"))
+        else "no runs yet: tracetape push TRACE"
+    )
     body = (
         "<h1>Runs</h1>"
-        "<p><input id=filter type=search placeholder='filter runs' aria-label='filter runs'> "
-        "<button id=compare disabled>compare the two ticked runs</button></p>"
-        "<table id=runs><thead><tr><th></th><th>run</th><th>last seen</th><th>steps</th>"
-        "<th>calls</th><th>tokens</th><th>findings</th></tr></thead><tbody>"
-        + (
-            "".join(rows)
-            or "<tr><td colspan=7 class=muted>no runs yet: tracetape push TRACE</td></tr>"
-        )
-        + f"</tbody></table>{more}"
+        f"{_filters_form(filters)}"
+        "<p><button id=compare disabled>compare the two ticked runs</button></p>"
+        f"<div class=scroll><table id=runs><thead><tr>{''.join(heads)}</tr></thead><tbody>"
+        + ("".join(body_rows) or f"<tr><td colspan=9 class=muted>{empty}</td></tr>")
+        + f"</tbody></table></div>{more}"
     )
     return _page("runs", body, _RUNS_JS)
+
+
+def _sort_value(row: dict[str, Any], sort: str, numbers: dict[str, list[StepView]]) -> Any:
+    views = numbers.get(row["run_id"]) or []
+    if sort == "latency":
+        return sum(v.ms or 0 for v in views)
+    return sum((v.cost for v in views if v.cost is not None), Decimal(0))
 
 
 def _money(view_cost: Decimal | None, priced: str) -> str:
@@ -360,7 +470,7 @@ def diff_page(a: str, b: str, ra: Sequence[Record], rb: Sequence[Record], report
         if "tool" in f.evidence and "args" in f.evidence:  # drift: the call, in both runs
             keys.append((str(f.evidence["tool"]), canonical_json(f.evidence["args"])))
         for key in keys:
-            if _SEVERITY_ORDER.get(sev, 0) > _SEVERITY_ORDER.get(marks.get(key, ""), 0):
+            if SEVERITY_ORDER.get(sev, 0) > SEVERITY_ORDER.get(marks.get(key, ""), 0):
                 marks[key] = sev
         where = f" (run {_e(f.run)}, step {_e(f.step)})" if f.run else ""
         items.append(
@@ -436,7 +546,7 @@ def _mark(marks: dict[tuple[str | None, Any], str], run: str, rec: Record | None
         return None
     found = [marks.get((run, rec.step)), marks.get((rec.name, canonical_json(call_args(rec))))]
     ranked = [m for m in found if m]
-    return max(ranked, key=lambda m: _SEVERITY_ORDER.get(m, 0)) if ranked else None
+    return max(ranked, key=lambda m: SEVERITY_ORDER.get(m, 0)) if ranked else None
 
 
 def docs_page(spec: dict[str, Any]) -> str:

@@ -77,6 +77,14 @@ runs = sa.Table(
     sa.Column("tokens", sa.BigInteger, nullable=False),
     sa.Index("runs_last_seen", "last_seen"),
 )
+# The columns the run list sorts by, as the page names them.
+SORTABLE = {
+    "run": runs.c.run_id,
+    "last_seen": runs.c.last_seen,
+    "steps": runs.c.steps,
+    "calls": runs.c.events,
+    "tokens": runs.c.tokens,
+}
 events = sa.Table(
     "events",
     metadata,
@@ -396,10 +404,31 @@ class Database:
         tool: str | None = None,
         before: tuple[float, str] | None = None,
         limit: int = 50,
+        text: str | None = None,
+        sort: str = "last_seen",
+        descending: bool = True,
+        offset: int = 0,
     ) -> list[dict[str, Any]]:
         """Runs, newest first (by last event): seen in ``[since, until]``, that called
-        ``tool``; ``before`` is the (last_seen, run_id) of the previous page's last run."""
-        query = sa.select(runs).order_by(runs.c.last_seen.desc(), runs.c.run_id.desc())
+        ``tool``, whose id or a call's tool or model holds ``text``; ``before`` is the
+        (last_seen, run_id) of the previous page's last run. ``sort`` (a column of
+        ``SORTABLE``) and ``descending`` order them otherwise, paged by ``offset``."""
+        column = SORTABLE.get(sort)
+        if column is None:
+            raise ValueError(f"runs sort by one of {', '.join(SORTABLE)}, not {sort!r}")
+        first = column.desc() if descending else column.asc()
+        tie = runs.c.run_id.desc() if descending else runs.c.run_id.asc()
+        query = sa.select(runs).order_by(first, tie)
+        if text:
+            like = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            query = query.where(
+                sa.or_(
+                    runs.c.run_id.ilike(like, escape="\\"),
+                    sa.exists().where(
+                        events.c.run_id == runs.c.run_id, events.c.name.ilike(like, escape="\\")
+                    ),
+                )
+            )
         if since is not None:
             query = query.where(runs.c.last_seen >= since)
         if until is not None:
@@ -415,6 +444,8 @@ class Database:
                     runs.c.last_seen < seen, sa.and_(runs.c.last_seen == seen, runs.c.run_id < run)
                 )
             )
+        if offset:
+            query = query.offset(offset)
         with self.engine.connect() as conn:
             return [dict(row._mapping) for row in conn.execute(query.limit(limit))]
 
