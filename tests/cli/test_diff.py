@@ -498,3 +498,25 @@ def test_a_missing_run_lists_the_runs_of_its_side_in_order(tmp_path: Path) -> No
     )
     result = run("diff", one)
     assert "needs two runs to diff, found 1 (solo)" in result.output
+
+
+def test_a_changed_text_shows_the_changed_words_with_context(tmp_path: Path) -> None:
+    """The change in a long text is shown where it is, not cut off from its start."""
+    ask = "What is the weather in {} and what is the best time of the day for a walk?"
+    a = write(tmp_path / "a.jsonl", [rec("A", 1, "llm_call", {"q": ask.format("Paris")}, "x")])
+    b = write(tmp_path / "b.jsonl", [rec("B", 1, "llm_call", {"q": ask.format("Rome")}, "y")])
+    result = run("diff", a, b)
+    line = next(x for x in result.output.splitlines() if "changed: args.q" in x)
+    assert "weather in Paris and what" in line and "weather in Rome and what" in line
+    assert "…" in line  # cut around the change, with context
+
+
+def test_diff_view_conversation_marks_the_changed_words(tmp_path: Path) -> None:
+    ask = "What is the weather in {} today?"
+    a = write(tmp_path / "a.jsonl", [rec("A", 1, "llm_call", {"q": ask.format("Paris")}, "x")])
+    b = write(tmp_path / "b.jsonl", [rec("B", 1, "llm_call", {"q": ask.format("Rome")}, "y")])
+    result = run("diff", a, b, "--view", "conversation")
+    assert result.exit_code == 0
+    tail = result.output.split("pattern ", 1)[1]
+    assert '- call  llm_call(q="What is the weather in Paris today?")' in tail
+    assert '+ call  llm_call(q="What is the weather in Rome today?")' in tail

@@ -290,3 +290,21 @@ def test_show_decision_prints_one_decision_whole_and_what_its_rules_leave_out(
     assert shown["ignored"] == ["params.user"] and shown["masked"] == ["messages[0].content"]
     missing = CliRunner().invoke(main, ["show", str(path), "--decision", "2"])
     assert missing.exit_code == 2 and "no decision #2; it holds 1" in missing.output
+
+
+def test_show_reads_a_run_as_a_conversation(tmp_path: Path) -> None:
+    """``--view conversation``: what was said, the answer, the call and its result, a step
+    each; piped (not a terminal) the default stays the table."""
+    path = tmp_path / "c.jsonl"
+    with Tape(path, mode="record") as tape:
+        messages = [{"role": "user", "content": "weather in Paris?"}]
+        answer = {"content": "let me look", "tool": "get_weather", "args": {"city": "Paris"}}
+        tape.call("llm", {"messages": messages, "step": 1}, lambda: answer)
+        tape.call("tool", {"name": "get_weather", "args": {"city": "Paris"}, "step": 1},
+                  lambda: "sunny")  # fmt: skip
+    shown = CliRunner().invoke(main, ["show", str(path), "--view", "conversation"])
+    assert shown.exit_code == 0, shown.output
+    for text in ("said (user)  weather in Paris?", "answer  let me look",
+                 'call  get_weather(city="Paris")', "result  sunny"):  # fmt: skip
+        assert text in shown.output
+    assert "┃ seq" in CliRunner().invoke(main, ["show", str(path)]).output

@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..canonical import excerpt
 from ..config import load_config
 from ..redact import Redactor, RedactRules
 from .report import Finding, Report
@@ -98,10 +99,18 @@ def summary_lines(report: Report) -> list[str]:
     return lines
 
 
+def _changed(before: Any, after: Any) -> str:
+    """Two values of a changed path as the report shows them: two texts cut to where they
+    differ, with context around (as a ``ReplayMiss`` shows them), anything else shortened."""
+    if isinstance(before, str) and isinstance(after, str):
+        b, a = excerpt(before, after, 20)
+        return f"{b} -> {a}"
+    return f"{_short(before, 40)} -> {_short(after, 40)}"
+
+
 def _change_lines(changes: list[Any]) -> list[str]:
     lines = [
-        f"  changed: {path}: {_short(before, 40)} -> {_short(after, 40)}"
-        for path, before, after in changes[:10]
+        f"  changed: {path}: {_changed(before, after)}" for path, before, after in changes[:10]
     ]
     if len(changes) > 10:
         lines.append(f"  … and {len(changes) - 10} more changed paths (--format json lists them)")

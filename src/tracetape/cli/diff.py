@@ -123,6 +123,14 @@ def _emit(report: Report, fmt: str, output: Path | None) -> None:
 @click.option(
     "-o", "--output", type=click.Path(path_type=Path), help="Write the report here, not to stdout."
 )
+@click.option(
+    "--view",
+    type=click.Choice(["report", "conversation"]),
+    default="report",
+    show_default=True,
+    help="With --format text: after the report, conversation prints the two runs aligned "
+    "call by call, each changed text with its removed words red and its added words green.",
+)
 @_input_format
 @_skip
 @handle_errors
@@ -132,6 +140,7 @@ def diff(  # noqa: PLR0917 - click passes every option
     fmt: str,
     fail_on: str,
     output: Path | None,
+    view: str,
     input_format: str,
     skip_bad_lines: bool,
 ) -> None:
@@ -164,9 +173,29 @@ def diff(  # noqa: PLR0917 - click passes every option
             progress=progress,
         )
     _emit(report, fmt, output)
+    if view == "conversation" and fmt == "text":
+        _conversation(a, b, runs)
     if fail_on != "never" and report.at_least(Severity(fail_on)):
         sys.exit(EXIT_FAILED)
     sys.exit(EXIT_OK)
+
+
+def _conversation(a: list[str] | str, b: str | None, runs: tuple[str, str] | None) -> None:
+    """The two runs aligned as conversations (``--view conversation``)."""
+    from rich.console import Console
+
+    from ..views import read_steps
+    from ._views import print_diff, records_of
+
+    if runs:
+        sides = [records_of(a, runs[0]), records_of(a, runs[1])]
+    elif b is not None:
+        sides = [records_of(a), records_of(b)]
+    else:
+        return
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    console.print()
+    print_diff(console, read_steps(sides[0]), read_steps(sides[1]))
 
 
 @click.command(

@@ -109,9 +109,17 @@ def _rows(cassette: Cassette) -> list[dict[str, Any]]:
     help="Print one decision whole (its input and output as recorded), with the paths the "
     "cassette's match rules leave out of its key or mask.",
 )
+@click.option(
+    "--view",
+    type=click.Choice(["conversation", "table"]),
+    default=None,
+    help="conversation: each decision as it reads (what was said, the answer, the calls, the "
+    "results); table: a row per decision. Default: conversation on a terminal 100 columns "
+    "wide or more, else table.",
+)
 @output_options
 @handle_errors
-def show(cassette: Path, seq: int | None, fmt: str) -> None:
+def show(cassette: Path, seq: int | None, view: str | None, fmt: str) -> None:
     """Print the decisions of CASSETTE as a table: seq, step, kind, tool or model, ms, effect,
     key; above it, how the recording ended (when not completed), its match rules, and for a
     fork's branch its parent and fork point (``--format json``: the rows; ``verify --format
@@ -126,6 +134,17 @@ def show(cassette: Path, seq: int | None, fmt: str) -> None:
         return
     from rich.console import Console
     from rich.table import Table
+
+    from ._views import default_view, print_steps
+
+    if (view or default_view()) == "conversation":
+        from ..views import read_steps
+
+        console = Console(width=None if sys.stdout.isatty() else 120)
+        for line in lineage_lines(lineage(tape)):
+            console.print(line, markup=False, highlight=False)
+        print_steps(console, read_steps(tape.records))
+        return
 
     table = Table(title=str(cassette), title_justify="left")
     for column, justify in [
