@@ -107,3 +107,20 @@ def test_a_word_diff_rebuilds_both_texts_and_never_splits_a_word(a: str, b: str)
         assert _WORD.findall(source) == [
             word for op, text in runs if op != skip for word in _WORD.findall(text)
         ]
+
+
+@given(WORDS.map("".join), WORDS.map("".join))
+def test_a_word_diff_too_big_to_match_marks_its_middle_whole(a: str, b: str) -> None:
+    """Past ``_MATCHED_WORDS`` the middle (after the shared first and last words) is marked
+    removed and added whole: both texts still rebuild."""
+    from tracetape import views
+
+    kept = views._MATCHED_WORDS
+    views._MATCHED_WORDS = 0
+    try:
+        runs = word_diff(a, b)
+    finally:
+        views._MATCHED_WORDS = kept
+    assert "".join(t for op, t in runs if op != "+") == a
+    assert "".join(t for op, t in runs if op != "-") == b
+    assert len([op for op, _ in runs if op == "-"]) <= 1

@@ -276,6 +276,7 @@ def _price(model: str, tokens_in: int, tokens_out: int, company: str | None) -> 
 
 
 _WORD = re.compile(r"\s+|\w+|[^\w\s]")
+_MATCHED_WORDS = 250_000  # words x words matched one by one at most (about 500 each side)
 
 
 def word_diff(before: str, after: str) -> list[tuple[str, str]]:
@@ -297,11 +298,27 @@ def word_diff(before: str, after: str) -> list[tuple[str, str]]:
         else:
             runs.append((op, text))
 
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            add("=", a[i1:i2])
-        else:
-            add("-", a[i1:i2])
-            add("+", b[j1:j2])
+    # The words both texts start and end with are kept as they are (one pass each); the
+    # middle is matched word by word while that stays cheap (difflib is quadratic in the
+    # worst case), else marked removed and added whole.
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    add("=", a[:head])
+    middle_a, middle_b = a[head : len(a) - tail], b[head : len(b) - tail]
+    if len(middle_a) * len(middle_b) > _MATCHED_WORDS:
+        add("-", middle_a)
+        add("+", middle_b)
+    else:
+        matcher = difflib.SequenceMatcher(None, middle_a, middle_b, autojunk=False)
+        for op, i1, i2, j1, j2 in matcher.get_opcodes():
+            if op == "equal":
+                add("=", middle_a[i1:i2])
+            else:
+                add("-", middle_a[i1:i2])
+                add("+", middle_b[j1:j2])
+    add("=", a[len(a) - tail :])
     return runs

@@ -38,11 +38,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 import sqlalchemy as sa
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -417,7 +417,10 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         )
 
     def _html(text: str, set_cookie: bool, status: int = 200) -> HTMLResponse:
-        response = HTMLResponse(text, status_code=status)
+        return _cookie(HTMLResponse(text, status_code=status), set_cookie)
+
+    def _cookie(response: R, set_cookie: bool) -> R:
+        """``response`` with the session cookie, when the page was opened with the token."""
         if set_cookie and conf.token:
             response.set_cookie(
                 _COOKIE,
@@ -518,6 +521,17 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         summary = db.runs_by_id([run_id])[0]
         return _html(pages.run_page(run_id, summary, db.records(run_id)), fresh)
 
+    @app.get("/runs/{run_id}/raw/{n}", tags=["pages"], dependencies=busy)
+    def raw_html(request: Request, run_id: str, n: Annotated[int, Path(ge=1)]) -> Response:
+        """Decision ``n`` of a run, whole, as JSON (the run page's "whole record" links)."""
+        fresh = page_auth(request)
+        _known(run_id)
+        found = db.records(run_id)
+        if n > len(found):
+            raise HTTPException(404, f"run {run_id} has {len(found)} decisions, not {n}")
+        answer = Response(pages.raw_record(found[n - 1]), media_type="application/json")
+        return _cookie(answer, fresh)
+
     @app.get("/diff", response_class=HTMLResponse, tags=["pages"], dependencies=busy)
     def diff_html(request: Request, a: RunId, b: RunId) -> HTMLResponse:
         """Two runs side by side, aligned, with the divergence and findings highlighted."""
@@ -536,6 +550,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     return app
 
 
+R = TypeVar("R", bound=Response)
 _COOKIE = "tracetape_session"
 _PAGE_CHECK_LIMIT = 200_000
 

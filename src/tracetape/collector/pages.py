@@ -23,7 +23,10 @@ import json
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
+
+import orjson
+from msgspec import to_builtins as msgspec_to_builtins
 
 from ..analysis import Report
 from ..canonical import canonical_json
@@ -37,6 +40,7 @@ __all__ = [
     "diff_page",
     "docs_page",
     "error_page",
+    "raw_record",
     "run_page",
     "runs_page",
     "timeline_svg",
@@ -339,18 +343,41 @@ def _text(text: str, other: str | None, side: str) -> str:
     return _marked(runs, side)
 
 
-def _raw(view: StepView) -> str:
-    """The stored request and answer, whole, one click away."""
-    blob = json.dumps(
-        {"input": view.raw_in, "output": view.raw_out}, ensure_ascii=False, indent=1, default=str
-    )
+_RAW_SHOWN = 8192  # bytes of a raw record shown inline; the whole one is a link away
+
+
+def _raw(view: StepView, run: str | None) -> str:
+    """The stored request and answer, one click away: inline up to ``_RAW_SHOWN`` bytes (a
+    long conversation repeats every earlier message), whole at ``/runs/RUN/raw/N``."""
+    try:
+        blob = orjson.dumps(
+            {"input": view.raw_in, "output": view.raw_out},
+            option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+            default=str,
+        ).decode()
+    except TypeError:  # an integer beyond 64 bits
+        blob = json.dumps(
+            {"input": view.raw_in, "output": view.raw_out},
+            indent=2,
+            ensure_ascii=False,
+            default=str,
+        )
+    link = ""
+    if run is not None:
+        href = f"/runs/{quote(run, safe='')}/raw/{view.index}"
+        link = f" · <a class=whole href='{_e(href)}'>whole record (JSON)</a>"
+    if len(blob) > _RAW_SHOWN:
+        cut = len(blob) - _RAW_SHOWN
+        blob = blob[:_RAW_SHOWN] + f"\n… {cut:,} more characters: open the whole record"
     return (
-        "<details class=raw><summary>raw request and answer</summary>"
+        f"<details class=raw><summary>raw request and answer</summary>{link}"
         f"<pre>{_e(blob)}</pre></details>"
     )
 
 
-def _happened(view: StepView, other: StepView | None = None, side: str = "a") -> str:
+def _happened(
+    view: StepView, run: str | None = None, other: StepView | None = None, side: str = "a"
+) -> str:
     """What one decision did, as it reads: the messages fed in, the answer, the calls, the
     result; with ``other`` (its counterpart in the other run) the changed words marked."""
     theirs = dict(_labelled(other.texts())) if other is not None else {}
@@ -362,7 +389,7 @@ def _happened(view: StepView, other: StepView | None = None, side: str = "a") ->
         css = f"part {kind}" + (f" role-{_e(role)}" if role else "")
         head = f"<span class=label>{_e(role or kind)}</span>"
         html_parts.append(f"<div class='{css}'>{head}<div class=text>{shown}</div></div>")
-    return "".join(html_parts) + _raw(view)
+    return "".join(html_parts) + _raw(view, run)
 
 
 def _labelled(parts: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -440,7 +467,7 @@ def run_page(run: str, summary: dict[str, Any], records: Iterable[Record]) -> st
             rows.append(f"<tr class=step><td colspan=2>step {_e(step)}</td></tr>")
         rows.append(
             f"<tr class=decision id=d{v.index}><td class=head><span class=num>#{v.index}</span>"
-            f"{_head_cells(v)}</td><td class=what>{_happened(v)}</td></tr>"
+            f"{_head_cells(v)}</td><td class=what>{_happened(v, run)}</td></tr>"
         )
     body = (
         f"<h1>Run {_e(run)}</h1><p class=muted>{summary['events']} calls, {summary['steps']} "
@@ -501,7 +528,7 @@ def diff_page(a: str, b: str, ra: Sequence[Record], rb: Sequence[Record], report
         pair = (
             f"<div class='pair{' divergence' if diverged else ''}' id=p{i + 1}>"
             f"<div class=num>#{i + 1}{badge}</div>"
-            f"{_side(x, y, 'a', mark_a)}{_side(y, x, 'b', mark_b)}</div>"
+            f"{_side(x, y, a, 'a', mark_a)}{_side(y, x, b, 'b', mark_b)}</div>"
         )
         if _same(x, y) and not diverged and not (mark_a or mark_b):
             folded.append(pair)
@@ -533,20 +560,38 @@ def diff_page(a: str, b: str, ra: Sequence[Record], rb: Sequence[Record], report
     return _page(f"diff {a} {b}", body)
 
 
-def _side(view: StepView | None, other: StepView | None, side: str, mark: str | None) -> str:
+def _side(
+    view: StepView | None, other: StepView | None, run: str, side: str, mark: str | None
+) -> str:
     if view is None:
         return "<div class='side muted'>(no call)</div>"
     cls = f"side {mark}" if mark else "side"
-    return f"<div class='{cls}'>{_head_cells(view)}{_happened(view, other, side)}</div>"
+    return f"<div class='{cls}'>{_head_cells(view)}{_happened(view, run, other, side)}</div>"
 
 
 def _mark(marks: dict[tuple[str | None, Any], str], run: str, rec: Record | None) -> str | None:
     """The severity a call is highlighted with: its run's step's, or its call's (drift)."""
     if rec is None:
         return None
-    found = [marks.get((run, rec.step)), marks.get((rec.name, canonical_json(call_args(rec))))]
+    found = [marks.get((run, rec.step))]
+    if any(key[0] == rec.name for key in marks):  # drift of this tool: its call's key
+        found.append(marks.get((rec.name, canonical_json(call_args(rec)))))
     ranked = [m for m in found if m]
     return max(ranked, key=lambda m: SEVERITY_ORDER.get(m, 0)) if ranked else None
+
+
+def raw_record(rec: Record) -> bytes:
+    """One record whole, as JSON (``/runs/RUN/raw/N``)."""
+    try:
+        return orjson.dumps(
+            msgspec_to_builtins(rec),
+            option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+            default=str,
+        )
+    except TypeError:
+        return json.dumps(
+            msgspec_to_builtins(rec), indent=2, ensure_ascii=False, default=str
+        ).encode()
 
 
 def docs_page(spec: dict[str, Any]) -> str:

@@ -1,0 +1,120 @@
+"""Benchmark the collector's pages: a 200-step run's page and a diff of two, against the
+JSON endpoint of the same run, in one process (the app served through Starlette's test
+client: server time, no network).
+
+Shapes (each two runs of 200 steps: a model call on a conversation that grows, then a tool
+call, priced model, usage on every answer):
+
+* ``friendly``: the second run changes one word at step 100 (the diff folds the rest);
+* ``adversarial``: every prompt, answer and result differs between the runs, and each answer
+  is about 2 KB of prose, so nothing folds and every text is diffed word by word.
+
+Goal: each page under 300 ms. Run: ``python benchmarks/bench_pages.py``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fastapi.testclient import TestClient
+
+from tracetape import Tape
+from tracetape.collector import Settings, create_app
+from tracetape.stores.database import Database
+
+STEPS = 200
+TOKEN = "bench-token-0123456789"
+WORDS = ["the", "weather", "report", "says", "wind", "from", "the", "west", "with", "showers"]
+
+
+def _prose(seed: int, size: int) -> str:
+    words = [WORDS[(seed * 7 + i * 3) % len(WORDS)] for i in range(size // 6)]
+    return " ".join(words)
+
+
+def record_run(path: Path, variant: str, shape: str) -> None:
+    """A 200-step run recorded as the SDK hooks record it (an OpenAI chat envelope)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Plan the trip, city by city."}]
+    with Tape(path, mode="record", harness_sha="bench") as tape:
+        for step in range(1, STEPS + 1):
+            changed = shape == "adversarial" or (variant == "b" and step == 100)
+            mark = f"{variant}{step}" if changed else f"{step}"
+            text = f"Step {mark}: " + _prose(
+                step + (variant == "b" and changed), 300 if shape == "friendly" else 2000
+            )
+            payload = {
+                "messages": list(messages),
+                "tools": [],
+                "params": {"model": "gpt-4o-mini"},
+                "step": step,
+            }
+            out = {"status": 200, "body": {"choices": [{"message": {"content": text, "tool_calls": [
+                {"id": f"c{step}", "type": "function",
+                 "function": {"name": "lookup", "arguments": f'{{"city": "c{mark}"}}'}}]}}],
+                "usage": {"prompt_tokens": 10 * step, "completion_tokens": 40}}}  # fmt: skip
+            decision = tape.prepare("llm", payload)
+            tape.record(decision, out, ms=120.0 + step, usage={"input": 10 * step, "output": 40},
+                        api="openai.chat.completions")  # fmt: skip
+            result = f"city c{mark}: " + _prose(step, 200)
+            tape.call("tool", {"name": "lookup", "args": {"city": f"c{mark}"}, "step": step},
+                      lambda result=result: result)  # fmt: skip
+            said = {"role": "tool", "tool_call_id": f"c{step}", "content": result}
+            messages += [{"role": "assistant", "content": text}, said]
+
+
+def timed(client: TestClient, url: str, repeat: int) -> float:
+    """The median milliseconds of ``GET url``."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        answer = client.get(url)
+        times.append((time.perf_counter() - start) * 1000)
+        assert answer.status_code == 200, (url, answer.text[:300])
+    return statistics.median(times)
+
+
+def main(repeat: int = 7) -> None:
+    for shape in ("friendly", "adversarial"):
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp)
+            db = Database.open(f"sqlite:///{folder / 'c.db'}")
+            client = TestClient(
+                create_app(db, Settings(token=TOKEN)),
+                base_url="http://127.0.0.1",
+                headers={
+                    "Authorization": f"Bearer {TOKEN}",
+                    "content-type": "application/x-ndjson",
+                },
+            )
+            for variant in ("a", "b"):
+                path = folder / f"{variant}.jsonl"
+                record_run(path, variant, shape)
+                params = {"source": str(path), "run": variant}
+                stored = client.post("/v1/lines", content=path.read_bytes(), params=params)
+                assert stored.status_code == 200, stored.text
+            client.cookies.set("tracetape_session", "")
+            page_client = TestClient(client.app, base_url="http://127.0.0.1")
+            page_client.get(f"/?token={TOKEN}")  # the session cookie
+            json_ms = timed(client, "/v1/runs/a?limit=1000", repeat)
+            run_ms = timed(page_client, "/runs/a", repeat)
+            diff_ms = timed(page_client, "/diff?a=a&b=b", repeat)
+            list_ms = timed(page_client, "/", repeat)
+            diff_json_ms = timed(client, "/v1/diff?a=a&b=b", repeat)
+            print(
+                f"{shape}: 200-step run page {run_ms:.0f} ms ({run_ms / json_ms:.1f}x the run's "
+                f"JSON, {json_ms:.0f} ms); diff page {diff_ms:.0f} ms "
+                f"({diff_ms / diff_json_ms:.2f}x the diff's JSON, {diff_json_ms:.0f} ms); "
+                f"run list {list_ms:.0f} ms "
+                "(goal: each page under 300 ms)"
+            )
+
+
+if __name__ == "__main__":
+    main()
