@@ -272,3 +272,30 @@ def test_the_run_list_filters_by_text_time_and_severity_and_sorts_by_any_column(
     assert client.get("/", params={"sort": "nope"}).status_code == 400
     page = client.get("/", params={"q": "alp", "sort": "tokens"}).text
     assert "q=alp" in page and "sort=tokens" in page  # the links keep the filters
+
+
+def test_conversations_escape_what_a_recording_holds(client: TestClient, tmp_path: Path) -> None:
+    """A prompt, an answer, a tool name, its arguments and its result holding markup, in a
+    cassette: the run page, the diff page and the raw record show it as text."""
+    from tracetape import Tape
+
+    hostile = "</pre><script>alert(1)</script><svg onload=alert(2)>"
+    for run, extra in (("h1", ""), ("h2", " more")):
+        path = tmp_path / f"{run}.jsonl"
+        with Tape(path, mode="record") as tape:
+            messages = [{"role": "user", "content": hostile + extra}]
+            answer = {"content": hostile, "tool": hostile, "args": {hostile: hostile}}
+            tape.call("llm", {"messages": messages, "step": 1}, lambda a=answer: a)
+            tape.call("tool", {"name": hostile, "args": {"q": hostile}, "step": 1},
+                      lambda: hostile)  # fmt: skip
+        params = {"source": str(path), "run": run}
+        assert client.post("/v1/lines", content=path.read_bytes(), params=params).status_code == 200
+    for url in ("/runs/h1", "/diff?a=h1&b=h2"):
+        page = client.get(url)
+        assert page.status_code == 200
+        assert "<script>alert" not in page.text and "<svg onload" not in page.text
+        assert "&lt;script&gt;alert(1)" in page.text
+    raw = client.get("/runs/h1/raw/1")
+    assert raw.headers["content-type"].startswith("application/json")
+    assert raw.json()["out"]["content"] == hostile
+    assert client.get("/runs/h1/raw/9").status_code == 404
