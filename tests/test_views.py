@@ -124,3 +124,26 @@ def test_a_word_diff_too_big_to_match_marks_its_middle_whole(a: str, b: str) -> 
     assert "".join(t for op, t in runs if op != "+") == a
     assert "".join(t for op, t in runs if op != "-") == b
     assert len([op for op, _ in runs if op == "-"]) <= 1
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(
+        st.sampled_from(["role", "content", "parts", "type", "text", "toolResult", "tool_result",
+                         "functionResponse", "output", "message", "choices", "body", "events",
+                         "status", "tool_calls", "function"]),
+        inner,
+        max_size=4,
+    ),
+    max_leaves=15,
+)  # fmt: skip
+
+
+@given(st.lists(JSON, max_size=4), JSON, st.sampled_from([None, "openai.chat.completions",
+       "anthropic.messages", "gemini.generate", "bedrock.converse", "cohere.chat"]))  # fmt: skip
+def test_any_recorded_shape_reads_without_an_error(messages: Any, out: Any, api: Any) -> None:
+    """Whatever a trace holds (a page must never answer 500), it reads: texts are strings."""
+    views = read_steps([_llm(messages, out, api=api), _llm([*messages, "x"], out, api=api)])
+    for view in views:
+        assert all(isinstance(text, str) for _, text in view.texts())

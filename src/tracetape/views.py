@@ -129,12 +129,14 @@ def _flatten(content: Any) -> tuple[str, bool]:
         texts = [t for t, _ in pieces if t]
         return "\n".join(texts), any(tool for _, tool in pieces)
     if isinstance(content, Mapping):
-        if content.get("type") in _NOT_SAID or any(k in content for k in _NOT_SAID):
+        kind = content.get("type")
+        if (isinstance(kind, str) and kind in _NOT_SAID) or any(k in content for k in _NOT_SAID):
             return "", False
-        for name, key in (("tool_result", "content"), ("toolResult", None)):
-            if content.get("type") == name or name in content:
-                inner = content.get(key) if key else content.get(name, {}).get("content")
-                return _flatten(inner)[0], True
+        if content.get("type") == "tool_result":
+            return _flatten(content.get("content"))[0], True
+        if "toolResult" in content:
+            inner = content["toolResult"]
+            return _flatten(inner.get("content") if isinstance(inner, Mapping) else inner)[0], True
         if "functionResponse" in content:
             answer = content["functionResponse"]
             return _short(answer.get("response") if isinstance(answer, Mapping) else answer), True
@@ -152,6 +154,8 @@ def _said(item: Any) -> Said | None:
     if not isinstance(item, Mapping):
         return None
     kind, role = item.get("type"), item.get("role")
+    kind = kind if isinstance(kind, str) else None  # a trace may hold anything here
+    role = role if isinstance(role, str) else None
     if role in _ASSISTANT or kind in _NOT_SAID:
         return None
     if kind == "function_call_output":
