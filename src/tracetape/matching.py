@@ -132,7 +132,7 @@ class Match:
     """What a key leaves out and masks (see the module doc).
 
     >>> rules = Match(ignore=["user"], mask=["uuid"])
-    >>> rules.keyed("llm", {"messages": ["id 0b7e1b2c-6a1f-4c1e-9a51-8f0b8f9b2a11"],
+    >>> rules.keyed({"messages": ["id 0b7e1b2c-6a1f-4c1e-9a51-8f0b8f9b2a11"],
     ...                     "params": {"user": "u1", "model": "m"}})
     {'messages': ['id <uuid>'], 'params': {'model': 'm'}}
     """
@@ -189,7 +189,7 @@ class Match:
             parts.append("mask " + ", ".join(self.mask))
         return "; ".join(parts) or "none"
 
-    def keyed(self, kind: str, payload: Any) -> Any:
+    def keyed(self, payload: Any) -> Any:
         """``payload`` as its key sees it: ignored paths left out, masks applied to every
         string. What has nothing to leave out or mask is returned as it is (not copied)."""
         value = self.ignored(payload) if self._paths else payload
@@ -273,9 +273,11 @@ def _drop(value: Any, path: tuple[str | int | None, ...], at: int) -> Any:
         return value if inner is value[part] else {**value, part: inner}
     if not isinstance(value, list | tuple):
         return value
-    indices = range(len(value)) if part is None else [part] if part < len(value) else []
     if last:
-        return [v for i, v in enumerate(value) if i not in set(indices)]
+        if part is not None and part >= len(value):
+            return value
+        return [] if part is None else [v for i, v in enumerate(value) if i != part]
+    indices = range(len(value)) if part is None else [part] if part < len(value) else []
     out = list(value)
     changed = False
     for i in indices:

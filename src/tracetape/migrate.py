@@ -126,7 +126,7 @@ def _current(records: list[Record], rules: Match, redactor: Redactor, path: Path
             if data != rec.input:
                 changes["input"] = data
                 changes["digests"] = field_digests(data) if isinstance(data, dict) else None
-            text = redactor.redact_json(canonical_json(rules.keyed(rec.kind, data)))
+            text = redactor.redact_json(canonical_json(rules.keyed(data)))
             if key_of(rec.kind, text) != rec.key:
                 changes["key"] = key_of(rec.kind, text)
         out.append(msgspec.structs.replace(rec, **changes) if changes else rec)
@@ -228,9 +228,8 @@ def _write(
     header.pop("match", None)
     if rules:
         header["match"] = rules.as_header()
-    ended = cassette.ended if cassette.ended not in (None, "unfinished") else "completed"
-    if cassette.ended == "unfinished":
-        ended = "interrupted"
+    # how the old recording ended; one that never closed (no trailer) was cut short
+    ended = {None: "completed", "unfinished": "interrupted"}.get(cassette.ended, cassette.ended)
     target = path.with_name(path.name + ".migrating")
     writer = CassetteWriter(target, header)
     try:

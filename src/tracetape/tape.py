@@ -586,7 +586,7 @@ class Tape:
             memo = self._memos[kind] = [b""]
         canonical = canonical_json(payload, memo, finite=finite)
         blob = self.redactor.redact_payload(payload, canonical, kind)
-        keyed = payload if rules is None else rules.keyed(kind, payload)
+        keyed = payload if rules is None else rules.keyed(payload)
         if keyed is payload:
             return Decision(kind, key_of(kind, blob), blob, step)
         stream = f"{kind} keyed"  # a stream of its own: the redactor and encoder memoise it
@@ -805,7 +805,7 @@ class Tape:
         expected = self._expected(decision)
         uncompared: list[str] = []
         if expected is not None and self._rules is not None and expected.input is not None:
-            keyed = self._rules.keyed(decision.kind, expected.input)
+            keyed = self._rules.keyed(expected.input)
             if decision.payload is not None:  # paths only: the live values are not redacted
                 live = json.loads(canonical_json(decision.payload))
                 shown = {c.path for c in changed_paths(keyed, decision.input())}
@@ -847,9 +847,7 @@ class Tape:
             return min(
                 same_step,
                 key=lambda rec: (
-                    len(changed_paths(keyed(rec.kind, rec.input), live))
-                    if rec.input is not None
-                    else 1 << 30
+                    len(changed_paths(keyed(rec.input), live)) if rec.input is not None else 1 << 30
                 ),
             )
         return same_step[0] if same_step else first

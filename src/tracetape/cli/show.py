@@ -71,7 +71,7 @@ def _decision(cassette: Cassette, seq: int) -> dict[str, Any]:
     }
     rules = Match.coerce((cassette.header or {}).get("match"))
     if rules and rec.input is not None:
-        keyed = rules.keyed(rec.kind, rec.input)
+        keyed = rules.keyed(rec.input)
         changes = changed_paths(rec.input, keyed, limit=1000)
         data["ignored"] = [c.path for c in changes if c.after is None]
         data["masked"] = [c.path for c in changes if c.after is not None]
