@@ -10,7 +10,7 @@ from unittest.mock import patch
 
 import orjson
 
-from tracetape.analysis.engine import Calls
+from tracetape.analysis.sign import Signer
 
 
 def call(
@@ -51,30 +51,30 @@ SEED_B = [
 
 @contextmanager
 def told_to_sign() -> Iterator[list[str | None]]:
-    """Yield what each ``Calls._to_sign`` of the analyses run inside returned (the texts to
+    """Yield what each ``Signer._to_sign`` of the analyses run inside returned (the texts to
     key where some are alone; None: all)."""
     told: list[str | None] = []
-    to_sign = Calls._to_sign
+    to_sign = Signer._to_sign
 
-    def spy(self: Calls, texts: str) -> str | None:
+    def spy(self: Signer, texts: str) -> str | None:
         told.append(to_sign(self, texts))
         return told[-1]
 
-    with patch.object(Calls, "_to_sign", spy):
+    with patch.object(Signer, "_to_sign", spy):
         yield told
 
 
 @contextmanager
 def families() -> Iterator[list[int]]:
-    """Yield the number of families whose texts DuckDB keyed, of each ``Calls._to_sign`` of
+    """Yield the number of families whose texts DuckDB keyed, of each ``Signer._to_sign`` of
     the analyses run inside."""
     keyed: list[int] = []
-    to_sign = Calls._to_sign
+    to_sign = Signer._to_sign
 
-    def spy(self: Calls, texts: str) -> str | None:
+    def spy(self: Signer, texts: str) -> str | None:
         bare = to_sign(self, texts)
-        keyed.append(len(self._structures))
+        keyed.append(len(self.structures))
         return bare
 
-    with patch.object(Calls, "_to_sign", spy):
+    with patch.object(Signer, "_to_sign", spy):
         yield keyed

@@ -18,9 +18,11 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracetape.analysis import AnalysisConfig, TraceError, check_trace, diff_traces, engine
+from tracetape.analysis import AnalysisConfig, TraceError, check_trace, diff_traces, engine, sign
+from tracetape.analysis import load as loader
 from tracetape.analysis.api import export_parquet
 from tracetape.analysis.engine import ORD, Calls, Input
+from tracetape.analysis.load import load
 from tracetape.cli import main
 from tracetape.errors import ConfigError
 
@@ -42,7 +44,7 @@ def _report(path: Path, **config: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("runs", [1, 2])
-@pytest.mark.parametrize("hashed", ["_text_hash", "_run_hash"])
+@pytest.mark.parametrize("hashed", ["text_hash", "run_hash"])
 def test_calls_of_texts_or_runs_that_share_a_hash_are_joined_by_name_and_text(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: int, hashed: str
 ) -> None:
@@ -64,7 +66,9 @@ def test_calls_of_texts_or_runs_that_share_a_hash_are_joined_by_name_and_text(
     with patch.object(Calls, "one", spy):
         report = _report(path)
         to_hash = getattr(engine, hashed)
-        monkeypatch.setattr(engine, hashed, lambda *column: f"{to_hash(*column)} % 2")
+        for module in (engine, sign):  # signing hashes the texts, prepare joins by the hash
+            if hasattr(module, hashed):
+                monkeypatch.setattr(module, hashed, lambda *column: f"{to_hash(*column)} % 2")
         assert _report(path) == report
     assert rebuilt == [False, True]
 
@@ -150,8 +154,8 @@ def test_resources_of_many_batches_stay_whole(tmp_path: Path) -> None:
     names = [f'r"{i}",\n{"x" * (i % 7)}' for i in range(n)]
     records = [call("A", i + 1, "get", {"path": name}, "v") for i, name in enumerate(names)]
     with Calls(AnalysisConfig()) as calls:
-        calls.load([Input(write_jsonl(tmp_path / "t.jsonl", records))])
-        calls.sign("1")
+        load(calls, [Input(write_jsonl(tmp_path / "t.jsonl", records))])
+        sign.sign(calls, "1")
         calls.prepare("1")
         found = calls.rows("SELECT resource FROM sigs ORDER BY sid")
     assert [r for (r,) in found] == names
@@ -188,9 +192,9 @@ def test_keys_of_many_batches_pair_with_their_texts(tmp_path: Path) -> None:
     ]
     path = _parquet(tmp_path / "t.parquet", texts, "'o'")
     with Calls(AnalysisConfig()) as calls:
-        calls.load([Input(path)])
+        load(calls, [Input(path)])
         calls.con.execute("SET threads = 4")
-        calls.sign("1")
+        sign.sign(calls, "1")
         calls.prepare("1")
         found = calls.rows("SELECT c.ord, s.args FROM calls c JOIN sigs s USING (sid)")
         lines_of = calls.lines(o for o, _ in found)
@@ -218,7 +222,7 @@ def test_texts_whose_keys_hashes_collide_are_told_apart(
     ]
     path = write_jsonl(tmp_path / "t.jsonl", records)
     expected = check_trace(path).to_dict()
-    monkeypatch.setattr(engine, "_KEY_HASH", "strlen(key) % 3")
+    monkeypatch.setattr(sign, "_KEY_HASH", "strlen(key) % 3")
     assert check_trace(path).to_dict() == expected
     assert expected["signatures"] == 23 * 5
 
@@ -230,8 +234,8 @@ def test_a_key_over_the_csv_readers_line_is_read_whole(tmp_path: Path) -> None:
     records = [call("r", 1, "t", {"b": "x" * (3 << 20), "a": 1}, "o1"), call("r", 2, "t", {}, "o2")]
     records.append(call("r", 3, "t", {"a": 1, "b": "x" * (3 << 20)}, "o3"))
     with Calls(AnalysisConfig()) as calls:
-        calls.load([Input(write_jsonl(tmp_path / "t.jsonl", records))])
-        calls.sign("1")
+        load(calls, [Input(write_jsonl(tmp_path / "t.jsonl", records))])
+        sign.sign(calls, "1")
         calls.prepare("1")
         found = calls.rows("SELECT args FROM sigs ORDER BY sid")
     assert [json.loads(a) for (a,) in found] == [r["args"] for r in records[:2]]
@@ -249,15 +253,15 @@ _EVERY_SHAPE = (
 @contextmanager
 def _shapes(found: bool, matched: bool = True) -> Iterator[list[str | None]]:
     """Shapes found (or not) whatever a sample says, every text's shape matched by its
-    pattern where it has one (``matched``, ``engine._shape_columns``), else found by
+    pattern where it has one (``matched``, ``sign._shape_columns``), else found by
     ``json_structure`` alone; yields what ``_to_sign`` returned."""
 
-    def shaped(self: Calls, sides: str, rows: int) -> list[str] | None:
-        if not found or self._verbatim:
+    def shaped(self: sign.Signer, sides: str, rows: int) -> list[str] | None:
+        if not found or self.calls.verbatim:
             return None
-        return [shape for (shape,) in self.rows(_EVERY_SHAPE)] if matched else []
+        return [shape for (shape,) in self.calls.rows(_EVERY_SHAPE)] if matched else []
 
-    with patch.object(Calls, "_shaped", shaped), told_to_sign() as told:
+    with patch.object(sign.Signer, "_shaped", shaped), told_to_sign() as told:
         yield told
 
 
@@ -414,7 +418,7 @@ def test_families_of_shapes_are_keyed_by_duckdb_or_python(
     for case) or past the caps: then by Python, as before. ``expected``: the signatures of
     ``texts``, the families DuckDB keyed, whether Python keyed some texts."""
     for name, value in caps.items():
-        monkeypatch.setattr(engine, name, value)
+        monkeypatch.setattr(sign, name, value)
     path = _filled(tmp_path / "t.jsonl", texts, [f"o{i}" for i in range(len(texts))])
     with _shapes(True) as told, families() as keyed_in_duckdb:
         report = check_trace(path).to_dict()
@@ -431,8 +435,8 @@ def test_a_structure_duckdb_refuses_leaves_its_family_to_python(
 ) -> None:
     """Should DuckDB refuse a family's sorted shape as a structure (here keys the same but
     for case, let through), Python keys the family's texts: the same report."""
-    sorted_shape = engine._sorted_shape
-    monkeypatch.setattr(engine, "_sorted_shape", lambda shape: (sorted_shape(shape)[0], True))
+    sorted_shape = sign._sorted_shape
+    monkeypatch.setattr(sign, "_sorted_shape", lambda shape: (sorted_shape(shape)[0], True))
     texts = ['{"a":1,"A":2}', '{"A":2,"a":1}', '{"A":2,"a":3}']
     path = _filled(tmp_path / "t.jsonl", texts, ["o1", "o2", "o3"])
     with _shapes(True) as told, families() as keyed_in_duckdb:
@@ -526,7 +530,7 @@ _edge_values = st.recursive(
 @given(values=st.lists(st.dictionaries(_edge_keys, _edge_values, max_size=3), max_size=6))
 def test_a_text_matched_by_a_shapes_pattern_has_that_shape(values: list[dict[str, Any]]) -> None:
     """A text is given a common shape where it fully matches the shape's pattern
-    (``engine._shape_pattern``): then ``json_structure`` gives it that shape, for texts as
+    (``sign._shape_pattern``): then ``json_structure`` gives it that shape, for texts as
     Python writes them (escapes or not) and as DuckDB writes them again."""
     texts = [
         json.dumps(v, separators=(",", ":"), ensure_ascii=i % 2 == 0) for i, v in enumerate(values)
@@ -538,7 +542,7 @@ def test_a_text_matched_by_a_shapes_pattern_has_that_shape(values: list[dict[str
     ]
     shapes = {t: con.execute("SELECT json_structure(?)::VARCHAR", [t]).fetchone()[0] for t in texts}
     for shape in set(shapes.values()):
-        found = engine._shape_pattern(shape)
+        found = sign._shape_pattern(shape)
         if found is None:
             continue
         pattern, keys = found
@@ -556,7 +560,7 @@ def test_plain_texts_match_the_pattern_of_their_shape() -> None:
     shape = (
         '{"q":"VARCHAR","n":"UBIGINT","m":"BIGINT","o":{"b":"BOOLEAN","z":"NULL"},"é.*":"VARCHAR"}'
     )
-    found = engine._shape_pattern(shape)
+    found = sign._shape_pattern(shape)
     assert found is not None
     pattern, keys = found
     assert keys == 7
@@ -578,9 +582,9 @@ def test_plain_texts_match_the_pattern_of_their_shape() -> None:
         assert matched == (text in matches), text
     for text in matches:
         assert con.execute("SELECT json_structure(?)::VARCHAR", [text]).fetchone()[0] == shape
-    assert engine._shape_pattern('{"a":["UBIGINT"]}') is None
-    assert engine._shape_pattern('{"a":"DOUBLE"}') is None
-    assert engine._shape_pattern('"JSON"') is None
+    assert sign._shape_pattern('{"a":["UBIGINT"]}') is None
+    assert sign._shape_pattern('{"a":"DOUBLE"}') is None
+    assert sign._shape_pattern('"JSON"') is None
 
 
 def _layout(layout: str, side: int, i: int) -> dict[str, Any]:
@@ -603,7 +607,7 @@ def test_shapes_are_found_where_a_sample_finds_texts_to_sign_in_duckdb(
     values are floats (written in more ways than one), or its keys name values (a shape a
     text, as costly to tell alone as to key), shapes do not pay, and Python keys every text.
     The report is the same either way."""
-    n = engine._SHAPED_FROM // 2 + 1
+    n = sign._SHAPED_FROM // 2 + 1
     paths = [
         write_jsonl(
             tmp_path / f"{side}.jsonl",
@@ -624,7 +628,7 @@ def test_shapes_are_found_where_a_sample_finds_texts_to_sign_in_duckdb(
 def test_texts_of_parquet_are_as_written_and_never_alone(tmp_path: Path) -> None:
     """A Parquet file's texts are as written (here with spaces and without): never told apart
     by their shapes, which see no spaces."""
-    n = engine._SHAPED_FROM
+    n = sign._SHAPED_FROM
     texts = [f'{{"i":{i}}}' for i in range(n)] + ['{"a": 1, "b": 2}', '{"a":1,"b":2}']
     path = _parquet(tmp_path / "t.parquet", texts, "'o' || rowid")
     assert check_trace(path).signatures == n + 1
@@ -639,7 +643,7 @@ def test_no_temporary_file_is_left_behind(tmp_path: Path, monkeypatch: pytest.Mo
     with pytest.raises(TraceError):
         check_trace(tmp_path / "missing.jsonl")
     with Calls(AnalysisConfig()) as calls:
-        calls.load([Input(write_jsonl(tmp_path / "x.jsonl", SEED_A))])
+        load(calls, [Input(write_jsonl(tmp_path / "x.jsonl", SEED_A))])
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
@@ -813,9 +817,9 @@ def test_many_files_are_read_in_one_statement_as_one_by_one(
     a = _split(tmp_path, "a", 4, records[:200])
     b = _split(tmp_path, "b", 3, records[200:])
     statements: list[int] = []
-    load = Calls._load_jsonl
+    read = loader._load_jsonl
     monkeypatch.setattr(
-        Calls, "_load_jsonl", lambda self, ix: (statements.append(len(ix)), load(self, ix))[1]
+        loader, "_load_jsonl", lambda calls, ix: (statements.append(len(ix)), read(calls, ix))[1]
     )
     with python_reader():
         expected = diff_traces(a, b).to_dict()
@@ -829,8 +833,8 @@ def test_many_files_are_read_in_one_statement_as_one_by_one(
     (tmp_path / "b1.jsonl").write_bytes(b[0].read_bytes())  # what the pattern would match
     b[1] = pattern
     with Calls(AnalysisConfig(), skip_bad_lines=True) as calls:
-        calls.load([Input(p) for p in [*a, *b, a[0]]])
-        assert calls._fast == {0, 2, 3, 4, 6, 7}  # not the bad file, nor the pattern
+        load(calls, [Input(p) for p in [*a, *b, a[0]]])
+        assert calls.fast == {0, 2, 3, 4, 6, 7}  # not the bad file, nor the pattern
         line = calls.line()
         rows = calls.rows(
             f"SELECT file, count(*), min({line}), max({line}) FROM calls0 GROUP BY file"
@@ -853,7 +857,7 @@ def test_lines_are_counted_across_read_buffers(
 ) -> None:
     """The line count that checks DuckDB's read counts a last line without a newline, also
     where a line or the file ends at a buffer's edge."""
-    from tracetape.analysis.engine import _lines_in
+    from tracetape.analysis.load import _lines_in
 
     data = bytearray(b"x" * size)
     data[99::100] = b"\n" * len(data[99::100])

@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from tracetape.analysis import AnalysisConfig, TraceError, check_trace, diff_traces
 from tracetape.analysis.engine import Calls, Input
+from tracetape.analysis.load import load
+from tracetape.analysis.sign import Signer
 
 from .helpers import call
 
@@ -72,10 +74,10 @@ def _write(path: Path, records: list[dict[str, Any]], keys_sorted: bool) -> Path
 def python_reader() -> Iterator[None]:
     """Every seed-JSONL file read by the Python reader, never by the fast path."""
 
-    def refuse(self: Calls, indices: list[int]) -> set[int]:
+    def refuse(calls: Calls, indices: list[int]) -> set[int]:
         return set(indices)
 
-    with patch.object(Calls, "_load_jsonl", refuse):
+    with patch("tracetape.analysis.load._load_jsonl", refuse):
         yield
 
 
@@ -296,8 +298,8 @@ def test_a_huge_line_reads_as_the_python_reader_reads_it(tmp_path: Path) -> None
     records = [call("r", 1, "t", {"blob": "x" * (20 << 20)}, "o1"), call("r", 2, "t", {}, "o2")]
     path = _write(tmp_path / "t.jsonl", records, keys_sorted=False)
     with Calls(AnalysisConfig()) as calls:
-        calls.load([Input(path)])
-        assert calls._fast == {0}
+        load(calls, [Input(path)])
+        assert calls.fast == {0}
     got = check_trace(path).to_dict()
     with python_reader():
         assert check_trace(path).to_dict() == got
@@ -342,7 +344,7 @@ object_text = st.tuples(
 
 
 def _without_unvolatile() -> Any:
-    return patch("tracetape.analysis.engine._unvolatile", lambda normalizer: "NULL")
+    return patch("tracetape.analysis.sign.unvolatile", lambda normalizer: "NULL")
 
 
 @settings(max_examples=60, deadline=None)
@@ -380,13 +382,13 @@ _ODD_ARGS = [f'{{"ts":{v},"a":1}}' for v in _ODD_ARGS] + ['{"ts":1,"a":1,}', '[{
 def _signed_texts(path: Path) -> tuple[Any, list[str]]:
     """The outcome of check, and the tables ``_keys`` signed."""
     signed: list[str] = []
-    keys = Calls._keys
+    keys = Signer.keys
 
-    def spy(self: Calls, texts: str, bare: str) -> set[int]:
+    def spy(self: Signer, texts: str, bare: str) -> set[int]:
         signed.append(texts)
         return keys(self, texts, bare)
 
-    with patch.object(Calls, "_keys", spy):
+    with patch.object(Signer, "keys", spy):
         return _outcome(lambda: check_trace(path)), signed
 
 

@@ -68,10 +68,10 @@ def test_a_text_the_prefilter_passes_normalizes_to_itself(
     """The engine skips normalizing an argument text its prefilter (a SQL test, run by
     DuckDB) passes, as orjson and as the engine's JSON reader write it: then normalizing
     changes nothing, whatever characters the volatile keys hold."""
-    from tracetape.analysis.engine import _may_change
+    from tracetape.analysis.normalize import may_change
 
     core = Normalizer() if keys is None else Normalizer(volatile_keys=keys)
-    if not all(_sql_test(_may_change(core), value)):
+    if not all(_sql_test(may_change(core), value)):
         assert core(value) == value
 
 
@@ -97,10 +97,10 @@ def test_a_text_that_names_no_resource_key_has_no_resource(
     """The engine looks for a resource only in an argument text its SQL test passes, as
     orjson and as the JSON writers write it (non-ASCII escaped or not): where the test
     fails, the value names no resource."""
-    from tracetape.analysis.engine import _may_name, _resource_finder
+    from tracetape.analysis.normalize import may_name, resource_finder
 
-    if not all(_sql_test(_may_name(keys), value)):
-        assert _resource_finder(keys)(value) is None
+    if not all(_sql_test(may_name(keys), value)):
+        assert resource_finder(keys)(value) is None
 
 
 @settings(max_examples=300, deadline=None)
@@ -114,14 +114,14 @@ def test_what_the_loop_does_to_a_text_is_told_in_one_pass(
 ) -> None:
     """What the signing loop must do to a text (walk it, look for a resource) is told by one
     pass of both key patterns first: the same as testing each pattern."""
-    from tracetape.analysis.engine import _DEEP, _how, _may_change, _may_name
+    from tracetape.analysis.normalize import DEEP, how_sql, may_change, may_name
 
     core = Normalizer() if volatile is None else Normalizer(volatile_keys=volatile)
     each = (
-        f"CASE WHEN {_may_change(core)} THEN 1 ELSE 0 END + CASE WHEN {_DEEP} THEN 2 ELSE 0 END"
-        f" + CASE WHEN {_may_name(keys)} THEN 4 ELSE 0 END"
+        f"CASE WHEN {may_change(core)} THEN 1 ELSE 0 END + CASE WHEN {DEEP} THEN 2 ELSE 0 END"
+        f" + CASE WHEN {may_name(keys)} THEN 4 ELSE 0 END"
     )
-    assert _sql_values(_how(core, keys), value) == _sql_values(each, value)
+    assert _sql_values(how_sql(core, keys), value) == _sql_values(each, value)
 
 
 def _sql_test(test: str, value: Any) -> list[bool]:

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracetape.analysis import AnalysisConfig, check_records, diff_records
+from tracetape.analysis import AnalysisConfig, check_records, diff_records, load
 from tracetape.analysis.engine import ORD, Calls
+from tracetape.analysis.load import load_records
 from tracetape.record import Record, RecordTexts
 
 from .helpers import told_to_sign
@@ -73,12 +74,12 @@ def test_texts_report_as_their_records_do(a: list[Record], b: list[Record]) -> N
 def _loaded_by(texts: RecordTexts, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Any]:
     """Which path loaded ``texts`` ("sql" or "python"), and the calls0 rows."""
     used: list[str] = []
-    add = Calls._add_records
+    add = load._add_records
     monkeypatch.setattr(
-        Calls, "_add_records", lambda self, *a: (used.append("python"), add(self, *a))[1]
+        load, "_add_records", lambda calls, *a: (used.append("python"), add(calls, *a))[1]
     )
     with Calls(AnalysisConfig()) as calls:
-        calls.load_records(texts, "run")
+        load_records(calls, texts, "run")
         rows = calls.rows(
             f"SELECT rowid, line, run, step, kind, name, args FROM calls0 ORDER BY {ORD}"
         )
@@ -169,7 +170,8 @@ def test_texts_alone_in_a_workspace_keep_apart() -> None:
     the analysis's own texts), analyses at once in one workspace give each its own report."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tracetape.analysis.engine import _SHAPED_FROM, Workspace
+    from tracetape.analysis.engine import Workspace
+    from tracetape.analysis.sign import _SHAPED_FROM
 
     def run(k: int) -> list[Record]:
         return [

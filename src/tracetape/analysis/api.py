@@ -1,7 +1,8 @@
 """The analysis entry points: ``diff_traces`` (two runs) and ``check_trace`` (every run).
 
-Both read their inputs into the engine (``engine.Calls``), run every detector
-(``detectors``) and build the ``Report`` from their results. An input is a path, a glob
+Both read their inputs into the engine's workspace (``engine.Calls``, by ``load``), sign
+their calls (``sign``), run every detector (``detectors``) and build the ``Report`` from
+their results. An input is a path, a glob
 pattern (``traces/*.jsonl``), or a list of them; a file is any trace format ``formats``
 reads, or Parquet written by ``tracetape export --parquet``.
 """
@@ -19,7 +20,10 @@ from ..record import Record, RecordTexts
 from .config import AnalysisConfig
 from .detectors import SIDE_A, SIDE_B, Context, detect
 from .engine import ORD, Calls, Input, Workspace
+from .load import export_parquet as write_parquet
+from .load import load, load_records
 from .report import Report
+from .sign import sign
 
 __all__ = [
     "Traces",
@@ -84,7 +88,7 @@ def diff_traces(
     files_b = expand(b) if b is not None else []
     inputs = [Input(p, SIDE_A, kind) for p in files_a] + [Input(p, SIDE_B, kind) for p in files_b]
     with Calls(config, skip_bad_lines, progress) as calls:
-        calls.load(inputs)
+        load(calls, inputs)
         return _diff(calls, runs, files_a, files_b)
 
 
@@ -104,8 +108,8 @@ def diff_records(
     database kept open for many (a server's)."""
     config = config or AnalysisConfig()
     with Calls(config, workspace=workspace) as calls:
-        calls.load_records(a, names[0], SIDE_A)
-        calls.load_records(b, names[1], SIDE_B)
+        load_records(calls, a, names[0], SIDE_A)
+        load_records(calls, b, names[1], SIDE_B)
         return _diff(calls, runs, [Path(names[0])], [Path(names[1])])
 
 
@@ -216,7 +220,7 @@ def check_trace(
     kind = TraceFormat.parse(fmt)
     files = expand(path)
     with Calls(config, skip_bad_lines, progress) as calls:
-        calls.load([Input(p, SIDE_A, kind) for p in files])
+        load(calls, [Input(p, SIDE_A, kind) for p in files])
         (n,) = calls.one("SELECT count(*) FROM calls0")
         if not n:
             raise TraceError("the trace holds no calls to check", path=files[0])
@@ -235,7 +239,7 @@ def check_records(
     (``workspace``: see ``diff_records``)."""
     config = config or AnalysisConfig()
     with Calls(config, workspace=workspace) as calls:
-        calls.load_records(records, name, SIDE_A)
+        load_records(calls, records, name, SIDE_A)
         (n,) = calls.one("SELECT count(*) FROM calls0")
         if not n:
             raise TraceError("the trace holds no calls to check", path=name)
@@ -244,7 +248,7 @@ def check_records(
 
 def _analyze(ctx: Context, side_of: str, files: list[Path]) -> Report:
     calls = ctx.calls
-    calls.sign(side_of)
+    sign(calls, side_of)
     calls.prepare(side_of)
     detect(ctx)
     order = {"divergent-write": 0, "divergence": 0}
@@ -296,5 +300,5 @@ def export_parquet(
     kind = TraceFormat.parse(fmt)
     files = expand(traces)
     with Calls(AnalysisConfig(), skip_bad_lines, progress) as calls:
-        calls.load([Input(p, SIDE_A, kind) for p in files])
-        return calls.export_parquet(Path(output))
+        load(calls, [Input(p, SIDE_A, kind) for p in files])
+        return write_parquet(calls, Path(output))

@@ -84,6 +84,7 @@ __all__ = [
     "CassetteReader",
     "Seal",
     "dumps_record",
+    "fill_steps",
     "final_chain",
     "name_of",
     "new_header",
@@ -662,6 +663,25 @@ def read_records(src: TraceSource) -> Iterator[Record]:
         if reader.skipped:
             src.skipped += reader.skipped
             src.first_skipped.append(f"{src.name}: torn last line skipped")
+
+
+def fill_steps(records: Iterable[Record]) -> Iterator[Record]:
+    """Give a cassette's records without a step the step of the model turn they belong to:
+    each ``llm`` record without one starts a step (as do records before the first turn).
+    The analysis reads a cassette's steps so (a tool call the tape recorded outside any
+    model turn still belongs to one)."""
+    import msgspec
+
+    step = 0
+    replace = msgspec.structs.replace
+    for rec in records:
+        if rec.step is not None:
+            step = rec.step
+            yield rec
+            continue
+        if rec.kind == "llm" or step == 0:
+            step += 1
+        yield replace(rec, step=step)
 
 
 def _expand(

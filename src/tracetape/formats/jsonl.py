@@ -10,10 +10,11 @@ honoured when present. A line names its run; it stores the output's digest only,
 read from it has ``out_digest`` and no ``out``. Its ``input`` is the tool call as the tape keys
 one (``{"name", "args", "step"}``), and its ``key`` that payload's key.
 
-``read_records`` validates every line; the analysis engine reads large seed-JSONL traces
-with DuckDB instead and hands any file it cannot read exactly to this reader
-(``analysis.engine``), so errors name the same line and field, and ``skip_bad_lines`` drops
-the same lines.
+``read_records`` validates every line. Its bulk twin, ``bulk_select``, is the SQL with which
+the analysis reads large seed-JSONL traces through DuckDB's ``read_json`` instead
+(``analysis.load``), checking each field's type in SQL as this reader checks it; a file it
+cannot read exactly goes to this reader, so errors name the same line and field, and
+``skip_bad_lines`` drops the same lines.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import orjson
 from ..record import Record
 from ._source import TraceFormat, TraceSource
 from .schemas import (
+    EFFECTS,
     INT64,
     MAX_DEPTH,
     TOO_DEEP,
@@ -38,7 +40,7 @@ from .schemas import (
     schema_of,
 )
 
-__all__ = ["read_records"]
+__all__ = ["bulk_select", "read_records"]
 
 
 def read_records(src: TraceSource) -> Iterator[Record]:
@@ -148,3 +150,47 @@ def _check_jsonl(src: TraceSource, c: dict[str, Any], lineno: int) -> bool:
     else:
         return True
     return False
+
+
+# -- the bulk reader (DuckDB) -----------------------------------------------------------------
+
+# The fields, each read as JSON so that its type can be checked as ``read_records`` checks it
+# (a typed read would turn a number into a string and back without a word).
+_FIELDS = "{run_id: 'JSON', step: 'JSON', tool: 'JSON', args: 'JSON', output_sha: 'JSON', "
+_FIELDS += "effect: 'JSON', tokens: 'JSON'}"
+# A JSON value's text, as DuckDB keeps it (minified, escapes of plain characters resolved:
+# "re\u0061d" is kept as "read", as ``read_records`` reads it; a number written again, as 1e2
+# is kept as 100.0), is a string's when it starts with a quote; an integer's that fits 64
+# bits when it is the text of its cast to BIGINT (a cast of text, not of JSON: half the time;
+# "5.0" casts to 5, "5.5" to 6, and neither reads back as itself); an effect is one of three
+# strings.
+_EFFECT_TEXTS = ", ".join(f"'\"{e}\"'" for e in sorted(EFFECTS))  # as SQL literals of their JSON
+_OK = f"""
+    starts_with(run_id::VARCHAR, '"') AND starts_with(tool::VARCHAR, '"')
+    AND starts_with(output_sha::VARCHAR, '"') AND args IS NOT NULL
+    AND TRY_CAST(step::VARCHAR AS BIGINT)::VARCHAR = step::VARCHAR
+    AND (effect IS NULL OR effect::VARCHAR IN ({_EFFECT_TEXTS}))
+    AND (tokens IS NULL OR TRY_CAST(tokens::VARCHAR AS BIGINT)::VARCHAR = tokens::VARCHAR)
+"""
+# A row's effect where it is right (one of ``EFFECTS``): named by its text, not read from
+# it (half the time of ``->>``).
+_EFFECT = "CASE effect::VARCHAR " + " ".join(f"WHEN '\"{e}\"' THEN '{e}'" for e in sorted(EFFECTS))
+_EFFECT += " END"
+# The longest line DuckDB reads: it sizes its read buffers by it (benchmarks/README.md).
+_LONGEST = 32 << 20
+
+
+def bulk_select(unread: int) -> str:
+    """SQL: the rows of the seed-JSONL files ``$1`` (a list of paths) as the analysis's calls
+    (``file, line, run, step, kind, name, args, out, effect, tokens``), ``$2`` mapping a file's
+    place in the list to its input index. A row's ``line`` is NULL where every field has the
+    type ``read_records`` requires (it is then the row's offset among its file's rows), else
+    ``unread``: its file must be read by ``read_records``, which names the line and field. A
+    line that is not JSON, or longer than 32 MB, makes the statement fail."""
+    return f"""
+        SELECT $2[file_index::BIGINT + 1]::INTEGER, CASE WHEN {_OK} THEN NULL ELSE {unread} END,
+               run_id->>'$', TRY_CAST(step::VARCHAR AS BIGINT), 'tool', tool->>'$',
+               CAST(args AS VARCHAR), output_sha->>'$', {_EFFECT},
+               TRY_CAST(tokens::VARCHAR AS BIGINT)
+        FROM read_json($1, format = 'newline_delimited', columns = {_FIELDS},
+                       maximum_object_size = {_LONGEST})"""
