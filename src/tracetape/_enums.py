@@ -1,4 +1,6 @@
-"""``LoudEnum``: the str enums of tracetape (modes, effects, severities, formats).
+"""``LoudEnum``: the str enums of tracetape (modes, effects, severities, formats), and
+``Effect``, which every layer reads (the tape records it, formats check it, the analysis and
+span replay ask whether a call writes).
 
 Like vcrpy's ``RecordMode``, a value that is not a member is a ``ValueError`` that lists the
 valid ones, so a typo in code, config or on the command line says how to fix itself.
@@ -9,7 +11,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Self
 
-__all__ = ["LoudEnum"]
+__all__ = ["EFFECTS", "EFFECT_NAMES", "WRITES", "Effect", "LoudEnum"]
 
 
 class LoudEnum(str, Enum):
@@ -33,3 +35,18 @@ class LoudEnum(str, Enum):
 
     def __str__(self) -> str:
         return str(self.value)
+
+
+class Effect(LoudEnum):
+    """What a tool call does to the world. Replay never executes any of them."""
+
+    READ = "read"
+    WRITE = "write"
+    IRREVERSIBLE = "irreversible"
+
+
+# The effects as the texts a trace holds, and those that change the world.
+EFFECTS = frozenset(e.value for e in Effect)
+WRITES = frozenset({Effect.WRITE.value, Effect.IRREVERSIBLE.value})
+# How an error names the valid effects: 'read', 'write', 'irreversible'.
+EFFECT_NAMES = ", ".join(repr(e.value) for e in Effect)

@@ -36,7 +36,7 @@ from typing import Any, TypeVar, cast
 import msgspec
 
 from . import guard
-from ._enums import LoudEnum
+from ._enums import Effect, LoudEnum
 from .canonical import StreamKey, canonical_json, changed_paths, digest, field_digests, key_of
 from .config import load_config
 from .diagnose import explain_miss
@@ -101,14 +101,6 @@ class Mode(LoudEnum):
     AUTO = "auto"
     REWRITE = "rewrite"
     FORK = "fork"
-
-
-class Effect(LoudEnum):
-    """What a tool call does to the world. Replay never executes any of them."""
-
-    READ = "read"
-    WRITE = "write"
-    IRREVERSIBLE = "irreversible"
 
 
 _default_redactor: Redactor | None = None

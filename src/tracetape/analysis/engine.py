@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .._enums import WRITES
 from ..errors import ConfigError, TraceError
 from ..formats import TraceFormat, TraceSource
 from .config import AnalysisConfig
@@ -72,7 +73,7 @@ BATCH = 1 << 16
 # operators cost more than they save (benchmarks/README.md). So an analysis starts on one
 # thread and takes DuckDB's default once its inputs pass this size.
 _PARALLEL_BYTES = 16 << 20
-_WRITES = "('write', 'irreversible')"
+_WRITES = "(" + ", ".join(f"'{e}'" for e in sorted(WRITES)) + ")"  # as a SQL list
 
 
 def text_hash(table: str = "") -> str:

@@ -24,10 +24,10 @@ from typing import Any
 
 import orjson
 
+from .._enums import EFFECTS
 from ..record import Record
 from ._source import TraceFormat, TraceSource
 from .schemas import (
-    EFFECTS,
     INT64,
     MAX_DEPTH,
     TOO_DEEP,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .._enums import EFFECT_NAMES, EFFECTS
 from ..canonical import canonical_json, key_of
 from ..record import INT64_MAX, Record
 from ._source import TraceFormat
@@ -26,8 +27,6 @@ __all__ = [
     "schema_of",
 ]
 
-EFFECTS = frozenset({"read", "write", "irreversible"})
-
 
 def is_effect(value: object) -> bool:
     """Whether a field's value is one of ``EFFECTS`` (a list or an object is not: no error)."""
@@ -37,7 +36,7 @@ def is_effect(value: object) -> bool:
 def not_an_effect(value: object) -> str:
     """What a reader says of an effect field whose value is not one of ``EFFECTS`` (its type
     or length, never the value: a refused value may be a secret)."""
-    return f"must be one of 'read', 'write', 'irreversible', found {json_type(value)}"
+    return f"must be one of {EFFECT_NAMES}, found {json_type(value)}"
 
 
 def json_type(value: object) -> str:

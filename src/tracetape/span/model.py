@@ -30,14 +30,13 @@ from typing import Any
 
 import orjson
 
+from .._enums import EFFECT_NAMES, EFFECTS, WRITES
 from ..errors import SpanError
 from ..formats import TraceFormat, detect_format, read_records
 from ..formats.cassette import read_cassette
 from ..record import Record, call_args
 
 __all__ = ["Span", "emitted_calls", "find_span", "load_span", "read_spans", "span_of_trace"]
-
-WRITES = frozenset({"write", "irreversible"})
 
 
 @dataclass(frozen=True)
@@ -121,11 +120,8 @@ class Span:
         step, effect = data.get("step"), data.get("effect")
         if step is not None and type(step) is not int:
             raise SpanError(f"{where}: field step: must be an integer, not {step!r}")
-        if effect is not None and effect not in ("read", *WRITES):
-            raise SpanError(
-                f"{where}: field effect: must be one of 'read', 'write', 'irreversible', "
-                f"not {effect!r}"
-            )
+        if effect is not None and effect not in EFFECTS:
+            raise SpanError(f"{where}: field effect: must be one of {EFFECT_NAMES}, not {effect!r}")
         known = {"span_id", "tool", "tool_call", "tool_result", "model_decision", "step"}
         known |= {"effect", "run_id", "trace_id", "source"}
         argv = call.get("argv")

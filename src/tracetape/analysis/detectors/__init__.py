@@ -42,7 +42,6 @@ __all__ = ["Context", "brief", "detect", "detectors"]
 
 SIDE_A = 1
 SIDE_B = 2
-WRITES = frozenset({"write", "irreversible"})
 
 
 def brief(args: Any, width: int = 60) -> str:

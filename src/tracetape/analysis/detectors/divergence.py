@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._enums import WRITES
 from ...canonical import changed_paths
 from ..report import Divergence
-from . import SIDE_A, SIDE_B, WRITES, Context
+from . import SIDE_A, SIDE_B, Context
 
 # A run's calls are those of its first call (``rf``).
 _RUN = "rf = (SELECT first FROM runs WHERE side = {} AND run = {})"

@@ -11,7 +11,8 @@ order, then the second call of each repeat.
 
 from __future__ import annotations
 
-from . import WRITES, Context, brief
+from ..._enums import WRITES
+from . import Context, brief
 
 # One hash aggregate over each run's repeated calls, no sort of them: the first call (its
 # step, output, ord and effect: a struct, so that a call with no step or output is kept) and
