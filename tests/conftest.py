@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.services import skip_or_fail
+from tests.sockets import refused_port as _refused_port
 from tests.span.helpers import Decider
 from tests.stores.postgres import Unavailable, new_database, postgres_server
 
@@ -34,6 +36,14 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A port on 127.0.0.1 where every connection is refused during the test (bound, never
+    listening: no other test can take it meanwhile)."""
+    with _refused_port() as port:
+        yield port
+
+
+@pytest.fixture
 def decider() -> Iterator[Decider]:
     """A second model (an OpenAI-compatible chat endpoint) on 127.0.0.1; set its ``reply``."""
     server = Decider()
@@ -50,12 +60,13 @@ def decider() -> Iterator[Decider]:
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
-    """A PostgreSQL server for the session (skipped, saying why, where none can start)."""
+    """A PostgreSQL server for the session (skipped, saying why, where none can start;
+    failed under CI)."""
     try:
         with postgres_server() as url:
             yield url
     except Unavailable as exc:
-        pytest.skip(f"no PostgreSQL server here: {exc}")
+        skip_or_fail(f"no PostgreSQL server here: {exc}")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

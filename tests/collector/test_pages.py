@@ -7,12 +7,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 
 from tests.collector.conftest import TOKEN
 from tests.collector.test_api import jsonl, seed_line
 from tests.collector.test_server import serving
+from tests.services import skip_or_fail
 from tests.span.test_model import record_agent
 from tracetape.collector.push import push
 
@@ -71,7 +71,7 @@ def test_pages_need_the_token_then_remember_it(client: TestClient) -> None:
 def _chromium() -> str:
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if path is None:
-        pytest.skip("Chromium is not installed here (Debian: apt-get install chromium)")
+        skip_or_fail("Chromium is not installed here (Debian: apt-get install chromium)")
     return path
 
 

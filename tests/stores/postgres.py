@@ -1,9 +1,11 @@
-"""A private PostgreSQL server for the tests: initdb + pg_ctl in a temporary folder, on a
-free loopback port, as the ``postgres`` user when the tests run as root.
+"""A private PostgreSQL server for the tests: initdb + pg_ctl in a temporary folder, as the
+``postgres`` user when the tests run as root. It listens on a Unix socket in that folder
+only, no TCP port: servers of tests run in parallel never compete for a port.
 
 ``.ci/run`` installs Debian's ``postgresql`` package; ``TRACETAPE_TEST_POSTGRES`` (a server
 URL without a database, ``postgresql+psycopg://USER@HOST:PORT``) uses a running server
-instead. Where neither works, the tests that need it skip and say why.
+instead. Where neither works, the tests that need it skip and say why (fail, under CI:
+``tests/services.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -22,13 +23,6 @@ from pathlib import Path
 
 class Unavailable(Exception):
     """No PostgreSQL server can be started here; the message says why."""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _bin(name: str) -> str:
@@ -59,20 +53,19 @@ def postgres_server() -> Iterator[str]:
             raise Unavailable("running as root and there is no postgres user") from None
         os.chown(folder, user.pw_uid, user.pw_gid)
         prefix = ["runuser", "-u", "postgres", "--"]
-    port = _free_port()
     run = lambda *args: subprocess.run(  # noqa: E731
         [*prefix, *args], capture_output=True, text=True, check=False, timeout=120
     )
     done = run(initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "-E", "UTF8")
     if done.returncode != 0:
         raise Unavailable(f"initdb failed: {done.stderr.strip()[-300:]}")
-    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+    options = f"-k {folder} -c listen_addresses='' -c fsync=off"
     done = run(pg_ctl, "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start")
     if done.returncode != 0:
         log = (folder / "log").read_text() if (folder / "log").exists() else ""
         raise Unavailable(f"PostgreSQL did not start: {(done.stderr + log).strip()[-300:]}")
     try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
+        yield f"postgresql+psycopg://postgres@/?host={folder}"
     finally:
         run(pg_ctl, "-D", str(data), "-m", "immediate", "stop")
         shutil.rmtree(folder, ignore_errors=True)
@@ -81,9 +74,12 @@ def postgres_server() -> Iterator[str]:
 def new_database(server: str) -> str:
     """Create an empty database on ``server``; return its URL."""
     import psycopg
+    from sqlalchemy.engine import make_url
 
     name = f"t_{uuid.uuid4().hex[:12]}"
-    plain = server.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(f"{plain}/postgres", autocommit=True) as conn:
+    url = make_url(server)
+    # libpq reads the same URL form, ``?host=/folder`` for a Unix socket included
+    admin = url.set(drivername="postgresql", database="postgres")
+    with psycopg.connect(admin.render_as_string(hide_password=False), autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
-    return f"{server}/{name}"
+    return url.set(database=name).render_as_string(hide_password=False)
