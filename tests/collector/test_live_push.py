@@ -12,7 +12,7 @@ import pytest
 from examples.agent import ScriptedModel, run
 
 from tests.collector.conftest import TOKEN
-from tests.collector.test_server import _port, serving
+from tests.collector.test_server import serving
 from tests.span.test_model import TASK
 from tracetape import FileStore, Tape, TapeWarning, read_cassette
 from tracetape.stores.push import PushingStore
@@ -41,11 +41,11 @@ def test_a_recording_is_pushed_live(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert json.dumps([e["out"] for e in events]) == json.dumps([r.out for r in local])
 
 
-def test_a_collector_that_is_down_never_fails_the_agent(tmp_path: Path) -> None:
+def test_a_collector_that_is_down_never_fails_the_agent(tmp_path: Path, refused_port: int) -> None:
     """Connection refused: the run completes, the cassette is whole, one warning counts what
     was not pushed and says how to send it."""
     path = tmp_path / "offline.jsonl"
-    url = f"http://127.0.0.1:{_port()}"
+    url = f"http://127.0.0.1:{refused_port}"
     with (
         pytest.warns(TapeWarning, match=r"7 record\(s\) were not pushed") as caught,
         Tape(path, mode="record", push=url) as tape,
@@ -57,10 +57,10 @@ def test_a_collector_that_is_down_never_fails_the_agent(tmp_path: Path) -> None:
     assert "cannot reach" in message and f"tracetape push {path} --url {url}" in message
 
 
-def test_a_full_queue_drops_from_the_queue_only(tmp_path: Path) -> None:
+def test_a_full_queue_drops_from_the_queue_only(tmp_path: Path, refused_port: int) -> None:
     """With room for one record and no collector, appending never blocks; the store counts
     the rest as unsent and keeps them all locally."""
-    store = PushingStore(FileStore(tmp_path / "q.jsonl"), f"http://127.0.0.1:{_port()}",
+    store = PushingStore(FileStore(tmp_path / "q.jsonl"), f"http://127.0.0.1:{refused_port}",
                          queue_size=1, flush_s=0.5)  # fmt: skip
     with (
         pytest.warns(TapeWarning, match=r"record\(s\) were not pushed"),
@@ -72,11 +72,11 @@ def test_a_full_queue_drops_from_the_queue_only(tmp_path: Path) -> None:
     assert len(read_cassette(tmp_path / "q.jsonl").records) == 50
 
 
-def test_replay_does_not_push(tmp_path: Path) -> None:
+def test_replay_does_not_push(tmp_path: Path, refused_port: int) -> None:
     path = tmp_path / "r.jsonl"
     with Tape(path, mode="record") as tape:
         tape.call("tool", {"name": "t", "args": {}, "step": 1}, lambda: 1)
-    with Tape(path, mode="replay", push=f"http://127.0.0.1:{_port()}") as tape:
+    with Tape(path, mode="replay", push=f"http://127.0.0.1:{refused_port}") as tape:
         assert not isinstance(tape.store, PushingStore)
         tape.call("tool", {"name": "t", "args": {}, "step": 1}, lambda: 2)
 

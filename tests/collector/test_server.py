@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +22,9 @@ import sqlalchemy as sa
 
 from tests.collector.conftest import HEADERS, TOKEN
 from tests.collector.test_api import jsonl, seed_line
+from tests.sockets import UvicornThread
 from tests.span.test_model import record_agent
+from tracetape.collector import Settings, create_app
 from tracetape.collector.push import PushError, push
 from tracetape.formats.cassette import run_id_of
 from tracetape.stores.database import Database
@@ -30,40 +32,60 @@ from tracetape.stores.database import Database
 PY = sys.executable
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+# What a collector process is given to start: long enough for a loaded machine, short enough
+# that one that never starts fails its test instead of hanging it.
+START_S = 60.0
+
+
+class _Printed:
+    """What a process prints, read to its end in a thread (a full pipe never blocks it), and
+    the collector's address once its line says it listens."""
+
+    def __init__(self, proc: subprocess.Popen[str]):
+        self.proc = proc
+        self.lines: list[str] = []
+        self._address: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            found = re.match(r"tracetape collector on (http://\S+) ", line)
+            if found:
+                self._address.put(found[1])
+        self._address.put(None)
+
+    def address(self) -> str:
+        """The URL the collector printed (it listens once it prints it)."""
+        try:
+            url = self._address.get(timeout=START_S)
+        except queue.Empty:
+            url = None
+        if url is None:
+            raise AssertionError(f"serve printed no address: {''.join(self.lines)}")
+        return url
 
 
 @contextmanager
 def serving(db_url: str, *args: str, token: str | None = TOKEN) -> Iterator[str]:
-    """`tracetape serve` in a subprocess; yields its URL once /healthz answers."""
-    port = _port()
+    """`tracetape serve` on a port it picks (``--port 0``) in a subprocess; yields the URL
+    its first line names, once /healthz answers there."""
     env = {**os.environ}
     env.pop("TRACETAPE_TOKEN", None)
     if token:
         env["TRACETAPE_TOKEN"] = token
     proc = subprocess.Popen(
-        [PY, "-m", "tracetape", "serve", "--db", db_url, "--port", str(port), *args],
+        [PY, "-m", "tracetape", "serve", "--db", db_url, "--port", "0", *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        text=True,
     )
-    url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
-            if proc.poll() is not None:
-                out = proc.stdout.read().decode() if proc.stdout else ""
-                raise AssertionError(f"serve exited {proc.returncode}: {out}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        else:
-            raise AssertionError("serve did not answer within 15 s")
+        url = _Printed(proc).address()
+        # it listens already: the request waits in its backlog until the app is ready
+        assert httpx.get(f"{url}/healthz", timeout=START_S).status_code == 200
         yield url
     finally:
         proc.terminate()
@@ -161,68 +183,56 @@ def test_push_ships_a_file_in_batches_and_again_stores_nothing_twice(
     assert _count(db_url) == (257, 2)
 
 
-def test_push_retries_then_reports_an_unreachable_collector(tmp_path: Path) -> None:
+def test_push_retries_then_reports_an_unreachable_collector(
+    tmp_path: Path, refused_port: int
+) -> None:
     """Connection refused: retried with backoff, then PushError (exit 3 on the CLI)."""
     trace = tmp_path / "t.jsonl"
     trace.write_text(seed_line("r1", 1) + "\n")
     waits: list[float] = []
+    url = f"http://127.0.0.1:{refused_port}"
     with pytest.raises(PushError, match="after 4 attempts") as caught:
-        push(trace, f"http://127.0.0.1:{_port()}", retries=3, sleep=waits.append)
+        push(trace, url, retries=3, sleep=waits.append)
     assert caught.value.unreachable
     assert len(waits) == 3 and waits[0] < waits[1] < waits[2]
     done = subprocess.run(
-        [PY, "-m", "tracetape", "push", str(trace), "--url", f"http://127.0.0.1:{_port()}",
-         "--retries", "0"], capture_output=True, text=True, check=False,
+        [PY, "-m", "tracetape", "push", str(trace), "--url", url, "--retries", "0"],
+        capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 3 and "cannot reach" in done.stderr
 
 
 def test_push_retries_through_a_collector_that_comes_back(tmp_path: Path) -> None:
-    """A collector that starts while the push is retrying gets every line, once."""
-    db_url = f"sqlite:///{tmp_path / 'c.db'}"
+    """A collector that starts while the push waits to retry gets every line, once: the
+    attempt before it is refused, the one after it is stored."""
+    db = Database.open(f"sqlite:///{tmp_path / 'c.db'}")
     trace = tmp_path / "t.jsonl"
     trace.write_text("\n".join(seed_line("r1", i) for i in range(1, 6)) + "\n")
-    port = _port()
-    started: list[bool] = []
+    # bound, not listening: refused until the collector is handed the socket and listens
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = UvicornThread(create_app(db, Settings(token=TOKEN)), sock)
+    waits: list[float] = []
 
-    def later(seconds: float) -> None:
-        if not started:
-            started.append(True)
-            threading.Thread(target=run_server, daemon=True).start()
-        time.sleep(0.5)
-
-    stop = threading.Event()
-
-    def run_server() -> None:
-        with serving_on(db_url, port):
-            stop.wait(30)
+    def start_then_wait(seconds: float) -> None:
+        if not waits:
+            server.start()
+        waits.append(seconds)
 
     try:
-        done = push(trace, f"http://127.0.0.1:{port}", token=TOKEN, retries=40, sleep=later)
+        done = push(trace, server.url, token=TOKEN, retries=3, sleep=start_then_wait)
     finally:
-        stop.set()
+        server.stop()
+        db.close()
     assert done.stored == 5
-
-
-@contextmanager
-def serving_on(db_url: str, port: int) -> Iterator[None]:
-    env = {**os.environ, "TRACETAPE_TOKEN": TOKEN}
-    proc = subprocess.Popen(
-        [PY, "-m", "tracetape", "serve", "--db", db_url, "--port", str(port)], env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        yield
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    assert len(waits) == 1
 
 
 def test_serve_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "TRACETAPE_TOKEN"}
     done = subprocess.run(
         [PY, "-m", "tracetape", "serve", "--db", f"sqlite:///{tmp_path / 'c.db'}",
-         "--host", "0.0.0.0", "--port", str(_port())],
+         "--host", "0.0.0.0", "--port", "0"],
         env=env, capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2
@@ -235,13 +245,15 @@ def test_serve_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path)
         pytest.param("not a url", "is not a database URL", id="garbage"),
         pytest.param("mysql://x/y", "tracetape stores in SQLite or PostgreSQL", id="mysql"),
         pytest.param(
-            "postgresql+psycopg://nobody@127.0.0.1:9/x", "cannot reach the database", id="down"
+            "postgresql+psycopg://nobody@127.0.0.1:{refused}/x", "cannot reach the database",
+            id="down",
         ),
     ],
-)
-def test_serve_names_a_bad_database(url: str, message: str) -> None:
+)  # fmt: skip
+def test_serve_names_a_bad_database(url: str, message: str, refused_port: int) -> None:
     done = subprocess.run(
-        [PY, "-m", "tracetape", "serve", "--db", url, "--port", str(_port())],
+        [PY, "-m", "tracetape", "serve", "--db", url.format(refused=refused_port),
+         "--port", "0"],
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
     assert done.returncode == 2 and message in done.stderr, done.stderr

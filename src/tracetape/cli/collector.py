@@ -36,20 +36,28 @@ def _extra(extra: str, *modules: str) -> None:
             sys.exit(EXIT_BAD_INPUT)
 
 
-def _port_free(host: str, port: int) -> None:
-    """Exit 2, saying so, when ``host:port`` cannot be listened on (in use, not ours)."""
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port`` (port 0: one the system picks), which uvicorn is
+    handed: the port printed is the one served, and no other process can take it between a
+    check and uvicorn's own bind. Exit 2, saying so, when it cannot be listened on."""
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host.strip("[]"), port))
-        except OSError as exc:
-            click.echo(
-                f"tracetape: error: cannot listen on {host}:{port}: {exc.strerror}; stop what "
-                "holds it, or choose another --port",
-                err=True,
-            )
-            sys.exit(EXIT_BAD_INPUT)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # uvicorn sets it on each connection of a socket it binds itself; connections accepted
+    # from this one inherit it (a small write never waits for a delayed ACK)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+        sock.listen(2048)  # uvicorn's default backlog
+    except OSError as exc:
+        sock.close()
+        click.echo(
+            f"tracetape: error: cannot listen on {host}:{port}: {exc.strerror}; stop what "
+            "holds it, or choose another --port",
+            err=True,
+        )
+        sys.exit(EXIT_BAD_INPUT)
+    return sock
 
 
 @click.command(
@@ -64,7 +72,13 @@ def _port_free(host: str, port: int) -> None:
     "(env TRACETAPE_DB).",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8750, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8750,
+    show_default=True,
+    help="Port to listen on; 0 picks a free one (the line printed on start names it).",
+)
 @click.option(
     "--token",
     envvar="TRACETAPE_TOKEN",
@@ -133,7 +147,7 @@ def serve(  # noqa: PLR0917 - click passes every option
     from ..stores.database import Database
 
     token = check_binding(host, token)
-    _port_free(host, port)
+    sock = _listen(host, port)
     Database.open(db).close()  # create or upgrade the schema once, before any worker
     os.environ.update(
         TRACETAPE_DB=db,
@@ -146,14 +160,15 @@ def serve(  # noqa: PLR0917 - click passes every option
         os.environ["TRACETAPE_MAX_ANALYSES"] = str(max_analyses)
     if token:
         os.environ["TRACETAPE_TOKEN"] = token
+    port = sock.getsockname()[1]
     click.echo(
         f"tracetape collector on http://{host}:{port} ({db.split('://', maxsplit=1)[0]})", err=True
     )
+    # A client that connects before the app is ready waits in the socket's backlog.
     uvicorn.run(
         "tracetape.collector.server:app_from_env",
         factory=True,
-        host=host,
-        port=port,
+        fd=sock.fileno(),
         workers=workers,
         log_level="warning",
     )
