@@ -471,13 +471,13 @@ def test_a_recording_that_taped_nothing_while_reaching_the_network_warns(
         import socket, urllib.error, urllib.request
 
         def test_untaped(tape):
-            with socket.socket() as s:
+            with socket.socket() as s:  # bound, never listening: refused while held
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=1)
-            except (urllib.error.URLError, OSError):
-                pass
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=30)
+                except (urllib.error.URLError, OSError):
+                    pass
 
         def test_quiet(tape):
             pass

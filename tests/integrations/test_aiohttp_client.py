@@ -342,12 +342,10 @@ def test_an_unrecorded_request_is_a_miss(tmp_path: Path, server: Server) -> None
     assert info.value.changes == ["body.a"]
 
 
-def test_a_connection_failure_replays_as_the_same_error(tmp_path: Path) -> None:
+def test_a_connection_failure_replays_as_the_same_error(tmp_path: Path, refused_port: int) -> None:
     """A request that got no response is recorded as its exception and raised again, of
     the same aiohttp type, without touching the network."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed once the block ends: nothing listens there
+    port = refused_port
     path = tmp_path / "run.jsonl"
 
     async def program() -> Any:

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,6 @@ import mcp
 import mcp.client.client
 import mcp.client.stdio
 import pytest
-import uvicorn
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.session import ClientSession
 from mcp_types import CallToolResult
@@ -26,6 +23,7 @@ from mcp_types import CallToolResult
 import tracetape
 from tests.integrations.frameworks.conftest import tracetape_run
 from tests.integrations.mcp_servers.notes import build
+from tests.sockets import UvicornThread
 from tracetape import IrreversibleEffectError, ReplayMiss, Tape, read_cassette
 from tracetape.integrations import unpatch_all
 from tracetape.integrations.network import block_network
@@ -48,19 +46,10 @@ class Server:
     def __init__(self, transport: str, log: Path):
         self.transport, self.log = transport, log
         self.command = sys.executable
-        self._http: uvicorn.Server | None = None
+        self._http: UvicornThread | None = None
         if transport == "http":
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            self.url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-            app = build(log).streamable_http_app()
-            self._http = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-            self._thread = threading.Thread(
-                target=self._http.run, kwargs={"sockets": [sock]}, daemon=True
-            )
-            self._thread.start()
-            while not self._http.started:
-                time.sleep(0.01)
+            self._http = UvicornThread(build(log).streamable_http_app()).start()
+            self.url = f"{self._http.url}/mcp"
 
     @property
     def target(self) -> StdioServerParameters | str:
@@ -74,8 +63,7 @@ class Server:
     def stop(self) -> None:
         """Take the server away: nothing listens any more, nothing could be started."""
         if self._http is not None:
-            self._http.should_exit = True
-            self._thread.join(10)
+            self._http.stop()
             self._http = None
         self.command = str(self.log.with_name("no-such-mcp-server"))
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.sockets import refused_port
 from tracetape.errors import NetworkBlockedError
 from tracetape.integrations.network import block_network, watch_network
 
@@ -57,9 +58,9 @@ def test_ipv6_connections_are_blocked(address: tuple[str, int]) -> None:
 def test_ipv6_loopback_passes_only_when_allowed() -> None:
     """With loopback allowed, ``::1`` is reached (nothing listens: refused, not blocked), while
     another IPv6 address is still blocked."""
-    with block_network(allow_loopback=True) as guard:
+    with refused_port("::1") as port, block_network(allow_loopback=True) as guard:
         with pytest.raises(ConnectionRefusedError):
-            _connect(socket.AF_INET6, ("::1", _free_port(socket.AF_INET6, "::1")))
+            _connect(socket.AF_INET6, ("::1", port))
         with pytest.raises(NetworkBlockedError):
             _connect(socket.AF_INET6, ("2001:db8::1", 443))
     assert len(guard.attempts) == 1
@@ -112,15 +113,10 @@ def test_unix_sockets_always_pass() -> None:
 @needs_ipv6
 def test_a_watching_guard_notes_ipv6_without_blocking() -> None:
     """``watch_network`` notes an IPv6 connection and lets it go on (refused by the machine)."""
-    port = _free_port(socket.AF_INET6, "::1")
-    with watch_network() as guard, pytest.raises(ConnectionRefusedError):
+    with (
+        refused_port("::1") as port,
+        watch_network() as guard,
+        pytest.raises(ConnectionRefusedError),
+    ):
         _connect(socket.AF_INET6, ("::1", port))
     assert guard.seen == [f"connect to ::1:{port}"]
-
-
-def _free_port(family: socket.AddressFamily, host: str) -> int:
-    """A port on ``host`` that nothing listens on."""
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-    return port
