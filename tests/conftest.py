@@ -51,6 +51,7 @@ def decider() -> Iterator[Decider]:
     try:
         yield server
     finally:
+        server.answering.set()  # a request a test held is answered, and its thread ends
         server._server.shutdown()
         server._server.server_close()
 

@@ -1194,6 +1194,8 @@ def test_replay_latency_waits_the_recorded_time(tmp_path: Path) -> None:
     import time
 
     path = tmp_path / "slow.jsonl"
+    # The sleep is the behaviour under test: a tool that takes time, whose replay must wait
+    # at least as long (measured as a lower bound only).
     with Tape(path, mode="record") as tape:
         tape.call("tool", {"name": "slow", "step": 1}, lambda: time.sleep(0.05) or "done")
     recorded = read_cassette(path).records[0].ms or 0.0

@@ -263,6 +263,7 @@ def test_async_program_with_async_tools(tmp_path: Path) -> None:
         @tracetape.tool
         async def fetch(n):
             print("fetch ran", file=sys.stderr)
+            # the first started ends last: results come in gather's order, not the finish's
             await asyncio.sleep(0.01 * (3 - n))
             return n * 10
 
@@ -639,6 +640,8 @@ def test_latency_replays_at_the_recorded_speed_or_a_factor_of_it(tmp_path: Path)
     import time
 
     script = tmp_path / "slow.py"
+    # the tool's sleep is the behaviour under test: the time --latency multiplies, measured
+    # as a lower bound only
     script.write_text(
         "import time\nfrom tracetape.integrations.tools import tool\n\n"
         "@tool\ndef slow():\n    time.sleep(0.5)\n    return 'done'\n\nprint(slow())\n"

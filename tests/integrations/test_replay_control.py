@@ -489,6 +489,8 @@ def test_an_agent_exception_while_recording_ends_failed(tmp_path: Path, server: 
 
 
 def _slow() -> int:
+    # the behaviour under test: a decision that took time, which replay latency repeats
+    # (the tests measure lower bounds only)
     time.sleep(0.06)
     return 42
 

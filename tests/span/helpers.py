@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -13,12 +12,14 @@ from typing import Any
 
 class Decider:
     """An OpenAI-compatible chat endpoint whose answer each test sets: ``reply(body)`` returns
-    ``(status, payload)``; ``delay`` seconds pass before it answers. Requests are kept."""
+    ``(status, payload)``; while ``answering`` is cleared, it holds every request unanswered
+    (a timeout test) until it is set again. Requests are kept."""
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.raw: list[bytes] = []
-        self.delay = 0.0
+        self.answering = threading.Event()
+        self.answering.set()
         self.reply: Callable[[dict[str, Any]], tuple[int, Any]] = lambda body: (200, {})
         outer = self
 
@@ -33,7 +34,7 @@ class Decider:
                 outer.requests.append(
                     {"path": self.path, "headers": dict(self.headers), "body": body}
                 )
-                time.sleep(outer.delay)
+                outer.answering.wait()
                 status, payload = outer.reply(body)
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -116,15 +117,16 @@ def test_an_error_status_or_a_bad_reply_is_a_clear_message(
 
 
 def test_a_timeout_is_a_clear_message(decider: Decider) -> None:
-    decider.delay = 1.0
+    decider.answering.clear()  # no answer until the test is over: the client's 0.2 s pass
     decider.reply = lambda body: tool_call_reply("add", {"a": 0, "b": 1})
     with pytest.raises(SpanError, match=r"did not answer within 0\.2 s; .*--timeout"):
         decide(span(), "m", base_url=decider.base_url, timeout=0.2)
 
 
-def test_nothing_listening_is_a_clear_message() -> None:
-    with pytest.raises(SpanError, match=r"cannot reach http://127\.0\.0\.1:9/v1/chat/completions"):
-        decide(span(), "m", base_url="http://127.0.0.1:9/v1", timeout=2)
+def test_nothing_listening_is_a_clear_message(refused_port: int) -> None:
+    url = f"http://127.0.0.1:{refused_port}/v1"
+    with pytest.raises(SpanError, match=f"cannot reach {re.escape(url)}/chat/completions"):
+        decide(span(), "m", base_url=url, timeout=30)
 
 
 @pytest.mark.parametrize(
