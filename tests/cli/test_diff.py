@@ -190,19 +190,44 @@ def test_check_passes_a_clean_run(seed_files: tuple[str, str]) -> None:
             id="repeats",
         ),
         pytest.param(
-            ["--max-tokens", "150"], "token budget: run_0042 used 200 tokens", id="tokens"
+            ["--max-tokens", "199"], "token budget: run_0042 used 200 tokens", id="tokens"
         ),
         pytest.param(["--max-steps", "1"], "step budget: run_0042 took 2 steps", id="steps"),
         pytest.param(["--max-calls", "1"], "call budget: run_0042 made 2 calls", id="calls"),
+        pytest.param(
+            ["--max-calls-per-step", "0"],
+            "fanout: run_0042 step 1: 1 tool calls (max_calls_per_step 0)",
+            id="calls-per-step",
+        ),
     ],
 )
 def test_check_fails_a_broken_invariant(
     seed_files: tuple[str, str], option: list[str], broken: str
 ) -> None:
-    """check exits 1 and names the broken invariant when a bound is exceeded."""
+    """check exits 1 and names the broken invariant when a bound is exceeded, by one."""
     result = run("check", seed_files[0], *option)
     assert result.exit_code == 1
     assert f"broken: {broken}" in result.output
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        pytest.param(["--max-repeats", "1"], id="repeats"),
+        pytest.param(["--max-tokens", "200"], id="tokens"),
+        pytest.param(["--max-steps", "2"], id="steps"),
+        pytest.param(["--max-calls", "2"], id="calls"),
+        pytest.param(["--max-calls-per-step", "1"], id="calls-per-step"),
+    ],
+)
+def test_check_passes_a_run_exactly_at_a_bound(
+    seed_files: tuple[str, str], option: list[str]
+) -> None:
+    """check exits 0 for a run that reaches a bound without passing it (one less fails:
+    test_check_fails_a_broken_invariant)."""
+    result = run("check", seed_files[0], *option)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1].startswith("ok: 1 run(s), 2 call(s) checked")
 
 
 def test_check_reads_bounds_from_pyproject(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
