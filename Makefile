@@ -10,7 +10,7 @@ OLDEST := .venv-oldest-sdks
 # strands-agents pins an mcp the dev extra excludes: its tests run it in a venv of its own
 STRANDS := .venv-strands
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-deep lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,8 +51,13 @@ test: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed $(STRANDS)/.install
 	$(BIN)/ruff format --check src tests benchmarks examples
 	@echo "== types: mypy"
 	$(BIN)/mypy
-	@echo "== tests: pytest (a line per test file with its progress; the slowest at the end)"
-	$(BIN)/python -m pytest --durations=10
+	@echo "== tests: pytest on every core (a line per test module as it ends; the slowest at the end)"
+	$(BIN)/python -m pytest -n auto --durations=10
+
+# The property tests that make test bounds (tests/suite.py: bounded), at their full counts.
+test-deep: $(STAMP)
+	@echo "== deep: the bounded property tests, every example (HYPOTHESIS_PROFILE=deep)"
+	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -n auto -m deep --durations=5
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'

@@ -34,11 +34,13 @@ contender after another would give one a quiet moment and the next a busy one.
 
     python benchmarks/bench_diff.py                    # every shape, 300k and 3M lines
     python benchmarks/bench_diff.py --sizes 300000 --shapes drift unique
+    python benchmarks/bench_diff.py --vs ../baseline/src    # a refactor against its baseline
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import hashlib
 import json
 import random
@@ -282,17 +284,19 @@ diff_runs(sys.argv[1], sys.argv[2])
 # As a user runs them: the console script's code path, in a fresh interpreter.
 OURS_DIFF = """
 import sys
+import json
 from tracetape.analysis import diff_traces
 half = sys.argv.index("--")
 report = diff_traces(sys.argv[1:half], sys.argv[half + 1:])
-print(report.events, sum(report.counts.values()), file=sys.stderr)
+print(json.dumps(report.to_dict(), sort_keys=True))
 """
 
 OURS_CHECK = """
 import sys
+import json
 from tracetape.analysis import check_trace
 report = check_trace(sys.argv[1:])
-print(report.events, report.signatures, sum(report.counts.values()), file=sys.stderr)
+print(json.dumps(report.to_dict(), sort_keys=True))
 """
 
 MEASURE = """
@@ -309,9 +313,10 @@ sys.__stdout__.write(f"{elapsed} {hwm}\\n")
 """
 
 
-def measure(code: str, args: list[str], env: dict[str, str]) -> tuple[float, float]:
+def measure(code: str, args: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     """Run ``code`` once in a fresh interpreter (``env``: as an installed tracetape's starts,
-    its bytecode compiled, ``_fresh``); return (wall seconds, peak RSS in MiB)."""
+    its bytecode compiled, ``_fresh``); return (wall seconds, peak RSS in MiB, what it
+    printed before the figures: a report's JSON)."""
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-c", MEASURE, code, *args],
@@ -324,24 +329,64 @@ def measure(code: str, args: list[str], env: dict[str, str]) -> tuple[float, flo
     wall = time.perf_counter() - start
     if done.returncode:
         raise RuntimeError(done.stderr)
-    _, rss_kib = done.stdout.splitlines()[-1].split()
-    return wall, int(rss_kib) / 1024
+    *printed, figures = done.stdout.splitlines()
+    _, rss_kib = figures.split()
+    return wall, int(rss_kib) / 1024, "\n".join(printed)
 
 
-def best_of(runs: dict[str, tuple[str, list[str]]], repeat: int) -> dict[str, tuple[float, float]]:
+def best_of(
+    runs: dict[str, tuple[str, list[str]]],
+    repeat: int,
+    base: Path | None = None,
+    printed: dict[str, set[str]] | None = None,
+) -> dict[str, tuple[float, float]]:
     """Time each of ``runs`` (name: code and arguments) in ``repeat`` rounds of one run of
     each, so that each gets the same chance of a quiet moment on a shared machine (noise only
-    slows); the seed, the slowest, sits out the last round of two or more. Return each one's
-    best seconds and peak RSS in MiB."""
+    slows); the seed, the slowest, sits out the last round of two or more. A name ending in
+    ``@base`` runs the tracetape at ``base`` (its ``src``). Return each one's best seconds and
+    peak RSS in MiB; ``printed`` gets what each printed."""
     best = {name: (float("inf"), 0.0) for name in runs}
     env = installed_env()
+    if base is not None:
+        compileall.compile_dir(base / "tracetape", quiet=1)
+        base_env = env | {"PYTHONPATH": str(base)}
     for round_ in range(repeat):
         for name, (code, args) in runs.items():
             if name == "seed" and 0 < round_ == repeat - 1:
                 continue
-            seconds, rss = measure(code, args, env)
+            seconds, rss, out = measure(code, args, base_env if name.endswith("@base") else env)
             best[name] = (min(best[name][0], seconds), max(best[name][1], rss))
+            if printed is not None:
+                printed.setdefault(name, set()).add(out)
     return best
+
+
+def paired(folder: Path, name: str, lines: int, repeat: int, base: Path) -> dict[str, Any]:
+    """Time ``diff`` and ``check`` of this checkout against the tracetape at ``base`` on one
+    shape, in the same rounds; return the ratios (this / base: below 1 is faster) and whether
+    each printed the same report, byte for byte."""
+    a, b = write_shape(folder, name, lines)
+    diff_args = [*map(str, a), "--", *map(str, b)]
+    files = [str(p) for p in (*a, *b)]
+    printed: dict[str, set[str]] = {}
+    runs = {
+        "diff": (OURS_DIFF, diff_args),
+        "diff@base": (OURS_DIFF, diff_args),
+        "check": (OURS_CHECK, files),
+        "check@base": (OURS_CHECK, files),
+    }
+    timed = best_of(runs, repeat, base, printed)
+    for path in folder.iterdir():
+        path.unlink()
+    return {
+        "diff_s": timed["diff"][0],
+        "diff_base_s": timed["diff@base"][0],
+        "check_s": timed["check"][0],
+        "check_base_s": timed["check@base"][0],
+        "diff_ratio": timed["diff"][0] / timed["diff@base"][0],
+        "check_ratio": timed["check"][0] / timed["check@base"][0],
+        "identical": all(len(printed[k] | printed[f"{k}@base"]) == 1 for k in ("diff", "check")),
+    }
 
 
 def run_shape(folder: Path, name: str, lines: int, repeat: int) -> dict[str, float]:
@@ -400,7 +445,17 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", type=int, default=[300_000, 3_000_000])
     parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument(
+        "--vs",
+        type=Path,
+        metavar="SRC",
+        help="time diff and check against the tracetape in SRC (a baseline checkout's src) "
+        "instead of the seed, and compare their reports byte for byte",
+    )
     options = parser.parse_args()
+    if options.vs is not None:
+        main_vs(options)
+        return
     results: dict[str, dict[str, float]] = {}
     head = f"{'trace':24} {'seed':>7} {'diff':>6} {'check':>6} {'vs seed':>15} "
     head += f"{'vs bare':>11} {'check/read_json':>15} {'RSS diff/check/seed':>20}"
@@ -421,6 +476,29 @@ def main() -> None:
                     flush=True,
                 )
     print(json.dumps({k: {m: round(v, 3) for m, v in r.items()} for k, r in results.items()}))
+
+
+def main_vs(options: argparse.Namespace) -> None:
+    """``--vs SRC``: this checkout against a baseline, shape by shape."""
+    print(f"{'trace':24} {'diff':>6} {'base':>6} {'ratio':>6}  {'check':>6} {'base':>6} "
+          f"{'ratio':>6}  reports")  # fmt: skip
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for lines in options.sizes:
+            for name in options.shapes:
+                r = paired(Path(tmp), name, lines, options.repeat, options.vs.resolve())
+                label = f"{name} {lines:,}"
+                results[label] = r
+                print(
+                    f"{label:24} {r['diff_s']:6.2f} {r['diff_base_s']:6.2f} "
+                    f"{r['diff_ratio']:6.3f}  {r['check_s']:6.2f} {r['check_base_s']:6.2f} "
+                    f"{r['check_ratio']:6.3f}  {'identical' if r['identical'] else 'DIFFER'}",
+                    flush=True,
+                )
+    worst = max(max(r["diff_ratio"], r["check_ratio"]) for r in results.values())
+    same = all(r["identical"] for r in results.values())
+    print(f"slowest ratio {worst:.3f}; reports {'all identical' if same else 'DIFFER'}")
+    print(json.dumps(results))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,9 @@ from tests.stores.postgres import Unavailable, new_database, postgres_server
 if TYPE_CHECKING:
     from tracetape.stores.database import Database
 
+# Hypothesis profiles, the marker ``deep`` and the progress line per module (tests/suite.py).
+pytest_plugins = ["tests.suite"]
+
 
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from tests import _seed
+from tests.suite import bounded
 from tracetape import key
 from tracetape.canonical import (
     Normalizer,
@@ -164,7 +165,7 @@ any_json = st.recursive(
 
 
 @given(any_json)
-@settings(max_examples=1_000, deadline=None)
+@bounded(deep=1000, ci=250)
 def test_fast_encoder_is_the_canonical_json(value: Any) -> None:
     """The orjson fast path gives the reference text for any JSON value, top-level scalars
     (the float ``1.439488178100376e-07``) included."""
@@ -172,7 +173,7 @@ def test_fast_encoder_is_the_canonical_json(value: Any) -> None:
 
 
 @given(st.lists(st.lists(any_json, min_size=1, max_size=3), min_size=1, max_size=6))
-@settings(max_examples=200)
+@bounded(deep=200, ci=50)
 def test_fast_encoder_with_memory_is_the_canonical_json(steps: list[list[Any]]) -> None:
     """Checking only what follows the previous safe text still gives canonical_json's text,
     for a conversation that grows by appending values of any kind (floats included)."""
@@ -316,7 +317,7 @@ _tools = st.sampled_from(
         max_size=12,
     )
 )
-@settings(max_examples=600, deadline=None)
+@bounded(deep=600, ci=150)
 def test_incremental_key_is_the_full_key(
     steps: list[tuple[str, list[Any], Any, Any, int]],
 ) -> None:
@@ -353,7 +354,7 @@ def _nan_for_none(value: Any) -> Any:
 @given(
     st.lists(st.tuples(st.sampled_from(["append", "append", "none", "nan"]), any_json), max_size=10)
 )
-@settings(max_examples=300, deadline=None)
+@bounded(deep=300, ci=75)
 def test_a_nan_where_a_none_was_keys_as_the_reference(steps: list[tuple[str, Any]]) -> None:
     """A NaN reads as null in orjson's text, as a None does: one that takes a None's place in a
     prefix checked before (same text) is still keyed and written as the reference writes it,
@@ -372,7 +373,7 @@ def test_a_nan_where_a_none_was_keys_as_the_reference(steps: list[tuple[str, Any
 
 
 @given(st.lists(any_json, min_size=1, max_size=8))
-@settings(max_examples=300, deadline=None)
+@bounded(deep=300, ci=75)
 def test_incremental_key_of_any_values(values: list[Any]) -> None:
     """Unrelated payloads one after another (no shared prefix, top-level scalars) key whole."""
     keys = StreamKey("tool")

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.suite import bounded
 from tracetape.canonical import canonical_json
 from tracetape.redact import Redactor, RedactRules
 
@@ -364,7 +365,7 @@ _appends = st.lists(
 )  # fmt: skip
 
 
-@settings(max_examples=200, deadline=None)
+@bounded(deep=200, ci=50)
 @given(_appends)
 def test_searching_only_what_a_conversation_appended_redacts_as_a_full_walk(
     steps: list[list[Any]],

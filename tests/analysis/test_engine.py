@@ -15,9 +15,10 @@ from unittest.mock import patch
 import duckdb
 import pytest
 from click.testing import CliRunner
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.suite import bounded
 from tracetape.analysis import AnalysisConfig, TraceError, check_trace, diff_traces, engine, sign
 from tracetape.analysis import load as loader
 from tracetape.analysis.api import export_parquet
@@ -371,7 +372,7 @@ _values = st.recursive(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@bounded(deep=40, ci=10)
 @given(
     values=st.lists(st.dictionaries(st.text(alphabet="abcA'é", max_size=2), _values), min_size=1),
     picks=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 2**16)), min_size=1, max_size=12),
@@ -484,7 +485,7 @@ _plain_values = st.recursive(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@bounded(deep=40, ci=10)
 @given(
     values=st.lists(
         st.dictionaries(_plain_keys, _plain_values, min_size=2, max_size=4), min_size=1, max_size=3
@@ -526,7 +527,7 @@ _edge_values = st.recursive(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@bounded(deep=60, ci=15)
 @given(values=st.lists(st.dictionaries(_edge_keys, _edge_values, max_size=3), max_size=6))
 def test_a_text_matched_by_a_shapes_pattern_has_that_shape(values: list[dict[str, Any]]) -> None:
     """A text is given a common shape where it fully matches the shape's pattern

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.suite import bounded
 from tracetape.analysis import AnalysisConfig, TraceError, check_trace, diff_traces
 from tracetape.analysis.engine import Calls, Input
 from tracetape.analysis.load import load
@@ -347,7 +348,7 @@ def _without_unvolatile() -> Any:
     return patch("tracetape.analysis.sign.unvolatile", lambda normalizer: "NULL")
 
 
-@settings(max_examples=60, deadline=None)
+@bounded(deep=60, ci=15)
 @given(
     texts=st.lists(object_text, min_size=1, max_size=6),
     picks=st.lists(st.integers(0, 5), min_size=1, max_size=12),

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
+from tests.suite import bounded
 from tracetape.analysis import (
     AnalysisConfig,
     Limits,
@@ -357,7 +358,7 @@ def _repeat_reference(runs: Any, max_repeats: int) -> dict[str, int]:
     return found
 
 
-@settings(max_examples=60, deadline=None)
+@bounded(deep=60, ci=15)
 @given(
     runs=st.lists(
         st.lists(
@@ -440,7 +441,7 @@ _steps_runs = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@bounded(deep=60, ci=15)
 @given(runs=_steps_runs, calls=st.integers(1, 4), explore=st.integers(1, 3))
 def test_step_segments_are_stretches_of_one_step(
     runs: list[list[tuple[int, str, int]]], calls: int, explore: int
@@ -480,7 +481,7 @@ _lone_runs = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@bounded(deep=60, ci=15)
 @given(runs=_lone_runs, files=st.integers(1, 3), calls=st.integers(1, 3))
 def test_step_segments_of_runs_spread_over_files(
     runs: list[list[tuple[int, str, int]]], files: int, calls: int
@@ -508,7 +509,7 @@ def test_step_segments_of_runs_spread_over_files(
     assert found == _stretch_reference(list(in_order.values()), calls, 1, max_steps=2)
 
 
-@settings(max_examples=40, deadline=None)
+@bounded(deep=40, ci=10)
 @given(
     runs=st.lists(
         st.lists(

@@ -8,6 +8,7 @@ import duckdb
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tests.suite import bounded
 from tracetape.analysis.normalize import MemoNormalizer
 from tracetape.canonical import Normalizer
 
@@ -55,7 +56,7 @@ def test_memo_normalizer_honours_custom_masks(value: Any) -> None:
     assert MemoNormalizer(core)(value) == core(value)
 
 
-@settings(max_examples=400, deadline=None)
+@bounded(deep=400, ci=100)
 @given(
     value=_json,
     keys=st.sampled_from([None, ("ts", "*_at", "x?z", "q"), ("a-b", "x y", "it's", "é*", "")]),
@@ -75,7 +76,7 @@ def test_a_text_the_prefilter_passes_normalizes_to_itself(
         assert core(value) == value
 
 
-@settings(max_examples=400, deadline=None)
+@bounded(deep=400, ci=100)
 @given(
     value=_json,
     keys=st.sampled_from(
@@ -103,7 +104,7 @@ def test_a_text_that_names_no_resource_key_has_no_resource(
         assert resource_finder(keys)(value) is None
 
 
-@settings(max_examples=300, deadline=None)
+@bounded(deep=300, ci=75)
 @given(
     value=_json,
     volatile=st.sampled_from([None, ("ts", "*_at", "x?z", "q"), ("a-b", "it's", "é*", "")]),

@@ -8,9 +8,10 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.suite import bounded
 from tracetape.analysis import AnalysisConfig, check_records, diff_records, load
 from tracetape.analysis.engine import ORD, Calls
 from tracetape.analysis.load import load_records
@@ -62,7 +63,7 @@ def _texts(recs: list[Record]) -> RecordTexts:
     return RecordTexts([_encode(r) for r in recs])
 
 
-@settings(max_examples=25, deadline=None)
+@bounded(deep=25, ci=8)
 @given(st.lists(records, min_size=1, max_size=12), st.lists(records, min_size=1, max_size=12))
 def test_texts_report_as_their_records_do(a: list[Record], b: list[Record]) -> None:
     """For any records: diff and check of their texts equal those of the records."""

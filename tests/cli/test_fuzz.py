@@ -19,10 +19,11 @@ from typing import Any
 import orjson
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from tests.analysis.helpers import SEED_A, SEED_B
+from tests.suite import bounded
 from tracetape import Tape, TapeError
 from tracetape.cli import main
 from tracetape.formats.otlp import cassette_to_otlp
@@ -158,9 +159,7 @@ def test_every_command_accepts_the_valid_inputs(valid: dict[str, bytes], tmp_pat
     hows=st.lists(st.sampled_from(MUTATIONS), min_size=1, max_size=3),
     seed=st.integers(0, 2**32 - 1),
 )
-@settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@bounded(deep=200, ci=50, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_every_command_exits_cleanly_on_malformed_input(
     valid: dict[str, bytes], tmp_path: Path, kind: str, hows: list[str], seed: int
 ) -> None:

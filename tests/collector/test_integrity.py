@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from tests.collector.conftest import HEADERS, TOKEN
 from tests.collector.test_api import jsonl, seed_line
 from tests.collector.test_server import serving
 from tests.span.test_model import record_agent
+from tests.suite import bounded
 from tracetape.collector import Settings, create_app
 from tracetape.collector.push import PushError, push
 from tracetape.formats.cassette import read_cassette, run_id_of
@@ -119,9 +120,7 @@ def _read_every_run(client: TestClient, runs: list[str] | None = None) -> None:
         assert answer.status_code in (200, 400), answer.text
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@bounded(deep=60, ci=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(mutations(), min_size=1, max_size=4))
 def test_random_mutations_never_answer_500_and_every_run_reads_back(
     quiet_client: TestClient, db: Database, bodies: list[tuple[str, bytes]]
