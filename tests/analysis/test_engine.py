@@ -19,7 +19,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.suite import bounded
-from tracetape.analysis import AnalysisConfig, TraceError, check_trace, diff_traces, engine, sign
+from tracetape.analysis import (
+    AnalysisConfig,
+    TraceError,
+    check_trace,
+    diff_traces,
+    engine,
+    shapes,
+    sign,
+)
 from tracetape.analysis import load as loader
 from tracetape.analysis.api import export_parquet
 from tracetape.analysis.engine import ORD, Calls, Input
@@ -254,7 +262,7 @@ _EVERY_SHAPE = (
 @contextmanager
 def _shapes(found: bool, matched: bool = True) -> Iterator[list[str | None]]:
     """Shapes found (or not) whatever a sample says, every text's shape matched by its
-    pattern where it has one (``matched``, ``sign._shape_columns``), else found by
+    pattern where it has one (``matched``, ``shapes.shape_columns``), else found by
     ``json_structure`` alone; yields what ``_to_sign`` returned."""
 
     def shaped(self: sign.Signer, sides: str, rows: int) -> list[str] | None:
@@ -436,8 +444,8 @@ def test_a_structure_duckdb_refuses_leaves_its_family_to_python(
 ) -> None:
     """Should DuckDB refuse a family's sorted shape as a structure (here keys the same but
     for case, let through), Python keys the family's texts: the same report."""
-    sorted_shape = sign._sorted_shape
-    monkeypatch.setattr(sign, "_sorted_shape", lambda shape: (sorted_shape(shape)[0], True))
+    sorted_shape = sign.sorted_shape
+    monkeypatch.setattr(sign, "sorted_shape", lambda shape: (sorted_shape(shape)[0], True))
     texts = ['{"a":1,"A":2}', '{"A":2,"a":1}', '{"A":2,"a":3}']
     path = _filled(tmp_path / "t.jsonl", texts, ["o1", "o2", "o3"])
     with _shapes(True) as told, families() as keyed_in_duckdb:
@@ -531,7 +539,7 @@ _edge_values = st.recursive(
 @given(values=st.lists(st.dictionaries(_edge_keys, _edge_values, max_size=3), max_size=6))
 def test_a_text_matched_by_a_shapes_pattern_has_that_shape(values: list[dict[str, Any]]) -> None:
     """A text is given a common shape where it fully matches the shape's pattern
-    (``sign._shape_pattern``): then ``json_structure`` gives it that shape, for texts as
+    (``shapes.shape_pattern``): then ``json_structure`` gives it that shape, for texts as
     Python writes them (escapes or not) and as DuckDB writes them again."""
     texts = [
         json.dumps(v, separators=(",", ":"), ensure_ascii=i % 2 == 0) for i, v in enumerate(values)
@@ -541,16 +549,18 @@ def test_a_text_matched_by_a_shapes_pattern_has_that_shape(values: list[dict[str
         t
         for (t,) in con.execute("SELECT json_extract(unnest($1), '$')::VARCHAR", [texts]).fetchall()
     ]
-    shapes = {t: con.execute("SELECT json_structure(?)::VARCHAR", [t]).fetchone()[0] for t in texts}
-    for shape in set(shapes.values()):
-        found = sign._shape_pattern(shape)
+    structures = {
+        t: con.execute("SELECT json_structure(?)::VARCHAR", [t]).fetchone()[0] for t in texts
+    }
+    for shape in set(structures.values()):
+        found = shapes.shape_pattern(shape)
         if found is None:
             continue
         pattern, keys = found
         for text in texts:
             (matched,) = con.execute("SELECT regexp_full_match(?, ?)", [text, pattern]).fetchone()
             if matched:
-                assert shapes[text] == shape, (text, shape)
+                assert structures[text] == shape, (text, shape)
                 assert keys == text.count('":')
 
 
@@ -561,7 +571,7 @@ def test_plain_texts_match_the_pattern_of_their_shape() -> None:
     shape = (
         '{"q":"VARCHAR","n":"UBIGINT","m":"BIGINT","o":{"b":"BOOLEAN","z":"NULL"},"é.*":"VARCHAR"}'
     )
-    found = sign._shape_pattern(shape)
+    found = shapes.shape_pattern(shape)
     assert found is not None
     pattern, keys = found
     assert keys == 7
@@ -583,9 +593,9 @@ def test_plain_texts_match_the_pattern_of_their_shape() -> None:
         assert matched == (text in matches), text
     for text in matches:
         assert con.execute("SELECT json_structure(?)::VARCHAR", [text]).fetchone()[0] == shape
-    assert sign._shape_pattern('{"a":["UBIGINT"]}') is None
-    assert sign._shape_pattern('{"a":"DOUBLE"}') is None
-    assert sign._shape_pattern('"JSON"') is None
+    assert shapes.shape_pattern('{"a":["UBIGINT"]}') is None
+    assert shapes.shape_pattern('{"a":"DOUBLE"}') is None
+    assert shapes.shape_pattern('"JSON"') is None
 
 
 def _layout(layout: str, side: int, i: int) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from tests.collector.conftest import TOKEN
 from tests.span.test_model import record_agent
 from tracetape.analysis import check_trace, diff_traces
-from tracetape.analysis.render import redacted
+from tracetape.analysis.report import redacted
 from tracetape.formats.cassette import run_id_of
 from tracetape.formats.otlp import cassette_to_otlp
 from tracetape.stores.database import Database

@@ -18,7 +18,7 @@ from ..errors import TraceError
 from ..formats import TraceFormat
 from ..record import Record, RecordTexts
 from .config import AnalysisConfig
-from .detectors import SIDE_A, SIDE_B, Context, detect
+from .detectors import SIDE_A, SIDE_B, Context, detect, leading
 from .engine import ORD, Calls, Input, Workspace
 from .load import export_parquet as write_parquet
 from .load import load, load_records
@@ -251,9 +251,9 @@ def _analyze(ctx: Context, side_of: str, files: list[Path]) -> Report:
     sign(calls, side_of)
     calls.prepare(side_of)
     detect(ctx)
-    order = {"divergent-write": 0, "divergence": 0}
+    leads = leading()
     findings = [f for kept in ctx.examples.values() for f in kept]
-    findings.sort(key=lambda f: (-f.severity.rank, order.get(f.pattern, 1), f.pattern))
+    findings.sort(key=lambda f: (-f.severity.rank, f.pattern not in leads, f.pattern))
     stats = {
         side: {"run": run, "calls": n, "steps": steps, "max_step": top, "tokens": tokens}
         for side, run, n, steps, top, tokens in calls.rows(

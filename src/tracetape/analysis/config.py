@@ -81,8 +81,8 @@ class AnalysisConfig:
     resource_keys: tuple[str, ...] = DEFAULT_RESOURCE_KEYS
     max_examples: int = 200
     # The engine's memory (a DuckDB size); beyond it, work spills to a temporary directory.
-    # At 640 MB, check of a 3M-line trace peaks at 710-780 MiB RSS (the bound is 1 GiB); at
-    # 512 MB it spilled more and took 7-9% longer.
+    # Chosen to keep check of a 3M-line trace under 1 GiB without spilling more than it must
+    # (benchmarks/README.md, "Measurements behind the analysis": memory limit).
     memory_limit: str = "640MB"
 
     @classmethod

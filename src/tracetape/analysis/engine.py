@@ -209,7 +209,8 @@ def _connect(memory_limit: str, spill: Path) -> duckdb.DuckDBPyConnection:
         }
     )
     # No automatic checkpoint: it would compress every table of this short-lived database
-    # after each 16 MB written (a third of the time of a 300k-line diff).
+    # after each 16 MB written (a large share of a diff's time; benchmarks/README.md,
+    # "Measurements behind the analysis": checkpoints).
     con.execute("SET checkpoint_threshold = '1TB'")
     return con
 
@@ -217,7 +218,7 @@ def _connect(memory_limit: str, spill: Path) -> duckdb.DuckDBPyConnection:
 class Workspace:
     """One DuckDB database kept open for many analyses (the collector's requests): each
     analysis gets a connection and a schema of its own, dropped when it ends. This saves
-    opening a database per analysis (about 10 ms). The threads setting is the database's, so
+    opening a database per analysis. The threads setting is the database's, so
     each analysis runs on one thread: concurrent requests are the parallelism."""
 
     def __init__(self, memory_limit: str = "640MB"):
@@ -447,8 +448,9 @@ class Calls:
                 f"CREATE TABLE lines AS SELECT {ORD} AS ord, line FROM calls0 "
                 f"WHERE line IS NOT NULL AND ({side_of}) > 0"
             )
-        # Each call joins its text in dmap and its run in runs by their hashes (0.32 against
-        # 0.51 s for 3M calls and 1.5M texts): a call's text and run are there, so where two
+        # Each call joins its text in dmap and its run in runs by their hashes (cheaper than
+        # by the texts; benchmarks/README.md, "Measurements behind the analysis": joins by
+        # hash): a call's text and run are there, so where two
         # texts (or runs) share a hash, a call of either finds both, and calls has more rows
         # than the runs have calls; then calls is built again, joined by name and text.
         signed = f"""

@@ -71,7 +71,7 @@ _RECORD_ROWS = f"""
 def _lines_in(path: Path) -> int:
     """The number of lines of a file (a last line without newline counts). It runs beside
     DuckDB's read of the same file, so it reads into one buffer, reused: a new 8 MB chunk each
-    time cost page faults, twice the time, taken from DuckDB's threads."""
+    time costs page faults, taken from DuckDB's threads."""
     count, last, buf = 0, 10, bytearray(1 << 20)
     with path.open("rb", buffering=0) as fh:
         while n := fh.readinto(buf):

@@ -11,27 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..canonical import excerpt
-from ..config import load_config
-from ..redact import Redactor, RedactRules
-from .report import Finding, Report
+from .detectors import apart, seed_order
+from .report import Finding, Report, redacted
 
-__all__ = ["redacted", "render_markdown", "render_text", "skipped_line", "summary_lines"]
-
-_SEED_ORDER = (
-    "duplicate-call",
-    "duplicate-write",
-    "repeat-changed-output",
-    "write-echo",
-    "external-drift",
-    "drift",
-)
-
-
-def redacted(data: Any) -> Any:
-    """Return ``data`` with secrets replaced by ``[REDACTED:...]`` placeholders (the
-    project's ``[tool.tracetape.redact]`` rules included)."""
-    redactor = Redactor(RedactRules.coerce(load_config("redact") or None))
-    return redactor.redact_value(data)[0]
+__all__ = ["render_markdown", "render_text", "skipped_line", "summary_lines"]
 
 
 def _short(value: Any, width: int = 70) -> str:
@@ -91,10 +74,11 @@ def summary_lines(report: Report) -> list[str]:
         {p: [f.message for f in shown] for p, shown in by_pattern.items()}
     )
 
-    lines = [line for p in _SEED_ORDER for line in group(p)]
+    first = seed_order()
+    lines = [line for p in first for line in group(p)]
     if report.replay is not None:
         lines.append(_replay_line(report.replay))
-    skip = {*_SEED_ORDER, "divergence", "divergent-write", "replay-mismatch", "replay-miss"}
+    skip = {*first, *apart()}
     lines += [line for p in by_pattern if p not in skip for line in group(p)]
     return lines
 

@@ -23,10 +23,9 @@ each written in its keys' sorted order (a *family* of shapes).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -34,7 +33,8 @@ from ..canonical import canonical_json
 from ..formats.schemas import TOO_DEEP, readable
 from .engine import BATCH, ORD, ROW_BITS, Calls, text_hash
 from .load import reload
-from .normalize import MemoNormalizer, how_sql, literal, resource_finder, unvolatile
+from .normalize import MemoNormalizer, how_sql, resource_finder, unvolatile
+from .shapes import MATCHED, SHAPE, plain_shapes, quoted, shape_columns, sorted_shape
 
 if TYPE_CHECKING:
     from .db import duckdb
@@ -56,179 +56,21 @@ def sign(calls: Calls, side_of: str) -> None:
     Signer(calls).sign(side_of)
 
 
-def _keys_in(text: str) -> str:
-    """SQL: the number of keys of a JSON text with no escape (a key ends with '":', found
-    nowhere else where no string holds a quote), or of a shape."""
-    return f"(strlen({text}) - strlen(replace({text}, '\":', ''))) // 2"
-
-
-# A text's *shape* (see ``Calls._to_sign``), where the loop need not walk it (``how`` 0) and
-# no object is an element of an array: its JSON structure (its keys in their order at each
-# level, each value's type), and its number of keys. Most texts have one of a few shapes,
-# which a pattern tells faster than ``json_structure`` (``_shape_columns``).
-_SHAPED_TEXT = "how = 0 AND NOT (contains(args, '[{') OR contains(args, ',{'))"
-_SHAPE = (
-    f"CASE WHEN {_SHAPED_TEXT} THEN json_structure(args)::VARCHAR END AS shape, "
-    f"CASE WHEN {_SHAPED_TEXT} THEN {_keys_in('args')} END AS keys"
-)
-_NO_SHAPE = "NULL::VARCHAR AS shape, NULL::BIGINT AS keys"
-# The most shapes of a sample that texts are matched against (``_shape_columns``).
-_MATCHED = 8
-# RE2 patterns of a value that ``json_structure`` gives each of these types (a pattern
-# matches no other value: a string with no escape nor control character; an integer of at
-# most 19 digits, or negative of at most 18, which fits 64 bits; ``-0`` is matched by none).
-_LEAF_PATTERNS = {
-    "VARCHAR": r'"[^"\\\x00-\x1F]*"',
-    "UBIGINT": "(?:0|[1-9][0-9]{0,18})",
-    "BIGINT": "-[1-9][0-9]{0,17}",
-    "BOOLEAN": "(?:true|false)",
-    "NULL": "null",
-}
-
-
-def _shape_pattern(shape: str) -> tuple[str, int] | None:
-    """An RE2 pattern that a minified JSON text fully matches only if ``json_structure``
-    gives it ``shape`` (objects, each key in the shape's order, of the values of
-    ``_LEAF_PATTERNS``), and the shape's number of keys; None for a shape it cannot tell (an
-    array, an empty object, a float, a key with a quote, an escape or a control character)."""
-    count = 0
-
-    def walk(node: Any) -> str | None:
-        nonlocal count
-        if isinstance(node, str):
-            return _LEAF_PATTERNS.get(node)
-        if not isinstance(node, dict) or not node:
-            return None
-        parts = []
-        for key, value in node.items():
-            inner = walk(value)
-            if inner is None or any(c in '"\\' or c < " " for c in key):
-                return None
-            count += 1
-            parts.append(f'"{"".join(map(literal, key))}":{inner}')
-        return "\\{" + ",".join(parts) + "\\}"
-
-    pattern = walk(json.loads(shape))
-    return None if pattern is None else (pattern, count)
-
-
-def _shape_code(index: int) -> str:
-    """The short text that stands for the ``index``-th of the common shapes in a table of
-    texts (``_shape_columns``): no shape's text, which starts with a bracket or a quote."""
-    return f"#{index}"
-
-
-def _shape_columns(common: Sequence[str] | None) -> tuple[str, str]:
-    """SQL: a text's shape and number of keys (``_SHAPE``) in two steps, the first (``m``)
-    to select beside ``how``, the second over it: a text that fully matches the pattern of
-    one of the ``common`` shapes (``_shape_pattern``) has that shape, and the others theirs
-    from ``json_structure`` (3M texts of one shape, on two threads: 0.3 s matched against
-    1.2 s by ``json_structure``). None: no shape. A common shape is named by its code
-    (``_shape_code``), which DuckDB keeps in the row (at most 12 bytes), where a shape's text
-    took the tables 170 MB more at 3M texts (913 against 743 MB after ``dargs``), which
-    spilled the statements after it."""
-    if common is None:
-        return "NULL::INTEGER AS m", _NO_SHAPE
-    whens: list[str] = []
-    shapes: list[str] = []
-    keys: list[str] = []
-    for code, shape in enumerate(common):
-        found = _shape_pattern(shape)
-        if found is None:
-            continue
-        pattern, count = found
-        i = len(whens) + 1
-        whens.append(f"WHEN regexp_full_match(args, {_quoted(pattern)}) THEN {i}")
-        shapes.append(f"WHEN {i} THEN {_quoted(_shape_code(code))}")
-        keys.append(f"WHEN {i} THEN {count}")
-    matched = f"CASE {' '.join(whens)} ELSE 0 END" if whens else "0"
-    first = f"CASE WHEN {_SHAPED_TEXT} THEN {matched} END AS m"
-    shapes.append("WHEN 0 THEN json_structure(args)::VARCHAR")
-    keys.append(f"WHEN 0 THEN {_keys_in('args')}")
-    return first, f"CASE m {' '.join(shapes)} END AS shape, CASE m {' '.join(keys)} END AS keys"
-
-
 # The tables that signing builds on its way to ``dmap`` (besides ``dargs``).
 _SIGNING = ("dsign", "dkey", "dres", "dplain", "dalone", "dsample", "dshapes", "dfkey")
-# Below this many calls, ``runs`` (``_ORDER``) is built beside the signing from its start
-# (300k calls, fresh check processes against after ``dargs``: 0.91-1.02 of the time, 0.97
-# the median of seven traces); at 3M, beside ``dargs``, both spilled past the memory limit
-# and took 5-18% longer, so there it starts after ``dargs``.
+# Below this many calls, ``runs`` (``_ORDER``) is built beside the signing from its start,
+# a little faster; above, beside ``dargs``, both spill past the memory limit, so there it
+# starts after ``dargs`` (benchmarks/README.md, "Measurements behind the analysis": runs).
 _EARLY_ORDER = 1_000_000
-# The calls whose texts' shapes are sampled first (``Calls._shaped``).
+# The calls whose texts' shapes are sampled first (``Signer._shaped``).
 _SAMPLE = 8192
-# Below this many calls, no text is told alone: their queries cost more than they save (a
-# diff of 4,000 calls in a fresh process took 264 against 252 ms with them, of 30,000 calls
-# 371 against 368 ms).
+# Below this many calls, no text is told alone: their queries cost more than they save
+# (benchmarks/README.md, "Measurements behind the analysis": texts alone).
 _SHAPED_FROM = 32_768
-# The types of JSON structure that a value written one way only has: a string with no
-# escape, an integer of 64 bits, a boolean, null (a float, or a mixed array: "JSON", may be
-# written in more ways than one). A shape without them holds no value type (a string
-# followed by a comma, a bracket or its end: in a shape, a key is followed by a colon).
-_PLAIN_TYPES = ("UBIGINT", "BIGINT", "VARCHAR", "BOOLEAN", "NULL")
-# The most shapes of classes of more than one shape that ``_families`` reads (a shape costs
-# it ~3 us), and the most families whose texts DuckDB keys (a branch of one CASE each).
+# The most shapes of classes of more than one shape that ``_families`` reads (each is a
+# Python step), and the most families whose texts DuckDB keys (a branch of one CASE each).
 _FAMILY_SHAPES = 4096
 _FAMILIES = 64
-
-
-def _plain_shapes(texts: str, common: Sequence[str]) -> str:
-    """SQL: the shapes of the table ``texts`` whose every text of their kind and name is
-    written one way only (``plain``, see ``Calls._to_sign``), each with its number of texts
-    (``n``) and of shapes in its class (``ways``). A shape's class: the hash of its kind and
-    name, number of keys, length and sorted top-level keys, the same for any shape of the
-    same keys in other orders at any level (a class may hold shapes of other keys too, in
-    nested objects or where hashes meet: ``_families`` tells them apart). Counted by a group
-    and a join on the hash: a window over 1.5M shapes took 1.67 s. A shape of the ``common``
-    ones is named by its code in ``texts`` and in the result (``shape``, see
-    ``_shape_columns``), and by its text in ``real``."""
-    stripped = "real"
-    for name in _PLAIN_TYPES:
-        stripped = f"replace({stripped}, '\"{name}\"', '')"
-    real = " ".join(
-        f"WHEN {_quoted(_shape_code(i))} THEN {_quoted(shape)}" for i, shape in enumerate(common)
-    )
-    real = f"CASE shape {real} ELSE shape END" if real else "shape"
-    return f"""
-        WITH shapes AS (
-            SELECT *, {real} AS real FROM (
-                SELECT kind, name, shape, keys, count(*) AS n, bool_and(how = 0) AS zero
-                FROM {texts} GROUP BY ALL)),
-        plain AS (
-            SELECT *, coalesce(zero AND keys = {_keys_in("real")}
-                               AND NOT regexp_matches({stripped}, '"[,}}\\]]|"$'), false) AS plain
-            FROM shapes),
-        kept AS (
-            SELECT kind, name, shape, real, keys, n,
-                   hash(kind, name, keys, strlen(real), list_sort(json_keys(real))) AS class
-            FROM plain ANTI JOIN (SELECT kind, name FROM plain WHERE NOT plain) USING (kind, name))
-        SELECT kind, name, shape, real, keys, n, ways
-        FROM kept JOIN (SELECT class, count(*) AS ways FROM kept GROUP BY class) USING (class)"""
-
-
-def _quoted(text: str) -> str:
-    """A SQL string literal of ``text``."""
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _sorted_shape(shape: str) -> tuple[str, bool]:
-    """A shape with the keys of every object sorted (the same for any shape of the same keys
-    in other orders), and whether DuckDB's ``json_transform`` takes it as a structure: no
-    empty key, and no two keys of an object equal but for case (a struct's fields)."""
-    fits = True
-
-    def walk(node: Any) -> Any:
-        nonlocal fits
-        if isinstance(node, dict):
-            keys = sorted(node)
-            if "" in node or len({k.lower() for k in keys}) < len(keys):
-                fits = False
-            return {k: walk(node[k]) for k in keys}
-        if isinstance(node, list):
-            return [walk(n) for n in node]
-        return node
-
-    return json.dumps(walk(json.loads(shape)), ensure_ascii=False, separators=(",", ":")), fits
 
 
 class _CsvFile:
@@ -295,7 +137,7 @@ class Signer:
 
     calls: Calls
     structures: list[str] = field(default_factory=list)  # the families DuckDB keys (_families)
-    common: list[str] = field(default_factory=list)  # the shapes named by code (_shape_columns)
+    common: list[str] = field(default_factory=list)  # the shapes named by code (shape_columns)
 
     def sign(self, side_of: str) -> None:
         """Build ``dmap``: each distinct argument text of the calls with a side (``side_of``
@@ -326,7 +168,7 @@ class Signer:
             self.calls.order(side_of)
         common = self._shaped(sides, rows)
         self.common = common or []
-        match, shape = _shape_columns(common)
+        match, shape = shape_columns(common)
         con.execute(
             "CREATE TABLE dargs AS SELECT * EXCLUDE (m), CASE WHEN how & 1 = 0 THEN NULL "
             f"ELSE {unvolatile(normalizer)} END AS norm, {shape} FROM (SELECT *, {match} FROM ("
@@ -359,8 +201,7 @@ class Signer:
             return failed
         (keyed,) = self.calls.one("SELECT count(*) FROM dkey")  # a text with a resource is keyed
         if not keyed and not self.structures and not dropped:
-            # Every text is alone: its own signature, named by a view of dargs (a copy of
-            # 1.5M texts cost 0.1-0.4 s).
+            # Every text is alone: its own signature, named by a view of dargs (not a copy).
             con.execute(
                 "CREATE VIEW dmap AS SELECT kind, name, args, first, NULL::VARCHAR AS resource, "
                 "first AS sid, h FROM dargs"
@@ -375,9 +216,10 @@ class Signer:
         # text's is its signed text's. Most keys are a text's own: a text whose key's hash
         # no other key has is its own signature, and only the texts that share a hash
         # (``twins``: the same value written twice, or a collision) are grouped by their
-        # keys, joined back (grouping every key cost 0.78 against 0.45 s at 1.5M texts).
-        # ``dkey`` holds no argument text: the texts take their signatures from the few
-        # twins (a join of every text with its key cost 0.17 s more at 1.5M texts).
+        # keys, joined back (grouping every key costs more). ``dkey`` holds no argument
+        # text: the texts take their signatures from the few twins (a join of every text
+        # with its key costs more; benchmarks/README.md, "Measurements behind the
+        # analysis": signatures by hash).
         # The texts of families keyed by DuckDB (``_to_sign``) are the only ones that can
         # hold their values: grouped apart, where most are twins.
         families = (
@@ -419,23 +261,24 @@ class Signer:
         Texts written one way only are told apart by their text where they share a shape:
         minified (so no input is a Parquet file, whose texts are as written), with no escape
         (``how`` 0), each value a string, an integer of 64 bits, a boolean or null
-        (``_PLAIN_TYPES``), no object an element of an array and no key twice in an object
+        (``PLAIN_TYPES``), no object an element of an array and no key twice in an object
         (then the shape names the key order of every object). Two such texts with the same
         shape are two values if their texts differ; two whose shapes differ but for key
-        order (``_sorted_shape``) are two values too. So where every text of a kind and name
-        is written one way only (``_plain_shapes``), a shape whose keys no other shape holds
+        order (``sorted_shape``) are two values too. So where every text of a kind and name
+        is written one way only (``plain_shapes``), a shape whose keys no other shape holds
         in another order has each of its texts alone: its own signature, with no key (a key
-        cost a Python parse and write, ~0.9 us a text). The texts of a *family* of shapes
+        costs a Python parse and write). The texts of a *family* of shapes
         (the same keys in several orders) are keyed by DuckDB: each written in the family's
-        sorted key order (``json_transform_strict`` to the sorted shape, then ``to_json``:
-        ~0.16 us a text), a JSON text of its value, so no two values share a key."""
+        sorted key order (``json_transform_strict`` to the sorted shape, then ``to_json``,
+        a fraction of a Python key's cost), a JSON text of its value, so no two values share a
+        key (benchmarks/README.md, "Measurements behind the analysis": families)."""
         saved, rest = self._classify(texts)
         if _few(saved, rest):
             self.structures = []
             return None
         if self.structures:
             cases = " ".join(
-                f"WHEN {i} THEN to_json(json_transform_strict(args, {_quoted(structure)}))"
+                f"WHEN {i} THEN to_json(json_transform_strict(args, {quoted(structure)}))"
                 for i, structure in enumerate(self.structures)
             )
             from .db import duckdb
@@ -464,7 +307,7 @@ class Signer:
         """Build ``dalone``: the shapes of the table ``texts`` whose texts need no Python key
         (``fam`` -1: alone; else the index of their family's structure in ``_structures``).
         Return how many texts those shapes hold, and how many other texts have ``how`` 0."""
-        self.calls.con.execute(f"CREATE TABLE dshapes AS {_plain_shapes(texts, self.common)}")
+        self.calls.con.execute(f"CREATE TABLE dshapes AS {plain_shapes(texts, self.common)}")
         families = self._families()
         self.calls.con.execute(
             "CREATE TABLE dalone AS SELECT kind, name, shape, keys, n, -1 AS fam FROM dshapes "
@@ -487,7 +330,7 @@ class Signer:
 
     def _families(self) -> list[tuple[str, str, str, int]]:
         """The shapes of ``dshapes``' classes of more than one shape, each with its family
-        (its kind, name and sorted shape, ``_sorted_shape``): -1 where it is the only shape
+        (its kind, name and sorted shape, ``sorted_shape``): -1 where it is the only shape
         of its family (its texts are alone), else the index of the family's sorted shape in
         ``_structures`` (DuckDB keys its texts). At most ``_FAMILY_SHAPES`` shapes are read
         (else none), and the ``_FAMILIES`` families of the most texts are keyed by DuckDB
@@ -502,7 +345,7 @@ class Signer:
         for kind, name, shape, real, n in self.calls.rows(
             "SELECT kind, name, shape, real, n FROM dshapes WHERE ways > 1"
         ):
-            structure, fits = _sorted_shape(real)
+            structure, fits = sorted_shape(real)
             family = (kind, name, structure)
             members.setdefault(family, []).append(shape)
             texts[family] = texts.get(family, 0) + n
@@ -522,32 +365,32 @@ class Signer:
 
     def _shaped(self, sides: str, rows: int) -> list[str] | None:
         """Whether to find the shapes of the texts (``_to_sign``), and if so the sample's
-        most common shapes, at most ``_MATCHED`` (``_shape_columns``); None: not where some are
+        most common shapes, at most ``MATCHED`` (``shape_columns``); None: not where some are
         as written (a Parquet input's), nor for fewer than ``_SHAPED_FROM`` calls, nor where a
         sample of the texts (of every n-th call, about ``_SAMPLE`` calls) has too few that
-        need no Python key, in shapes of more than one text, to pay for them. A shape costs
-        DuckDB about 0.3 us a text: a trace whose values are not written one way only
-        (floats, escapes) takes longer with them."""
+        need no Python key, in shapes of more than one text, to pay for them. Shapes cost
+        DuckDB time a text: a trace whose values are not written one way only (floats,
+        escapes) takes longer with them."""
         if self.calls.verbatim:
             return None
         if rows < _SHAPED_FROM:
             return None
         self.calls.con.execute(
-            f"CREATE TABLE dsample AS SELECT *, {_SHAPE} FROM (SELECT *, {self._how()} AS how "
+            f"CREATE TABLE dsample AS SELECT *, {SHAPE} FROM (SELECT *, {self._how()} AS how "
             f"FROM (SELECT DISTINCT kind, name, args FROM calls0 "
             f"WHERE rowid % {max(1, rows // _SAMPLE)} = 0 AND {sides}))"
         )
         saved, rest = self._classify("dsample")
         # A shape of one text in the sample may well be a shape a text (keys that name
         # values): grouping them and telling their classes costs DuckDB about as much as
-        # Python's keys (2.2 against 2.1 s for 1.5M texts at 3M calls), on top of the shapes.
+        # Python's keys, on top of the shapes.
         (single,) = self.calls.one("SELECT count(*) FROM dalone WHERE n = 1")
         # The shapes of at least 1/64 of the sample's shaped texts, most texts first.
         common = self.calls.rows(
             "SELECT shape FROM dsample WHERE shape IS NOT NULL GROUP BY shape "
             "HAVING count(*) * 64 >= (SELECT count(shape) FROM dsample) AND count(*) > 1 "
             "ORDER BY count(*) DESC, shape LIMIT ?",
-            [_MATCHED],
+            [MATCHED],
         )
         self.calls.drop("dalone", "dsample")
         self.structures = []
@@ -596,12 +439,12 @@ class Signer:
                 return canonical_json(normalized).encode()
 
         # Each text's key (its canonical text) goes to a file a batch at a time, which DuckDB
-        # reads once at the end (in parallel: a read a batch took three times as long), and
+        # reads once at the end (in parallel, where a read a batch costs more), and
         # signatures are grouped there: Python holds one batch, whatever the number of
-        # distinct texts (a set of them all cost ~250 bytes a text: 1.5M distinct texts took
-        # check past 1 GiB). In no order (a sort of every distinct text would cost more than
-        # the loop saves): of the texts that are not right, the first in the input is the
-        # error. The few resources go apart, quoted.
+        # distinct texts (a set of them all took check of 3M lines past 1 GiB). In no order
+        # (a sort of every distinct text would cost more than the loop saves): of the texts
+        # that are not right, the first in the input is the error. The few resources go
+        # apart, quoted.
         tmp = self.calls.folder
         plain = _CsvFile(tmp / "plain.txt", _KEY_DIALECT)
         keys = _CsvFile(tmp / "keys.txt", _KEY_DIALECT)
@@ -610,9 +453,10 @@ class Signer:
         with plain, keys, named:
             # Most texts need no walk, no depth check and no resource (``how`` 0): only their
             # keys, one a line in the order of the table (DuckDB keeps a scan's order, and
-            # pairs them with their texts by position), appended to one buffer: 0.09 against
-            # 0.14 s for 150,000 texts with their ids (formatting an id cost 0.2 us), or
-            # 0.20 s for a list of the keys orjson returns (each stays in a block of its own).
+            # pairs them with their texts by position), appended to one buffer: cheaper than
+            # writing each text's id, or than keeping the list of keys orjson returns (each
+            # stays in a block of its own; benchmarks/README.md, "Measurements behind the
+            # analysis": the signing loop).
             cursor.execute(f"SELECT args FROM {bare}")
             done = 0
             while rows := cursor.fetchmany(BATCH):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._version import install_command
-from .render import redacted
+from .report import redacted
 from .rules import RULES, Severity
 
 __all__ = ["PROMPT", "LLMSettings", "Summary", "SummaryLine", "rule_summary", "summarize_with_llm"]

@@ -28,7 +28,8 @@ from ..analysis import (
     render_text,
 )
 from ..analysis.api import expand
-from ..analysis.render import redacted, skipped_line, summary_lines
+from ..analysis.render import skipped_line, summary_lines
+from ..analysis.report import redacted
 from ..analysis.summarize import LLMSettings, rule_summary, summarize_with_llm
 from . import exit_codes_help
 from ._common import (

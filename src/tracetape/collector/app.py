@@ -52,7 +52,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .._version import __version__
 from ..analysis import AnalysisConfig, check_records, diff_records
 from ..analysis.engine import Workspace
-from ..analysis.render import redacted
+from ..analysis.report import redacted
 from ..config import load_config
 from ..errors import TapeError
 from ..record import INT64_MAX, RecordTexts

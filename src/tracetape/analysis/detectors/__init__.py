@@ -1,10 +1,17 @@
 """The detectors: each finding is one small query over the engine's ``calls`` table.
 
-A detector is a function ``(Context) -> None`` that adds what it finds to ``ctx.found``:
-for each pattern the exact count, and the first ``max_examples`` findings in the order of
-their evidence in the input (the files in the order given, then call order; per-run findings
-by the run's first call). Only the examples are fetched from the engine, so a pattern found a
-million times costs one count, not a million rows.
+A detector is a module of this package with a function ``find(Context) -> None`` that adds
+what it finds to ``ctx.found``: for each pattern the exact count, and the first
+``max_examples`` findings in the order of their evidence in the input (the files in the order
+given, then call order; per-run findings by the run's first call). Only the examples are
+fetched from the engine, so a pattern found a million times costs one count, not a million
+rows.
+
+Each module declares the tables it reads (``READS``: the engine's ``calls``, ``runs``,
+``sigs``, or another detector's) and creates (``CREATES``), and its ``PATTERNS``; where the
+report puts them is declared too (``SEED_LINES``, ``LEADS``, ``APART``: see ``Declared``).
+The order they run in and the report's order follow from those declarations, so a new rule
+is one module here and its row in ``rules.RULES``:
 
 =================  ===================================================================
 module             patterns
@@ -13,32 +20,47 @@ module             patterns
 ``repeats``        ``duplicate-call``, ``duplicate-write``, ``repeat-changed-output``,
                    ``repeat-budget``
 ``budgets``        ``call-budget``, ``token-budget``, ``step-budget``, ``step-budget-hit``
+``variants``       none: each signature's outputs, read by ``drift`` and ``replay``
 ``drift``          ``drift``, ``external-drift``, ``write-echo``
 ``replay``         ``replay-mismatch``, ``replay-miss`` (diff only)
 ``divergence``     ``divergence``, ``divergent-write`` (diff only)
 =================  ===================================================================
 
-``detect`` runs them in chains that share no table they write, two threads taking the chains
-in turn, each on a cursor of its own (DuckDB lets go of the GIL while a query runs): the
-Python work of one detector and the queries of another overlap, and a query that keeps one
-core busy leaves the other to the next chain.
+``detect`` runs them in chains (``chains``: a detector after those whose tables it reads;
+chains share no table one creates), two threads taking the chains in turn, each on a cursor
+of its own (DuckDB lets go of the GIL while a query runs): the Python work of one detector
+and the queries of another overlap, and a query that keeps one core busy leaves the other
+to the next chain.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import cache, partial
+from types import ModuleType
 from typing import Any
 
 from ...canonical import canonical_json
 from ..config import AnalysisConfig
 from ..engine import Background, Calls
-from ..render import redacted
-from ..report import Divergence, Finding
+from ..report import Divergence, Finding, redacted
 
-__all__ = ["Context", "brief", "detect", "detectors"]
+__all__ = [
+    "Context",
+    "Declared",
+    "apart",
+    "brief",
+    "chains",
+    "declared",
+    "detect",
+    "detectors",
+    "leading",
+    "seed_order",
+]
 
 SIDE_A = 1
 SIDE_B = 2
@@ -89,34 +111,124 @@ class Context:
 
 Detector = Callable[[Context], None]
 
-# Per signature and output: where the output was first seen (the call's ``ord``), on which
-# sides, and the facts of its sightings that drift classifies by (see ``drift``); ``replay``
-# reads it too.
-_VARIANTS = """
-    CREATE TABLE variants AS
-    SELECT sid, out, min(ord) AS first, bit_or(side) AS sides, bool_or(clean) AS clean,
-           min(ord) FILTER (WHERE certain_ok AND NOT untagged) AS certain_at,
-           min(ord) FILTER (WHERE certain_ok AND untagged) AS untagged_at
-    FROM ({facts}) GROUP BY sid, out
-"""
+# The tables ``Calls.prepare`` builds for the detectors (``calls``, ``runs``, ``sigs``).
+ENGINE_TABLES = frozenset({"calls", "runs", "sigs"})
 
 
-def _variants(ctx: Context) -> None:
-    ctx.calls.con.execute(_VARIANTS.format(facts=ctx.calls.facts("SELECT * FROM calls")))
+@dataclass(frozen=True)
+class Declared:
+    """A detector module as it declares itself: the tables it reads and creates, the
+    patterns it finds, and where the report puts them (``SEED_LINES``: the seed's text
+    report printed these first, numbered across modules; ``LEADS``: first among the
+    findings of a severity; ``APART``: the text report shows them in a section of their
+    own)."""
+
+    name: str
+    find: Detector
+    reads: frozenset[str]
+    creates: frozenset[str]
+    patterns: tuple[str, ...]
+    seed_lines: dict[str, int]
+    leads: bool
+    apart: bool
+
+    @classmethod
+    def of(cls, module: ModuleType) -> Declared:
+        """The declaration of a detector module (its ``READS``, ``CREATES``, ``PATTERNS``,
+        ``find``; ``SEED_LINES``, ``LEADS`` and ``APART`` where it has them)."""
+        name = module.__name__.rsplit(".", 1)[-1]
+        try:
+            find, reads, creates = module.find, module.READS, module.CREATES
+            patterns = module.PATTERNS
+        except AttributeError as exc:
+            raise TypeError(
+                f"detector module {name!r} must declare READS, CREATES, PATTERNS and find: {exc}"
+            ) from None
+        return cls(
+            name,
+            find,
+            frozenset(reads),
+            frozenset(creates),
+            tuple(patterns),
+            dict(getattr(module, "SEED_LINES", {})),
+            bool(getattr(module, "LEADS", False)),
+            bool(getattr(module, "APART", False)),
+        )
+
+
+@cache
+def declared() -> tuple[Declared, ...]:
+    """Every module of this package, as it declares itself, by name. Each module is
+    imported here, when asked."""
+    modules = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.ispkg)
+    return tuple(Declared.of(importlib.import_module(f"{__name__}.{m}")) for m in modules)
+
+
+def chains(modules: Sequence[Declared]) -> list[list[Declared]]:
+    """The detectors in chains: a detector that reads a table another creates runs after it,
+    in the same chain; chains share no table one of them creates, so they may run at once.
+    Each chain in a topological order (ties by name), the longest chain first (ties by its
+    first detector's name). A table read that neither the engine nor a detector creates, a
+    table two detectors create, or a circle is an error."""
+    maker: dict[str, Declared] = {}
+    for d in modules:
+        for table in d.creates:
+            if table in maker or table in ENGINE_TABLES:
+                other = maker[table].name if table in maker else "the engine"
+                raise TypeError(f"detectors {other!r} and {d.name!r} both create {table!r}")
+            maker[table] = d
+    before: dict[str, set[str]] = {d.name: set() for d in modules}
+    for d in modules:
+        for table in d.reads:
+            if table not in maker and table not in ENGINE_TABLES:
+                raise TypeError(f"detector {d.name!r} reads {table!r}, which nothing creates")
+            if table in maker and maker[table] is not d:
+                before[d.name].add(maker[table].name)
+    # Chains: the detectors joined by a table, one creating it and one reading it.
+    group = {d.name: d.name for d in modules}
+
+    def root(name: str) -> str:
+        while group[name] != name:
+            name = group[name]
+        return name
+
+    for name, firsts in before.items():
+        for first in firsts:
+            group[root(name)] = root(first)
+    by_name = {d.name: d for d in modules}
+    ordered: dict[str, list[Declared]] = {}
+    waiting = {name: set(firsts) for name, firsts in before.items()}
+    while waiting:
+        ready = sorted(name for name, firsts in waiting.items() if not firsts)
+        if not ready:
+            raise TypeError(f"detectors wait on each other in a circle: {sorted(waiting)}")
+        for name in ready:
+            del waiting[name]
+            ordered.setdefault(root(name), []).append(by_name[name])
+            for firsts in waiting.values():
+                firsts.discard(name)
+    return sorted(ordered.values(), key=lambda chain: (-len(chain), chain[0].name))
 
 
 def detectors() -> list[list[Detector]]:
-    """Every detector, in chains that write no table another chain reads (each chain in
-    order), the longest first. Each module is imported here, when asked."""
-    from . import budgets, divergence, drift, repeats, replay, steps
+    """Every detector, in chains that create no table another chain reads (``chains``)."""
+    return [[d.find for d in chain] for chain in chains(declared())]
 
-    return [
-        [_variants, replay.find, drift.find],
-        [repeats.find],
-        [steps.find],
-        [divergence.find],
-        [budgets.find],
-    ]
+
+def seed_order() -> tuple[str, ...]:
+    """The patterns the text report lists first, in the seed's order (``SEED_LINES``)."""
+    lines = {p: n for d in declared() for p, n in d.seed_lines.items()}
+    return tuple(sorted(lines, key=lines.__getitem__))
+
+
+def leading() -> frozenset[str]:
+    """The patterns the report puts first among the findings of a severity (``LEADS``)."""
+    return frozenset(p for d in declared() if d.leads for p in d.patterns)
+
+
+def apart() -> frozenset[str]:
+    """The patterns the text report shows in sections of their own (``APART``)."""
+    return frozenset(p for d in declared() if d.apart for p in d.patterns)
 
 
 # The threads that run chains at once: two keep two cores busy (a third thread made the

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from . import Context
 
+READS = ("runs",)
+CREATES = ()
+PATTERNS = ("call-budget", "token-budget", "step-budget", "step-budget-hit")
+
 _STEPS = "greatest(max_step, steps)"
 
 

@@ -15,6 +15,14 @@ from ...canonical import changed_paths
 from ..report import Divergence
 from . import SIDE_A, SIDE_B, Context
 
+READS = ("calls", "runs", "sigs")
+CREATES = ()
+PATTERNS = ("divergence", "divergent-write")
+# The report puts these first among the findings of a severity, and the text report shows
+# them in a section of their own (``render``), not among the findings.
+LEADS = True
+APART = True
+
 # A run's calls are those of its first call (``rf``).
 _RUN = "rf = (SELECT first FROM runs WHERE side = {} AND run = {})"
 _FIRST = f"""

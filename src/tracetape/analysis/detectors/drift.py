@@ -18,6 +18,12 @@ from __future__ import annotations
 
 from . import Context
 
+READS = ("variants", "sigs", "calls", "runs")
+CREATES = ("drifted",)
+PATTERNS = ("write-echo", "external-drift", "drift")
+# The seed's text report printed these first, after the repeats (``render.summary_lines``).
+SEED_LINES = {"write-echo": 4, "external-drift": 5, "drift": 6}
+
 MAX_OUTPUTS = 16
 
 _CLASSIFIED = """

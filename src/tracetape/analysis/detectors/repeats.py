@@ -14,6 +14,12 @@ from __future__ import annotations
 from ..._enums import WRITES
 from . import Context, brief
 
+READS = ("calls", "sigs", "runs")
+CREATES = ("repeats", "repeat_found")
+PATTERNS = ("duplicate-call", "duplicate-write", "repeat-changed-output", "repeat-budget")
+# The seed's text report printed these first, in this order (``render.summary_lines``).
+SEED_LINES = {"duplicate-call": 1, "duplicate-write": 2, "repeat-changed-output": 3}
+
 # One hash aggregate over each run's repeated calls, no sort of them: the first call (its
 # step, output, ord and effect: a struct, so that a call with no step or output is kept) and
 # the second call's ord (two top-n aggregates of one value each: a top five of the calls'

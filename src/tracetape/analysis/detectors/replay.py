@@ -15,6 +15,12 @@ from typing import Any
 from . import Context
 from .drift import MAX_OUTPUTS
 
+READS = ("variants", "sigs")
+CREATES = ("replayed",)
+PATTERNS = ("replay-mismatch", "replay-miss")
+# The text report shows these in a line of their own (``render``), not among the findings.
+APART = True
+
 _PER_SIG = """
     CREATE TABLE replayed AS
     SELECT sid, bool_or(sides & 1 > 0) AS recorded,

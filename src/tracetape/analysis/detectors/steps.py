@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from . import Context
 
+READS = ("calls", "runs", "sigs")
+CREATES = ("big_segs", "explored")
+PATTERNS = ("fanout", "exploration")
+
 # The segments over the smaller bound, with their first call: one pass over the calls of the
 # runs that have a step over it (a segment is a stretch of one step's calls: ``runs.most``).
 _BIG = """
