@@ -6,6 +6,11 @@ seed's key whenever no secret is found. Replay keeps a FIFO queue per key, retur
 outputs without calling anything, and raises ``ReplayMiss`` at the first input that was never
 recorded, naming the fields that changed.
 
+Why one module: ``Tape`` is one state machine (its mode, its queues per key, its step and
+flow counters, its pending records and its writer) whose every method reads and changes that
+state under one lock; the helpers above it are the few pure functions it alone uses. Split
+by method, the state would have to be public to every part.
+
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.jsonl"
     >>> with Tape(path, mode="record") as tape:

@@ -21,6 +21,11 @@ Routes (every ``/v1`` route needs ``Authorization: Bearer TOKEN`` when a token i
 
 Bodies over ``max_body`` bytes or ``max_lines`` lines are refused with 413 before they are
 parsed. Run ids and parameters are validated; every query is parameterized by SQLAlchemy.
+
+Why one module: the routes are closures over one database, one set of limits and one pool
+of analyses made by ``create_app``; the admission of analyses, the token check and the
+limits on bodies are shared by every route. The pages' HTML is in ``pages``, ingest in
+``ingest``, security in ``security``.
 """
 
 from __future__ import annotations

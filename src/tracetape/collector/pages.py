@@ -11,6 +11,10 @@
 Every value is HTML-escaped, and ``CSP`` lets only the pages' own style sheet and script run
 (named by their hashes). With a token set, a page opened with ``?token=...`` sets a session
 cookie (same-site, HTTP-only, signed: not the token), and later pages read it.
+
+Why one module: every page is built from the same few escaped parts (a step's view, its
+numbers, its timeline bar, the page frame under the CSP); a page split from them would have
+to import its escaping back, and an unescaped value is the one mistake a page must not make.
 """
 
 from __future__ import annotations

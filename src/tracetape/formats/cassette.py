@@ -40,6 +40,10 @@ tagged, ``{"__float__": "NaN"}`` (``"Infinity"``, ``"-Infinity"``), in a record 
 ``"tagged": true``; in such a record a dict that looks like a tag is stored wrapped,
 ``{"__escaped__": {...}}``. A record holding an integer beyond 64 bits is marked
 ``"bigint": true`` and read exactly. Records without a mark are read as plain JSON.
+
+Why one module: it is the cassette format. Its header, its seal (the chain of digests and
+the trailer), its reader and its writer change together whenever the format does (a new
+version touches all of them, with its migration), and each checks what the others write.
 """
 
 from __future__ import annotations
