@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import warnings
 from pathlib import Path
@@ -12,9 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracetape import CassetteError, CassetteNotFoundError, CassetteVersionError, TapeWarning
+from tracetape import CassetteError, CassetteNotFoundError, CassetteVersionError, Tape, TapeWarning
+from tracetape.formats import TraceFormat, detect_format, read_records
 from tracetape.formats.cassette import FORMAT_VERSION, new_header, read_cassette
+from tracetape.record import call_args
 from tracetape.stores.file import CassetteWriter
+
+from .helpers import read_all, recorded_cassette
 
 RECORD = {"key": "tool:0123456789abcdef", "kind": "tool", "ms": 1.0, "effect": "read", "out": 1}
 
@@ -237,3 +242,63 @@ def test_integers_beyond_64_bits_round_trip_exactly(tmp_path: Path) -> None:
     records = read_cassette(tmp_path / "c.jsonl").records
     assert records[0].out == {"id": 2**70 + 1, "s": "é"}
     assert records[1].out == 1
+
+
+def test_cassettes_of_both_formats_are_read(tmp_path: Path) -> None:
+    """A tracetape cassette and a seed reference cassette (format 0) both yield events."""
+    path = recorded_cassette(tmp_path / "run_1.jsonl", write=True)
+    events = read_all(path)
+    assert detect_format(path) is TraceFormat.CASSETTE
+    # a cassette's run is its header's unique id: its name and 12 hex digits
+    assert all(re.fullmatch(r"run_1@[0-9a-f]{12}", e.run or "") for e in events)
+    assert [("run_1", e.step, e.kind, e.name, e.effect) for e in events] == [
+        ("run_1", 1, "llm", "m1", "read"),
+        ("run_1", 1, "tool", "ls", "read"),
+        ("run_1", 2, "tool", "rm", "write"),
+    ]
+    assert call_args(events[1]) == {"path": "/"}
+    assert events[0].tokens == 9
+    seed = tmp_path / "seed.jsonl"
+    seed.write_text('{"key": "tool:abc", "kind": "tool", "ms": 1.0, "out": 1}\n')
+    (old,) = read_all(seed)
+    assert (old.run, old.kind, call_args(old), old.effect) == (
+        "seed",
+        "tool",
+        {"key": "tool:abc"},
+        None,
+    )
+
+
+def test_a_newer_cassette_format_is_refused(tmp_path: Path) -> None:
+    """A cassette header of an unknown format raises a version error naming line 1."""
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"tracetape": 9, "version": "9.0"}\n')
+    with pytest.raises(CassetteVersionError, match=r"c\.jsonl:1: .*format 9"):
+        read_all(path)
+
+
+def test_a_torn_last_cassette_line_is_skipped(tmp_path: Path) -> None:
+    """A cassette whose last line was cut mid-write yields the records before it."""
+    path = tmp_path / "c.jsonl"
+    with Tape(path, mode="record", harness_sha="h") as tape:
+        tape.call("tool", {"name": "ls", "args": {}, "step": 1}, lambda: 1)
+    path.write_bytes(path.read_bytes() + b'{"seq": 2, "key": "tool:')
+    sources: list = []
+    with pytest.warns(TapeWarning, match="torn last line"):
+        assert len(list(read_records(path, sources=sources))) == 1
+    assert sources[0].skipped == 1
+
+
+def test_cassette_records_sharing_a_prefix_read_in_full(tmp_path: Path) -> None:
+    """A growing conversation stored as shared-prefix records reads back as full messages."""
+    path = tmp_path / "chat.jsonl"
+    messages: list[dict[str, str]] = []
+    with Tape(path, mode="record", harness_sha="h") as tape:
+        for step in range(1, 5):
+            messages.append({"role": "user", "content": f"turn {step} " + "x" * 200})
+            payload = {"messages": list(messages), "params": {"model": "m"}, "step": step}
+            tape.call("llm", payload, lambda: {"text": "ok"})
+    assert b'"base"' in path.read_bytes()  # the core stored the shared prefixes once
+    events = read_all(path)
+    assert [len(call_args(e)["messages"]) for e in events] == [1, 2, 3, 4]
+    assert call_args(events[-1])["messages"] == messages

@@ -1,18 +1,23 @@
-"""tracetape export --otel: a cassette as OTLP/JSON that the OTLP protobuf schema accepts."""
+"""OTLP/JSON: spans of the GenAI conventions read as records, and ``tracetape export --otel``: a
+cassette as OTLP/JSON that the OTLP protobuf schema accepts."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from tracetape import Record, Tape
-from tracetape.formats import TraceFormat, read_records
+from tracetape.formats import TraceFormat, detect_format, read_records
 from tracetape.formats.otlp import cassette_to_otlp
 from tracetape.record import call_args
+
+from .helpers import otlp_doc, read_all
 
 
 @pytest.fixture
@@ -81,3 +86,47 @@ def test_export_reads_back_as_the_same_calls(cassette: Path, tmp_path: Path) -> 
     assert [e.name for e in back if e.kind == "llm"] == ["gpt-x"]
     assert back[0].tokens == 15
     assert {e.run for e in back} == {"run_7"}
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [pytest.param("document", id="pretty-document"), pytest.param("jsonl", id="one-per-line")],
+)
+def test_otlp_json_is_read_with_genai_conventions(tmp_path: Path, layout: str) -> None:
+    """OTLP/JSON spans become chat and tool events in start-time order, with tokens, parents."""
+    path = tmp_path / "otlp.json"
+    doc = otlp_doc()
+    path.write_bytes(
+        orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+        if layout == "document"
+        else orjson.dumps(doc) + b"\n"
+    )
+    assert detect_format(path) is TraceFormat.OTLP
+    events = read_all(path)
+    assert [(e.kind, e.name, e.step, e.tokens, e.parent_id) for e in events] == [
+        ("llm", "gpt-x", 1, 15, "aaaaaaaaaaaaaaaa"),
+        ("tool", "search", 1, None, "aaaaaaaaaaaaaaaa"),
+    ]
+    assert call_args(events[1]) == {"q": "x"}
+    assert events[1].ms == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(
+    ("value", "effect"),
+    [
+        ({"stringValue": "write"}, "write"),
+        ({"stringValue": "delete"}, None),
+        ({"arrayValue": {"values": [{"stringValue": "write"}]}}, None),
+        ({"kvlistValue": {"values": [{"key": "w", "value": {"intValue": "1"}}]}}, None),
+    ],
+)
+def test_an_otlp_effect_is_kept_only_where_it_is_one_of_the_three(
+    tmp_path: Path, value: dict[str, object], effect: str | None
+) -> None:
+    """A span's ``tracetape.effect`` of another value or type is dropped, not a crash."""
+    doc: Any = otlp_doc()
+    tool = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][1]
+    tool["attributes"].append({"key": "tracetape.effect", "value": value})
+    path = tmp_path / "otlp.json"
+    path.write_bytes(orjson.dumps(doc))
+    assert [e.effect for e in read_all(path) if e.kind == "tool"] == [effect]
