@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from tests.collector.conftest import HEADERS, TOKEN
-from tests.collector.test_api import jsonl, seed_line
+from tests.collector.test_app import jsonl, seed_line
 from tests.collector.test_server import serving
 from tests.span.test_model import record_agent
 from tests.suite import bounded

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.collector.conftest import HEADERS, TOKEN
-from tests.collector.test_api import jsonl, seed_line
+from tests.collector.test_app import jsonl, seed_line
 from tests.sockets import START_S, UvicornThread
 from tracetape.collector import Settings, create_app
 from tracetape.collector import app as app_module

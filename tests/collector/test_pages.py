@@ -10,7 +10,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from tests.collector.conftest import TOKEN
-from tests.collector.test_api import jsonl, seed_line
+from tests.collector.test_app import jsonl, seed_line
 from tests.collector.test_server import serving
 from tests.services import skip_or_fail
 from tests.span.test_model import record_agent

@@ -20,7 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.collector.conftest import HEADERS, TOKEN
-from tests.collector.test_api import SECRET, jsonl, seed_line
+from tests.collector.test_app import SECRET, jsonl, seed_line
 from tests.collector.test_server import PY, serving
 from tracetape import ConfigError
 from tracetape.collector import Settings, create_app

@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.collector.conftest import HEADERS, TOKEN
-from tests.collector.test_api import jsonl, seed_line
+from tests.collector.test_app import jsonl, seed_line
 from tests.sockets import UvicornThread
 from tests.span.test_model import record_agent
 from tracetape.collector import Settings, create_app
