@@ -1,13 +1,18 @@
-"""Helpers of the span tests: span files, and a second model on 127.0.0.1."""
+"""Helpers of the span tests: spans of commands, and a second model on 127.0.0.1."""
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tracetape.span import Span
+
+PY = sys.executable
 
 
 class Decider:
@@ -76,3 +81,19 @@ def write_span(path: Path, **fields: Any) -> Path:
     """Write one span as indented JSON, as ``tracetape span extract -o`` does."""
     path.write_text(json.dumps(fields, indent=2), encoding="utf-8")
     return path
+
+
+def command(code: str, result: Any = None, **call: Any) -> Span:
+    """A span whose tool is ``python -c code``, recorded with ``result``."""
+    return Span.from_dict(
+        {
+            "span_id": "7f3c",
+            "tool_call": {"argv": [PY, "-c", code], **call},
+            "tool_result": result,
+        }
+    )
+
+
+def printed(text: str, code: int = 0) -> dict[str, Any]:
+    """A command's recorded result: ``text`` on stdout, exit ``code``."""
+    return {"exit_code": code, "stdout": text, "stderr": ""}
