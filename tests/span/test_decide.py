@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-import tracetape
 from tests.span.helpers import Decider, tool_call_reply
 from tests.span.test_model import record_agent
 from tracetape import SpanError
@@ -170,52 +169,3 @@ def test_what_the_second_model_writes_is_redacted(decider: Decider) -> None:
     with pytest.raises(SpanError) as caught:
         decide(span(), "m", base_url=decider.base_url)
     assert key not in str(caught.value)
-
-
-def test_a_span_recorded_through_the_openai_sdk_is_decided_by_a_second_model(
-    tmp_path: Path,
-) -> None:
-    """The real openai SDK against a local fake server, a taped tool, then decide: the
-    recorded request's messages and tools go to the second model, which makes the same call."""
-    import openai
-
-    from tests.integrations.fakeserver import FakeServer
-    from tests.integrations.sdk_agents import OPENAI_TOOLS, add
-    from tracetape import Tape, tool
-
-    taped_add = tool(add)
-    server = FakeServer().start()
-    try:
-        client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="sk-test", max_retries=0)
-        path = tmp_path / "sdk.jsonl"
-        with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
-            messages: list[Any] = [{"role": "user", "content": "sum 1 to 2"}]
-            for _ in range(5):
-                reply = client.chat.completions.create(
-                    model="gpt-test", messages=messages, tools=OPENAI_TOOLS, temperature=0
-                )
-                message = reply.choices[0].message
-                messages.append(message.model_dump(exclude_none=True))
-                if not message.tool_calls:
-                    break
-                for call in message.tool_calls:
-                    out = taped_add(**json.loads(call.function.arguments))
-                    messages.append({"role": "tool", "tool_call_id": call.id, "content": str(out)})
-        spans = read_spans(path)
-        assert [(s.tool, s.args) for s in spans] == [
-            ("add", {"a": 0, "b": 1}),
-            ("add", {"a": 1, "b": 2}),
-        ]
-        second = spans[1]
-        assert second.model_decision is not None
-        assert second.model_decision["tool_name"] == "add"
-        assert second.model_decision["args"] == {"a": 1, "b": 2}
-        assert second.model_decision["model_id"] == "gpt-test"
-        result = decide(second, "another-model", base_url=server.base_url + "/v1")
-        assert result.verdict == SAME
-        sent = server.requests[-1]["body"]
-        assert sent["model"] == "another-model" and sent["temperature"] == 0
-        assert sent["messages"] == second.model_decision["messages"]
-        assert sorted(t["function"]["name"] for t in sent["tools"]) == ["add", "noop"]
-    finally:
-        server.stop()

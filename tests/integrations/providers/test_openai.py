@@ -3,16 +3,19 @@ hook levels; credentials never stored, even echoed back by the server."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 from fakeserver import FakeServer
+from sdk_agents import OPENAI_TOOLS, add
 
 import tracetape
 from tracetape import Tape, read_cassette
 from tracetape.integrations.providers import Usage, provider
+from tracetape.span import SAME, decide, read_spans
 
 KEY = "sk-proj-usage0123456789abcdefghijklmnop"
 
@@ -141,3 +144,42 @@ def test_the_answer_text_is_read_where_each_api_puts_it(out: dict[str, Any], tex
     """Chat's message content, Responses' output_text parts, whole or streamed; an answer of
     tool calls alone has no text."""
     assert provider("openai").text(out) == text
+
+
+def test_a_span_recorded_through_the_openai_sdk_is_decided_by_a_second_model(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """The real openai SDK against a local fake server, a taped tool, then decide: the
+    recorded request's messages and tools go to the second model, which makes the same call."""
+    taped_add = tracetape.tool(add)
+    client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="sk-test", max_retries=0)
+    path = tmp_path / "sdk.jsonl"
+    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
+        messages: list[Any] = [{"role": "user", "content": "sum 1 to 2"}]
+        for _ in range(5):
+            reply = client.chat.completions.create(
+                model="gpt-test", messages=messages, tools=OPENAI_TOOLS, temperature=0
+            )
+            message = reply.choices[0].message
+            messages.append(message.model_dump(exclude_none=True))
+            if not message.tool_calls:
+                break
+            for call in message.tool_calls:
+                out = taped_add(**json.loads(call.function.arguments))
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": str(out)})
+    spans = read_spans(path)
+    assert [(s.tool, s.args) for s in spans] == [
+        ("add", {"a": 0, "b": 1}),
+        ("add", {"a": 1, "b": 2}),
+    ]
+    second = spans[1]
+    assert second.model_decision is not None
+    assert second.model_decision["tool_name"] == "add"
+    assert second.model_decision["args"] == {"a": 1, "b": 2}
+    assert second.model_decision["model_id"] == "gpt-test"
+    result = decide(second, "another-model", base_url=server.base_url + "/v1")
+    assert result.verdict == SAME
+    sent = server.requests[-1]["body"]
+    assert sent["model"] == "another-model" and sent["temperature"] == 0
+    assert sent["messages"] == second.model_decision["messages"]
+    assert sorted(t["function"]["name"] for t in sent["tools"]) == ["add", "noop"]
