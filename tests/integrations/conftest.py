@@ -10,6 +10,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fakeserver import FakeServer
 
+from tracetape.integrations import unpatch_all
+
 
 @pytest.fixture
 def server() -> Iterator[FakeServer]:
@@ -18,3 +20,10 @@ def server() -> Iterator[FakeServer]:
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture
+def no_leftover_patch() -> Iterator[None]:
+    """Every hook removed after the test, whatever it left installed."""
+    yield
+    unpatch_all()
