@@ -66,15 +66,6 @@ def _unhooked() -> Iterator[None]:
 
 
 @pytest.fixture
-def bedrock() -> Iterator[FakeBedrock]:
-    fake = FakeBedrock().start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
-
-
-@pytest.fixture
 def no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No AWS credentials anywhere botocore looks, but the EC2 metadata service."""
     for name in [n for n in os.environ if n.startswith("AWS_")]:
@@ -86,7 +77,7 @@ def no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 _SESSION = boto3.session.Session()
 
 
-def _client(base: str, *, keys: bool = True, config: Config | None = None) -> Any:
+def bedrock_client(base: str, *, keys: bool = True, config: Config | None = None) -> Any:
     """A bedrock-runtime client given keys, or, without, of a session of its own that looks
     its credentials up now (a session keeps the credentials it found)."""
     session = _SESSION if keys else boto3.session.Session()
@@ -177,7 +168,8 @@ def invoke_loop(client: Any, task: str) -> str:
         messages.append({"role": "user", "content": results})
 
 
-def _assert_no_credentials(path: Path) -> None:
+def assert_no_credentials(path: Path) -> None:
+    """None of the client's credentials is in the file at ``path``."""
     text = path.read_bytes()
     for secret in (KEY_ID, SECRET, TOKEN):
         assert secret.encode() not in text
@@ -202,7 +194,7 @@ def test_a_tool_loop_replays_offline_without_credentials(
     path = tmp_path / "run.jsonl"
     agent = AGENTS[route]
     with Tape(path, mode="record") as tape, HOOKS[level](tape):
-        answer = agent(_client(bedrock.base_url), TASK)
+        answer = agent(bedrock_client(bedrock.base_url), TASK)
     assert answer == "The total is 6."
     records = read_cassette(path).records
     models = [r for r in records if r.kind == "llm"]
@@ -217,11 +209,11 @@ def test_a_tool_loop_replays_offline_without_credentials(
     assert (
         "AWS4-HMAC-SHA256 Credential=" + KEY_ID in bedrock.requests[0]["headers"]["Authorization"]
     )
-    _assert_no_credentials(path)
+    assert_no_credentials(path)
     sent = len(bedrock.requests)
     bedrock.stop()
     with replaying(path, level, monkeypatch):
-        assert agent(_client(bedrock.base_url, keys=False), TASK) == answer
+        assert agent(bedrock_client(bedrock.base_url, keys=False), TASK) == answer
     assert len(bedrock.requests) == sent
 
 
@@ -233,7 +225,7 @@ def test_a_converse_stream_replays_event_for_event(
     path = tmp_path / "run.jsonl"
     messages = [{"role": "user", "content": [{"text": "echo hello there, world"}]}]
     with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
-        stream = _client(bedrock.base_url).converse_stream(modelId=MODEL, messages=messages)
+        stream = bedrock_client(bedrock.base_url).converse_stream(modelId=MODEL, messages=messages)
         recorded = list(stream["stream"])
     (rec,) = read_cassette(path).records
     assert rec.out["framing"] == "aws" and "complete" not in rec.out
@@ -243,7 +235,7 @@ def test_a_converse_stream_replays_event_for_event(
     ]  # fmt: skip
     bedrock.stop()
     with replaying(path, "sdk", monkeypatch):
-        stream = _client(bedrock.base_url).converse_stream(modelId=MODEL, messages=messages)
+        stream = bedrock_client(bedrock.base_url).converse_stream(modelId=MODEL, messages=messages)
         assert list(stream["stream"]) == recorded
 
 
@@ -256,7 +248,7 @@ def test_a_stream_failing_midway_replays_to_the_same_error(
     messages = [{"role": "user", "content": [{"text": "break it"}]}]
 
     def read() -> tuple[list[Any], Any]:
-        stream = _client(bedrock.base_url).converse_stream(modelId=MODEL, messages=messages)
+        stream = bedrock_client(bedrock.base_url).converse_stream(modelId=MODEL, messages=messages)
         events: list[Any] = []
         with pytest.raises(botocore.exceptions.EventStreamError) as info:
             events.extend(stream["stream"])
@@ -281,7 +273,7 @@ def test_a_stream_left_half_read_replays_as_far_as_it_was_read(
     messages = [{"role": "user", "content": [{"text": "echo one two three four"}]}]
 
     def first_two() -> tuple[Any, list[Any]]:
-        stream = _client(bedrock.base_url).converse_stream(modelId=MODEL, messages=messages)
+        stream = bedrock_client(bedrock.base_url).converse_stream(modelId=MODEL, messages=messages)
         events = iter(stream["stream"])
         return events, [next(events), next(events)]
 
@@ -312,7 +304,7 @@ def test_an_invoke_stream_reads_usage_and_asks_from_its_chunks(
     )
 
     def chunks() -> list[bytes]:
-        client = _client(bedrock.base_url)
+        client = bedrock_client(bedrock.base_url)
         answer = client.invoke_model_with_response_stream(modelId=MODEL, body=body)
         return [event["chunk"]["bytes"] for event in answer["body"]]
 
@@ -345,14 +337,14 @@ def test_a_one_word_edit_misses_naming_the_field(
     error, not retried) at step 1, naming the changed field with both words."""
     path, agent = tmp_path / "run.jsonl", AGENTS[route]
     with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
-        agent(_client(bedrock.base_url), TASK)
+        agent(bedrock_client(bedrock.base_url), TASK)
     bedrock.stop()
     with (
         pytest.raises(ReplayMiss),
         replaying(path, "sdk", monkeypatch) as tape,
         pytest.raises(ReplayMiss) as info,
     ):
-        agent(_client(bedrock.base_url), TASK.replace("carefully", "quickly"))
+        agent(bedrock_client(bedrock.base_url), TASK.replace("carefully", "quickly"))
     miss = info.value
     assert not isinstance(miss, botocore.exceptions.BotoCoreError | botocore.exceptions.ClientError)
     assert (miss.step, miss.matched, miss.changes) == (1, 0, [field])
@@ -360,7 +352,8 @@ def test_a_one_word_edit_misses_naming_the_field(
     assert len(tape.misses) == 1  # botocore did not retry it
 
 
-def _call(client: Any, route: str, model: str) -> Any:
+def call_route(client: Any, route: str, model: str) -> Any:
+    """One call of ``route`` to ``model``, its answer read whole."""
     messages = [{"role": "user", "content": [{"text": "echo hi"}]}]
     if route == "converse":
         return client.converse(modelId=model, messages=messages)
@@ -382,7 +375,7 @@ def test_an_error_status_replays_as_the_same_client_error(
         tracetape.patch_sdks(tape),
         pytest.raises(botocore.exceptions.ClientError) as recorded,
     ):
-        _call(_client(bedrock.base_url), route, "no-such-model")
+        call_route(bedrock_client(bedrock.base_url), route, "no-such-model")
     (rec,) = read_cassette(path).records
     assert rec.out["status"] == 400 and rec.out["headers"]["x-amzn-errortype"].startswith(
         "ValidationException:"
@@ -392,7 +385,7 @@ def test_an_error_status_replays_as_the_same_client_error(
         replaying(path, "sdk", monkeypatch),
         pytest.raises(botocore.exceptions.ClientError) as replayed,
     ):
-        _call(_client(bedrock.base_url), route, "no-such-model")
+        call_route(bedrock_client(bedrock.base_url), route, "no-such-model")
     for error in (recorded.value, replayed.value):
         assert error.response["Error"] == {
             "Code": "ValidationException",
@@ -400,129 +393,6 @@ def test_an_error_status_replays_as_the_same_client_error(
         }
         assert error.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert replayed.value.response["ResponseMetadata"]["RequestId"] == REQUEST_ID
-
-
-def test_a_recorded_throttling_error_is_raised_at_once(
-    tmp_path: Path, bedrock: FakeBedrock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A throttling error the recorded call ended with replays under botocore's default
-    retries without one retry (none would be recorded to play, nor slept on)."""
-    path = tmp_path / "run.jsonl"
-    once = Config(retries={"total_max_attempts": 1})
-    with (
-        Tape(path, mode="record") as tape,
-        tracetape.patch_sdks(tape),
-        pytest.raises(botocore.exceptions.ClientError),
-    ):
-        _call(_client(bedrock.base_url, config=once), "converse", "busy-model")
-    bedrock.stop()
-    with (
-        replaying(path, "sdk", monkeypatch) as tape,
-        pytest.raises(botocore.exceptions.ClientError) as replayed,
-    ):
-        _call(_client(bedrock.base_url), "converse", "busy-model")
-    assert replayed.value.response["Error"]["Code"] == "ThrottlingException"
-    assert replayed.value.response["ResponseMetadata"]["RetryAttempts"] == 0
-    assert not tape.misses
-
-
-def test_botocore_retries_are_one_decision_its_outcome(
-    tmp_path: Path, bedrock: FakeBedrock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A call botocore retried after a 503 is recorded once, as the answer it ended with,
-    and replays to that answer without a retry."""
-    path = tmp_path / "run.jsonl"
-    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
-        client = _client(bedrock.base_url)
-        # retry at once rather than after botocore's backoff
-        client.meta.events.register_first(
-            "needs-retry.bedrock-runtime", lambda attempts, **_: 0 if attempts == 1 else None
-        )
-        recorded = _call(client, "converse", "flaky-model")
-    assert recorded["ResponseMetadata"]["RetryAttempts"] == 1
-    assert len(bedrock.requests) == 2
-    (rec,) = read_cassette(path).records
-    assert rec.out["status"] == 200
-    bedrock.stop()
-    with replaying(path, "sdk", monkeypatch):
-        replayed = _call(_client(bedrock.base_url), "converse", "flaky-model")
-    assert replayed["output"] == recorded["output"]
-    assert replayed["ResponseMetadata"]["RetryAttempts"] == 0
-
-
-def test_a_failed_connection_replays_as_the_same_botocore_error(
-    tmp_path: Path, bedrock: FakeBedrock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A call that reached no server is a decision too: it replays as the same
-    ``EndpointConnectionError``, at once, under botocore's default retries."""
-    path = tmp_path / "run.jsonl"
-    bedrock.stop()
-    once = Config(retries={"total_max_attempts": 1})
-    with (
-        Tape(path, mode="record") as tape,
-        tracetape.patch_sdks(tape),
-        pytest.raises(botocore.exceptions.EndpointConnectionError) as recorded,
-    ):
-        _call(_client(bedrock.base_url, config=once), "converse", "m")
-    with (
-        replaying(path, "sdk", monkeypatch) as tape,
-        pytest.raises(botocore.exceptions.EndpointConnectionError) as replayed,
-    ):
-        _call(_client(bedrock.base_url), "converse", "m")
-    assert str(replayed.value) == str(recorded.value)
-    assert not tape.misses
-
-
-@pytest.mark.parametrize("header", ["X-Amz-Security-Token", "Authorization"])
-def test_an_echoed_credential_never_reaches_the_cassette(
-    tmp_path: Path, bedrock: FakeBedrock, header: str
-) -> None:
-    """The session token, and SigV4's key id and signature, are learned from the request: an
-    answer quoting them back is stored redacted."""
-    path = tmp_path / "run.jsonl"
-    messages = [{"role": "user", "content": [{"text": f"show header {header}"}]}]
-    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
-        answer = _client(bedrock.base_url).converse(modelId=MODEL, messages=messages)
-    echoed = answer["output"]["message"]["content"][0]["text"]
-    assert (TOKEN if header.startswith("X-") else KEY_ID) in echoed
-    _assert_no_credentials(path)
-    assert "[REDACTED:" in path.read_text()
-    if header == "Authorization":
-        assert echoed.rsplit("Signature=", 1)[1] not in path.read_text()
-
-
-def test_other_calls_are_http_decisions_under_patch_http_only(
-    tmp_path: Path, bedrock: FakeBedrock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``count_tokens`` is no model call: ``patch_sdks`` lets it through untaped, and
-    ``patch_http`` tapes it as an ``http`` decision that replays offline."""
-    count = {"converse": {"messages": [{"role": "user", "content": [{"text": "hi"}]}]}}
-    sdk_path, http_path = tmp_path / "sdk.jsonl", tmp_path / "http.jsonl"
-    with Tape(sdk_path, mode="record") as tape, tracetape.patch_sdks(tape):
-        _client(bedrock.base_url).count_tokens(modelId=MODEL, input=count)
-    assert read_cassette(sdk_path).records == []
-    with Tape(http_path, mode="record") as tape, tracetape.patch_http(tape):
-        recorded = _client(bedrock.base_url).count_tokens(modelId=MODEL, input=count)
-    (rec,) = read_cassette(http_path).records
-    assert rec.kind == "http" and rec.out["body"] == {"inputTokens": 1}
-    assert rec.input["url"].endswith("/count-tokens")
-    bedrock.stop()
-    with replaying(http_path, "http", monkeypatch):
-        replayed = _client(bedrock.base_url).count_tokens(modelId=MODEL, input=count)
-    assert replayed["inputTokens"] == recorded["inputTokens"] == 1
-
-
-def test_a_client_outliving_the_hooks_is_not_taped(tmp_path: Path, bedrock: FakeBedrock) -> None:
-    """A client created under the hooks and used after them goes to the server untaped."""
-    path = tmp_path / "run.jsonl"
-    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
-        client = _client(bedrock.base_url)
-        _call(client, "converse", MODEL)
-    with Tape(tmp_path / "after.jsonl", mode="record") as after:
-        _call(client, "converse", MODEL)
-    assert len(read_cassette(path).records) == 1
-    assert read_cassette(after.path).records == []
-    assert len(bedrock.requests) == 2
 
 
 @pytest.mark.parametrize(
@@ -649,7 +519,7 @@ def test_tracetape_run_tapes_an_unmodified_boto3_script(
     assert recorded.returncode == 0, recorded.stderr
     assert recorded.stdout == "The total is 6.\n"
     assert [r.step for r in read_cassette(tmp_path / "run.jsonl").records] == [1, 2, 3, 4]
-    _assert_no_credentials(tmp_path / "run.jsonl")
+    assert_no_credentials(tmp_path / "run.jsonl")
     sent = len(bedrock.requests)
     bedrock.stop()
     replayed = _tracetape_run(tmp_path, "replay", TASK, base)
