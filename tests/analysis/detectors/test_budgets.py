@@ -8,9 +8,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from tests.analysis.helpers import call, write_jsonl
 from tracetape.analysis import AnalysisConfig, Limits, Report, check_trace
-
-from .helpers import call, write_jsonl
 
 
 def _check(tmp_path: Path, records: list[dict[str, Any]], **limits: int) -> Report:
