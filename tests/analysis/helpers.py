@@ -10,6 +10,7 @@ from unittest.mock import patch
 
 import orjson
 
+from tracetape.analysis import AnalysisConfig, Limits, Report, check_trace, diff_traces
 from tracetape.analysis.sign import Signer
 
 
@@ -78,3 +79,35 @@ def families() -> Iterator[list[int]]:
 
     with patch.object(Signer, "_to_sign", spy):
         yield keyed
+
+
+def diff(tmp_path: Path, a: list[dict[str, Any]], b: list[dict[str, Any]], **kw: Any) -> Report:
+    """``diff_traces`` of the runs ``a`` and ``b``, written as seed JSONL in ``tmp_path``."""
+    return diff_traces(
+        write_jsonl(tmp_path / "a.jsonl", a), write_jsonl(tmp_path / "b.jsonl", b), **kw
+    )
+
+
+def check(tmp_path: Path, records: list[dict[str, Any]], **limits: int) -> Report:
+    """``check_trace`` of ``records`` (seed JSONL in ``tmp_path``) under ``limits``."""
+    config = AnalysisConfig(limits=Limits().merged(**limits))
+    return check_trace(write_jsonl(tmp_path / "t.jsonl", records), config=config)
+
+
+def patterns(report: Report) -> list[str]:
+    """The patterns of a report's findings, sorted."""
+    return sorted(f.pattern for f in report.findings)
+
+
+def many_calls(tmp_path: Path, n: int = 20_000) -> Path:
+    records = [
+        call(f"r{i // 40}", 1 + i % 40 // 3, "t", {"k": i % 97, "x": "y" * (i % 5)}, f"o{i % 89}")
+        for i in range(n)
+    ]
+    return write_jsonl(tmp_path / "many.jsonl", records)
+
+
+def report_of(path: Path, **config: Any) -> dict[str, Any]:
+    data = check_trace(path, config=AnalysisConfig(**config)).to_dict()
+    data.pop("inputs")
+    return data

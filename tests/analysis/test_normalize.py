@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import duckdb
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tests.analysis.helpers import call, check, diff, patterns
 from tests.suite import bounded
 from tracetape.analysis.normalize import MemoNormalizer
 from tracetape.canonical import Normalizer
@@ -143,3 +145,35 @@ def _sql_values(expression: str, value: Any) -> list[Any]:
         texts.append(orjson.dumps(value).decode())
     query = f"SELECT {expression} FROM (SELECT $1 AS args)"
     return [row[0] for text in texts if (row := _DUCK.execute(query, [text]).fetchone())]
+
+
+UUID_1 = "0b7e1b2c-6a1f-4c1e-9a51-8f0b8f9b2a11"
+
+
+UUID_2 = "4d3c2b1a-0f9e-4d8c-8b7a-6f5e4d3c2b1a"
+
+
+def test_fresh_request_uuids_do_not_make_calls_differ(tmp_path: Path) -> None:
+    """A request UUID or timestamp in args is normalized away (the seed's second comment)."""
+    a = [call("A", 1, "s", {"q": "x", "request_id": UUID_1, "at": "2026-01-01T00:00:00Z"}, "o")]
+    b = [call("B", 1, "s", {"q": "x", "request_id": UUID_2, "at": "2026-02-02T10:00:00Z"}, "o")]
+    report = diff(tmp_path, a, b)
+    assert report.findings == []
+    assert report.aligned == 1
+
+
+def test_a_uuid_inside_a_string_is_masked(tmp_path: Path) -> None:
+    """A UUID inside an argument string is masked, so the calls count as repeats."""
+    records = [call("A", 1, "get", {"url": f"/items/{u}"}, "o") for u in (UUID_1, UUID_2)]
+    assert patterns(check(tmp_path, records)) == ["duplicate-call"]
+
+
+def test_the_first_resource_key_names_the_resource(tmp_path: Path) -> None:
+    """With several resource keys in args, the one listed first in resource_keys wins."""
+    records = [
+        call("A", 1, "get", {"id": 1, "path": "p"}, "v1", effect="read"),
+        call("A", 2, "put", {"path": "p", "body": 2}, "ok", effect="write"),
+        call("A", 3, "get", {"id": 1, "path": "p"}, "v2", effect="read"),
+    ]
+    drift = [f for f in check(tmp_path, records).findings if f.message.startswith("drift")]
+    assert [(f.pattern, f.evidence["resource"]) for f in drift] == [("write-echo", "p")]

@@ -1,5 +1,7 @@
-"""The engine: bounded memory, Parquet in and out, temporary files, and the values it carries
-through SQL (resources with quotes, commas and newlines)."""
+"""The signatures: each distinct argument text signed on its normalized canonical text, in
+batches; keys paired with their texts, hashes that collide told apart, resources carried whole
+through SQL; texts no other can equal told alone by their shapes, families of shapes keyed by
+DuckDB or Python alike."""
 
 from __future__ import annotations
 
@@ -12,131 +14,20 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
-import duckdb
 import pytest
-from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.analysis.helpers import call, check, families, told_to_sign, write_jsonl
 from tests.suite import bounded
 from tracetape.analysis import (
     AnalysisConfig,
     TraceError,
     check_trace,
-    diff_traces,
-    engine,
-    shapes,
     sign,
 )
-from tracetape.analysis import load as loader
-from tracetape.analysis.api import export_parquet
-from tracetape.analysis.engine import ORD, Calls, Input
+from tracetape.analysis.engine import Calls, Input
 from tracetape.analysis.load import load
-from tracetape.cli import main
-from tracetape.errors import ConfigError
-
-from .helpers import SEED_A, SEED_B, call, families, told_to_sign, write_jsonl
-
-
-def _many(tmp_path: Path, n: int = 20_000) -> Path:
-    records = [
-        call(f"r{i // 40}", 1 + i % 40 // 3, "t", {"k": i % 97, "x": "y" * (i % 5)}, f"o{i % 89}")
-        for i in range(n)
-    ]
-    return write_jsonl(tmp_path / "many.jsonl", records)
-
-
-def _report(path: Path, **config: Any) -> dict[str, Any]:
-    data = check_trace(path, config=AnalysisConfig(**config)).to_dict()
-    data.pop("inputs")
-    return data
-
-
-@pytest.mark.parametrize("runs", [1, 2])
-@pytest.mark.parametrize("hashed", ["text_hash", "run_hash"])
-def test_calls_of_texts_or_runs_that_share_a_hash_are_joined_by_name_and_text(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runs: int, hashed: str
-) -> None:
-    """Calls join their texts and runs by the texts' and runs' hashes; where two share one
-    (every text, or run, here: a hash of one bit), calls is built again, joined by the text
-    and the run's name: the same report, of runs whose steps go back (a window) or not."""
-    path = _many(tmp_path, 2_000)
-    if runs == 2:
-        path.write_text(path.read_text() + path.read_text().replace('"step":1,', '"step":99,'))
-    rebuilt: list[bool] = []
-    one = Calls.one
-
-    def spy(self: Calls, query: str, params: Any = ()) -> tuple[Any, ...]:
-        row = one(self, query, params)
-        if "sum(calls) FROM runs" in query:
-            rebuilt.append(row[0])
-        return row
-
-    with patch.object(Calls, "one", spy):
-        report = _report(path)
-        to_hash = getattr(engine, hashed)
-        for module in (engine, sign):  # signing hashes the texts, prepare joins by the hash
-            if hasattr(module, hashed):
-                monkeypatch.setattr(module, hashed, lambda *column: f"{to_hash(*column)} % 2")
-        assert _report(path) == report
-    assert rebuilt == [False, True]
-
-
-def test_the_memory_limit_is_the_engines_and_a_tight_one_gives_the_same_report(
-    tmp_path: Path,
-) -> None:
-    """memory_limit is set on the engine; under a tight one the report does not change."""
-    with Calls(AnalysisConfig(memory_limit="200MB")) as calls:
-        (limit,) = calls.one("SELECT current_setting('memory_limit')")
-    assert limit.startswith(("190", "200"))  # DuckDB shows MiB
-    path = _many(tmp_path)
-    assert _report(path, memory_limit="96MB") == _report(path)
-
-
-def test_a_limit_below_what_the_engine_needs_is_a_clear_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Too little memory: a ConfigError saying what to raise, exit 2 from the CLI."""
-    path = _many(tmp_path)
-    with pytest.raises(ConfigError, match=r"raise memory_limit in \[tool.tracetape.analysis\]"):
-        check_trace(path, config=AnalysisConfig(memory_limit="16MB"))
-    (tmp_path / "pyproject.toml").write_text('[tool.tracetape.analysis]\nmemory_limit = "16MB"\n')
-    monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(main, ["check", str(path)])
-    assert result.exit_code == 2
-    assert result.output.startswith("tracetape: error: the analysis needs more memory")
-
-
-def test_parquet_export_reads_back_as_the_traces(tmp_path: Path) -> None:
-    """export --parquet of two traces, read back: the same report as the traces; a run spread
-    over the two files stays one run, and diff takes Parquet on either side."""
-    a = write_jsonl(tmp_path / "a.jsonl", SEED_A)
-    b = write_jsonl(tmp_path / "b.jsonl", SEED_B)
-    out = tmp_path / "both.parquet"
-    assert export_parquet([a, b], out) == len(SEED_A) + len(SEED_B)
-    from_traces = check_trace([a, b]).to_dict()
-    from_parquet = check_trace(out).to_dict()
-    assert from_parquet.pop("inputs") == [str(out)]
-    from_traces.pop("inputs")
-    assert from_parquet == from_traces
-    result = CliRunner().invoke(main, ["export", "--parquet", str(a), "-o", str(tmp_path / "a.pq")])
-    assert result.exit_code == 0, result.output
-    assert result.output == f"wrote {len(SEED_A)} call(s) to {tmp_path / 'a.pq'}\n"
-    assert (
-        diff_traces(tmp_path / "a.pq", b).to_dict()["findings"]
-        == (diff_traces(a, b).to_dict()["findings"])
-    )
-    assert CliRunner().invoke(main, ["export", "--parquet", str(a)]).exit_code == 2  # no -o
-
-
-def test_a_parquet_file_of_another_shape_is_refused(tmp_path: Path) -> None:
-    """Parquet not written by export --parquet: an error naming the missing columns."""
-    import duckdb
-
-    path = tmp_path / "other.parquet"
-    duckdb.connect().execute(f"COPY (SELECT 1 AS run) TO '{path}' (FORMAT parquet)")
-    with pytest.raises(TraceError, match="lacks the column"):
-        check_trace(path)
 
 
 def test_resources_with_quotes_commas_and_newlines_stay_whole(tmp_path: Path) -> None:
@@ -514,90 +405,6 @@ def test_texts_keyed_by_duckdb_are_signed_as_keyed_texts(
     assert alone == keyed
 
 
-# Values near what a shape's pattern matches: integers at the edges of 64 bits and of the
-# patterns' digits, floats, strings of quotes, escapes and control characters, keys of
-# pattern syntax.
-_edges = [2**63 - 1, 2**63, 2**64 - 1, 2**64, 10**17, 10**18 - 1, 10**18, 10**19 - 1, 10**19]
-_edge_integers = st.sampled_from([0, 1, *_edges, *(-n for n in _edges), -(2**63) - 1])
-_edge_scalars = (
-    st.none()
-    | st.booleans()
-    | _edge_integers
-    | st.integers(-(2**66), 2**66)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(alphabet='a"\\\x00\x1f\x7fé日\u2028 ', max_size=3)
-)
-_edge_keys = st.text(alphabet='a.*+?()[]{}|^$\\"é\x01 ', max_size=2)
-_edge_values = st.recursive(
-    _edge_scalars,
-    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(_edge_keys, inner, max_size=3),
-    max_leaves=6,
-)
-
-
-@bounded(deep=60, ci=15)
-@given(values=st.lists(st.dictionaries(_edge_keys, _edge_values, max_size=3), max_size=6))
-def test_a_text_matched_by_a_shapes_pattern_has_that_shape(values: list[dict[str, Any]]) -> None:
-    """A text is given a common shape where it fully matches the shape's pattern
-    (``shapes.shape_pattern``): then ``json_structure`` gives it that shape, for texts as
-    Python writes them (escapes or not) and as DuckDB writes them again."""
-    texts = [
-        json.dumps(v, separators=(",", ":"), ensure_ascii=i % 2 == 0) for i, v in enumerate(values)
-    ]
-    con = duckdb.connect()
-    texts += [
-        t
-        for (t,) in con.execute("SELECT json_extract(unnest($1), '$')::VARCHAR", [texts]).fetchall()
-    ]
-    structures = {
-        t: con.execute("SELECT json_structure(?)::VARCHAR", [t]).fetchone()[0] for t in texts
-    }
-    for shape in set(structures.values()):
-        found = shapes.shape_pattern(shape)
-        if found is None:
-            continue
-        pattern, keys = found
-        for text in texts:
-            (matched,) = con.execute("SELECT regexp_full_match(?, ?)", [text, pattern]).fetchone()
-            if matched:
-                assert structures[text] == shape, (text, shape)
-                assert keys == text.count('":')
-
-
-def test_plain_texts_match_the_pattern_of_their_shape() -> None:
-    """Texts of plain values (strings with no escape, integers of 64 bits, booleans, null, in
-    objects) match the pattern of their shape, and a text of other keys, key order or types
-    does not."""
-    shape = (
-        '{"q":"VARCHAR","n":"UBIGINT","m":"BIGINT","o":{"b":"BOOLEAN","z":"NULL"},"é.*":"VARCHAR"}'
-    )
-    found = shapes.shape_pattern(shape)
-    assert found is not None
-    pattern, keys = found
-    assert keys == 7
-    con = duckdb.connect()
-    matches = [
-        '{"q":"x \'日","n":9999999999999999999,"m":-5,"o":{"b":true,"z":null},"é.*":""}',
-        '{"q":"","n":0,"m":-99999999999999999,"o":{"b":false,"z":null},"é.*":"{}"}',
-    ]
-    others = [
-        '{"n":1,"q":"x","m":-5,"o":{"b":true,"z":null},"é.*":""}',  # another key order
-        '{"q":"x","n":1,"m":5,"o":{"b":true,"z":null},"é.*":""}',  # 5 is UBIGINT
-        '{"q":"x","n":1,"m":-5,"o":{"b":true,"z":null},"éa*":""}',  # a key of pattern syntax
-        '{"q":"x","n":1.5,"m":-5,"o":{"b":true,"z":null},"é.*":""}',  # a float
-        '{"q":"x\\"","n":1,"m":-5,"o":{"b":true,"z":null},"é.*":""}',  # an escape
-        '{"q":"x","n":1,"m":-5,"o":{"b":true,"z":null},"é.*":"","a":1}',  # one key more
-    ]
-    for text in matches + others:
-        (matched,) = con.execute("SELECT regexp_full_match(?, ?)", [text, pattern]).fetchone()
-        assert matched == (text in matches), text
-    for text in matches:
-        assert con.execute("SELECT json_structure(?)::VARCHAR", [text]).fetchone()[0] == shape
-    assert shapes.shape_pattern('{"a":["UBIGINT"]}') is None
-    assert shapes.shape_pattern('{"a":"DOUBLE"}') is None
-    assert shapes.shape_pattern('"JSON"') is None
-
-
 def _layout(layout: str, side: int, i: int) -> dict[str, Any]:
     if layout == "two orders" and side:
         return {"o": {"m": i % 3, "l": [i]}, "n": i, "q": f"x {i}"}
@@ -645,19 +452,6 @@ def test_texts_of_parquet_are_as_written_and_never_alone(tmp_path: Path) -> None
     assert check_trace(path).signatures == n + 1
 
 
-def test_no_temporary_file_is_left_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The engine's spill folder and load files go when the analysis ends, also on an error."""
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", None)
-    check_trace(_many(tmp_path, 500))
-    with pytest.raises(TraceError):
-        check_trace(tmp_path / "missing.jsonl")
-    with Calls(AnalysisConfig()) as calls:
-        load(calls, [Input(write_jsonl(tmp_path / "x.jsonl", SEED_A))])
-    assert list((tmp_path / "tmp").iterdir()) == []
-
-
 @pytest.mark.parametrize(
     ("select", "match"),
     [
@@ -699,22 +493,6 @@ def test_a_bad_argument_past_a_batch_names_its_row(tmp_path: Path) -> None:
         check_trace(path)
 
 
-def test_a_call_without_a_line_is_evidence_without_one(tmp_path: Path) -> None:
-    """A Parquet row with no line (NULL): its finding's evidence says none, as the row did;
-    a row with a line keeps it."""
-    import duckdb
-
-    path = tmp_path / "lines.parquet"
-    duckdb.connect().execute(
-        "COPY (SELECT i AS seq, CASE WHEN i < 3 THEN NULL ELSE i END::BIGINT AS line, "
-        "'r' || (i // 3) AS run, 1::BIGINT AS step, 'tool' AS kind, 'x' AS name, "
-        "'{}' AS args, 'o' AS out, NULL::VARCHAR AS effect, NULL::BIGINT AS tokens "
-        f"FROM range(1, 6) t(i)) TO '{path}' (FORMAT parquet)"
-    )
-    report = check_trace(path)
-    assert [(f.run, f.evidence["line"]) for f in report.findings] == [("r0", None), ("r1", 3)]
-
-
 @pytest.mark.parametrize("first_bad", ["not-json", "too-deep"])
 def test_of_many_bad_arguments_the_first_in_the_input_is_named(
     tmp_path: Path, first_bad: str
@@ -739,157 +517,17 @@ def test_of_many_bad_arguments_the_first_in_the_input_is_named(
             check_trace(path)
 
 
-def test_a_parquet_column_of_another_type_is_refused(tmp_path: Path) -> None:
-    """A column whose values do not cast (a step that is not a number): a TraceError."""
-    import duckdb
-
-    path = tmp_path / "typed.parquet"
-    duckdb.connect().execute(
-        "COPY (SELECT 1::BIGINT AS seq, 1::BIGINT AS line, 'r' AS run, 'one' AS step, "
-        "'tool' AS kind, 'x' AS name, '{}' AS args, 'o' AS out, NULL::VARCHAR AS effect, "
-        f"NULL::BIGINT AS tokens) TO '{path}' (FORMAT parquet)"
-    )
-    with pytest.raises(TraceError, match="do not hold what tracetape export --parquet writes"):
-        check_trace(path)
-
-
-def test_progress_reaches_every_files_size(tmp_path: Path) -> None:
-    """The progress callback gets bytes read per file, ending at each file's size, through
-    the fast path and the Python reader alike."""
-    fast = _many(tmp_path, 2000)
-    slow = tmp_path / "bad.jsonl"
-    slow.write_bytes(fast.read_bytes() + b"\n{not json}\n")
-    seen: dict[Path, list[int]] = {}
-    check_trace(
-        [fast, slow],
-        skip_bad_lines=True,
-        progress=lambda path, done: seen.setdefault(path, []).append(done),
-    )
-    assert seen[fast][-1] == fast.stat().st_size
-    assert seen[slow][-1] == slow.stat().st_size
-    assert all(a <= b for a, b in zip(seen[fast], seen[fast][1:], strict=False))
-
-
-def test_records_diff_as_their_files_do(tmp_path: Path) -> None:
-    """diff_records (a store's runs, a request body) gives diff_traces's report."""
-    from tracetape.analysis import diff_records, read_records
-
-    a = write_jsonl(tmp_path / "a.jsonl", SEED_A)
-    b = write_jsonl(tmp_path / "b.jsonl", SEED_B)
-    from_files = diff_traces(a, b).to_dict()
-    from_records = diff_records(read_records(a), read_records(b), names=(str(a), str(b)))
-    assert from_records.to_dict() == from_files
-    with pytest.raises(TraceError, match="run 'nope' is not in this trace"):
-        diff_records(read_records(a), read_records(b), runs=("nope", "run_0043"))
-
-
-def test_an_unwritable_parquet_output_is_named(tmp_path: Path) -> None:
-    """-o naming a folder, or a file in a missing folder: one error line, exit 2, and no
-    partial file left anywhere."""
-    a = write_jsonl(tmp_path / "a.jsonl", SEED_A)
-    for out, says in (
-        (tmp_path, "is a folder; name the Parquet file"),
-        (tmp_path / "nope" / "x.parquet", "no such folder"),
-    ):
-        result = CliRunner().invoke(main, ["export", "--parquet", str(a), "-o", str(out)])
-        assert result.exit_code == 2
-        assert says in result.output
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl"]
-
-
-def test_run_ids_with_quotes_are_values_not_sql(tmp_path: Path) -> None:
-    """Run ids with quotes and SQL in them are compared as the strings they are."""
-    runs = ["a'b", 'c"; DROP TABLE calls0; --']
-    records = [call(r, 1, "t", {"x": 1}, f"o{i}") for i, r in enumerate(runs)]
-    path = write_jsonl(tmp_path / "t.jsonl", records)
-    report = diff_traces(path, runs=(runs[0], runs[1]))
-    assert (report.baseline or {})["run"] == runs[0]
-    assert (report.candidate or {})["run"] == runs[1]
-    assert report.replay == {"unique": 1, "mismatches": 1, "unrecorded": 0}
-
-
-def _split(tmp_path: Path, name: str, parts: int, records: list[dict[str, Any]]) -> list[Path]:
-    """``records`` dealt round-robin over ``parts`` files (a run's calls in every file)."""
-    return [write_jsonl(tmp_path / f"{name}-{k}.jsonl", records[k::parts]) for k in range(parts)]
-
-
-def test_many_files_are_read_in_one_statement_as_one_by_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A side of several seed-JSONL files is read by one read_json (a fleet's day is many
-    small files) and reports as the Python reader does; a file DuckDB cannot read exactly (a
-    bad line, skipped) and one whose name DuckDB would take for a pattern are read by Python;
-    a file given twice is read twice (one statement each)."""
-    from .test_fast_path import python_reader
-
+def test_many_runs_of_the_same_calls_share_their_signatures(tmp_path: Path) -> None:
+    """Many short runs of the same calls (a fresh request id each) make three signatures;
+    every run is whole and every repeat is counted."""
     records = [
-        call(f"r{i % 7}", 1 + i // 7, f"t{i % 3}", {"k": i % 11}, f"o{i % 5}") for i in range(400)
+        call(
+            f"run_{r}", i, "s", {"q": i % 3, "request_id": f"{r:08d}-0000-4000-8000-{i:012d}"}, "o"
+        )
+        for r in range(500)
+        for i in range(1, 7)
     ]
-    a = _split(tmp_path, "a", 4, records[:200])
-    b = _split(tmp_path, "b", 3, records[200:])
-    statements: list[int] = []
-    read = loader._load_jsonl
-    monkeypatch.setattr(
-        loader, "_load_jsonl", lambda calls, ix: (statements.append(len(ix)), read(calls, ix))[1]
-    )
-    with python_reader():
-        expected = diff_traces(a, b).to_dict()
-    assert diff_traces(a, b).to_dict() == expected
-    assert statements[0] == 7  # every file in the first statement
-
-    bad = a[1].read_bytes() + b"{not json}\n"
-    a[1].write_bytes(bad)
-    pattern = tmp_path / "b[1].jsonl"
-    pattern.write_bytes(b[1].read_bytes())
-    (tmp_path / "b1.jsonl").write_bytes(b[0].read_bytes())  # what the pattern would match
-    b[1] = pattern
-    with Calls(AnalysisConfig(), skip_bad_lines=True) as calls:
-        load(calls, [Input(p) for p in [*a, *b, a[0]]])
-        assert calls.fast == {0, 2, 3, 4, 6, 7}  # not the bad file, nor the pattern
-        line = calls.line()
-        rows = calls.rows(
-            f"SELECT file, count(*), min({line}), max({line}) FROM calls0 GROUP BY file"
-        )
-        # A call's ord orders a file's lines.
-        (unordered,) = calls.one(
-            f"SELECT count(*) FROM (SELECT file, {line} AS line, lag({line}) OVER "
-            f"(PARTITION BY file ORDER BY {ORD}) AS before FROM calls0) WHERE line <= before"
-        )
-        assert unordered == 0
-    counts = {f: (n, lo, hi) for f, n, lo, hi in rows}
-    sizes = [len(p.read_bytes().splitlines()) for p in [*a, *b, a[0]]]
-    assert counts == {i: (n - (i == 1), 1, n - (i == 1)) for i, n in enumerate(sizes)}
-
-
-@pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3 << 20])
-@pytest.mark.parametrize("newline_last", [True, False])
-def test_lines_are_counted_across_read_buffers(
-    tmp_path: Path, size: int, newline_last: bool
-) -> None:
-    """The line count that checks DuckDB's read counts a last line without a newline, also
-    where a line or the file ends at a buffer's edge."""
-    from tracetape.analysis.load import _lines_in
-
-    data = bytearray(b"x" * size)
-    data[99::100] = b"\n" * len(data[99::100])
-    if size and data[-1:] == b"\n" and not newline_last:
-        data[-1:] = b"y"
-    elif size and newline_last:
-        data[-1:] = b"\n"
-    path = tmp_path / "lines.jsonl"
-    path.write_bytes(bytes(data))
-    expected = len(bytes(data).splitlines())
-    assert _lines_in(path) == expected
-
-
-@pytest.mark.parametrize("what", ["step", "tokens"])
-def test_a_number_past_64_bits_from_any_reader_is_named(what: str) -> None:
-    """A record whose step or token count does not fit 64 bits (orjson reads up to 2**64 - 1)
-    is a TraceError that names the field, not an engine error."""
-    from tracetape.analysis import check_records
-    from tracetape.record import Record
-
-    fields = {"step": 1, what: 1 << 63}
-    records = [Record(kind="tool", name="ls", input={"args": {}}, out_digest="o", line=7, **fields)]
-    with pytest.raises(TraceError, match=rf"records:7: field '{what}': 9223372036854775808"):
-        check_records(records)
+    report = check(tmp_path, records)
+    assert report.signatures == 3
+    assert report.runs == 500
+    assert report.counts["duplicate-call"] == 3 * 500

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from tests.analysis.helpers import call, write_jsonl
+from tests.analysis.helpers import call, check, patterns, write_jsonl
 from tracetape.analysis import AnalysisConfig, Limits, Report, check_trace
 
 
@@ -84,3 +84,19 @@ def test_a_run_that_stops_at_max_steps_is_a_hit_not_a_break(
     assert len(_found(report, "step-budget")) == over
     assert len(_found(report, "step-budget-hit")) == hit
     assert [f.pattern for f in report.broken_invariants] == ["step-budget"] * over
+
+
+@pytest.mark.parametrize(
+    ("limits", "pattern"),
+    [
+        pytest.param({"max_tokens": 250}, "token-budget", id="tokens"),
+        pytest.param({"max_steps": 2}, "step-budget", id="steps"),
+        pytest.param({"max_steps": 3}, "step-budget-hit", id="steps-hit"),
+        pytest.param({"max_calls": 2}, "call-budget", id="calls"),
+        pytest.param({"max_repeats": 1}, "repeat-budget", id="repeats"),
+    ],
+)
+def test_budgets_are_enforced(tmp_path: Path, limits: dict[str, int], pattern: str) -> None:
+    """A run above a configured bound gets the matching budget finding."""
+    records = [call("A", s, "poll", {"job": 1}, "pending") for s in (1, 2, 3)]
+    assert pattern in patterns(check(tmp_path, records, **limits))

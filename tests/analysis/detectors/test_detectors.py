@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import inspect
 import re
+from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from tracetape.analysis import detectors
+from tests.analysis.helpers import call, write_jsonl
+from tracetape.analysis import AnalysisConfig, check_trace, detectors
 from tracetape.analysis.detectors import ENGINE_TABLES, Declared, chains, declared
 from tracetape.analysis.rules import RULES
 
@@ -134,3 +136,13 @@ def test_a_wrong_declaration_is_refused(modules: list[ModuleType], said: str) ->
 def test_a_module_that_declares_nothing_is_named() -> None:
     with pytest.raises(TypeError, match="detector module 'bare' must declare READS"):
         Declared.of(_module("bare"))
+
+
+def test_examples_are_capped_but_counts_are_exact(tmp_path: Path) -> None:
+    """Past max_examples a pattern's findings are counted but not all kept; the first ones
+    in the input are kept."""
+    records = [call(f"r{r:02d}", s, "s", {}, "o") for r in range(20) for s in (1, 2)]
+    path = write_jsonl(tmp_path / "t.jsonl", records)
+    report = check_trace(path, config=AnalysisConfig(max_examples=5))
+    assert report.counts["duplicate-call"] == 20
+    assert [f.run for f in report.findings] == ["r00", "r01", "r02", "r03", "r04"]
