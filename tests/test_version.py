@@ -26,7 +26,7 @@ def _installed_from() -> str:
     assert text, "the test venv installs tracetape from a checkout (pip install -e .)"
     url = json.loads(text)["url"]
     assert url.startswith("file://")
-    return url.removeprefix("file://")
+    return str(url).removeprefix("file://")
 
 
 def test_the_install_command_names_where_this_copy_came_from() -> None:
