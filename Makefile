@@ -9,6 +9,11 @@ INSTRUCTOR := .venv-instructor
 OLDEST := .venv-oldest-sdks
 # strands-agents pins an mcp the dev extra excludes: its tests run it in a venv of its own
 STRANDS := .venv-strands
+# Some machines set PYTHONDONTWRITEBYTECODE: then every process (each pytest worker, each
+# `tracetape run` a test starts) compiles this checkout's modules and rewrites every test
+# module's asserts again, a third of the suite's time. Here Python keeps its bytecode, as it
+# does by default (site-packages are compiled when installed; the checkout is not).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-deep lint bench clean
 
@@ -52,12 +57,13 @@ test: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed $(STRANDS)/.install
 	@echo "== types: mypy"
 	$(BIN)/mypy
 	@echo "== tests: pytest on every core (a line per test module as it ends; the slowest at the end)"
-	$(BIN)/python -m pytest -n auto --durations=10
+	$(BIN)/python -m pytest -n auto --dist worksteal -m "not slow" --durations=10
 
-# The property tests that make test bounds (tests/suite.py: bounded), at their full counts.
-test-deep: $(STAMP)
-	@echo "== deep: the bounded property tests, every example (HYPOTHESIS_PROFILE=deep)"
-	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -n auto -m deep --durations=5
+# What make test leaves out or bounds (tests/suite.py): the property tests at their full
+# counts, and the slow tests (a framework's whole program in child processes). .ci/run runs it.
+test-deep: $(STAMP) $(INSTRUCTOR)/.installed
+	@echo "== deep: the slow tests, and the bounded property tests at every example"
+	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -n auto --dist worksteal -m "deep or slow" --durations=5
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'

@@ -17,7 +17,7 @@ from unittest.mock import patch
 import msgspec
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.analysis.helpers import call, many_calls, write_jsonl
@@ -121,7 +121,7 @@ def written(a: list[Any], b: list[Any], layout: tuple[bool, bool]) -> Iterator[t
         )
 
 
-@settings(max_examples=25, deadline=None)
+@bounded(deep=25, ci=6)
 @trace_pairs
 def test_fast_path_reports_what_the_event_path_reports(
     a: list[Any], b: list[Any], layout: tuple[bool, bool]
@@ -525,7 +525,7 @@ def _loaded_by(texts: RecordTexts, monkeypatch: pytest.MonkeyPatch) -> tuple[str
     return ("python" if used else "sql"), rows
 
 
-@bounded(deep=25, ci=8)
+@bounded(deep=25, ci=3)
 @given(st.lists(records, min_size=1, max_size=12), st.lists(records, min_size=1, max_size=12))
 def test_texts_report_as_their_records_do(a: list[Record], b: list[Record]) -> None:
     """For any records: diff and check of their texts equal those of the records."""
@@ -645,7 +645,7 @@ def test_a_resource_over_two_megabytes_with_newlines_stays_whole(tmp_path: Path)
         assert check_trace(path).to_dict() == got
 
 
-@bounded(deep=60, ci=15)
+@bounded(deep=60, ci=6)
 @given(
     texts=st.lists(object_text, min_size=1, max_size=6),
     picks=st.lists(st.integers(0, 5), min_size=1, max_size=12),

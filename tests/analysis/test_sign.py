@@ -271,7 +271,7 @@ _values = st.recursive(
 )
 
 
-@bounded(deep=40, ci=10)
+@bounded(deep=40, ci=4)
 @given(
     values=st.lists(st.dictionaries(st.text(alphabet="abcA'é", max_size=2), _values), min_size=1),
     picks=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 2**16)), min_size=1, max_size=12),
@@ -384,7 +384,7 @@ _plain_values = st.recursive(
 )
 
 
-@bounded(deep=40, ci=10)
+@bounded(deep=40, ci=4)
 @given(
     values=st.lists(
         st.dictionaries(_plain_keys, _plain_values, min_size=2, max_size=4), min_size=1, max_size=3

@@ -159,7 +159,7 @@ def test_every_command_accepts_the_valid_inputs(valid: dict[str, bytes], tmp_pat
     hows=st.lists(st.sampled_from(MUTATIONS), min_size=1, max_size=3),
     seed=st.integers(0, 2**32 - 1),
 )
-@bounded(deep=200, ci=50, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@bounded(deep=200, ci=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_every_command_exits_cleanly_on_malformed_input(
     valid: dict[str, bytes], tmp_path: Path, kind: str, hows: list[str], seed: int
 ) -> None:

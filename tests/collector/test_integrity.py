@@ -120,7 +120,7 @@ def _read_every_run(client: TestClient, runs: list[str] | None = None) -> None:
         assert answer.status_code in (200, 400), answer.text
 
 
-@bounded(deep=60, ci=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@bounded(deep=60, ci=6, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(mutations(), min_size=1, max_size=4))
 def test_random_mutations_never_answer_500_and_every_run_reads_back(
     quiet_client: TestClient, db: Database, bodies: list[tuple[str, bytes]]

@@ -390,7 +390,10 @@ def _interrupt(command: list[str], cwd: Path, signum: int, *, group: bool) -> tu
             _, err = proc.communicate(timeout=30)
             pytest.fail(f"the agent never decided: {line!r}\n{err}")
         send(signum)
-        out, err = proc.communicate(timeout=60)
+        # stdin stays open until the process has ended: closed (as communicate closes it),
+        # the agent's readline would end first and its next call race the signal
+        proc.wait(timeout=60)
+        out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             send(signal.SIGKILL)

@@ -122,6 +122,7 @@ def _agent(
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["sync", "async", "partial", "gather"])
 def test_a_client_built_before_the_tape_records_and_replays(
     tmp_path: Path, server: FakeServer, variant: str
@@ -153,6 +154,7 @@ def test_an_empty_cassette_never_goes_live(tmp_path: Path, server: FakeServer) -
     assert len(server.requests) == before
 
 
+@pytest.mark.slow
 def test_tracetape_run_tapes_an_unmodified_instructor_program(
     tmp_path: Path, server: FakeServer
 ) -> None:

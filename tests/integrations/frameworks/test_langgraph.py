@@ -214,6 +214,7 @@ print(agent.invoke({"messages": [("user", sys.argv[1])]})["messages"][-1].conten
 '''
 
 
+@pytest.mark.slow
 def test_tracetape_run_records_and_replays_the_script(tmp_path: Path, server: FakeServer) -> None:
     """``tracetape run`` tapes the script; replay needs no server; a one-word edit exits 3."""
     (tmp_path / "agent.py").write_text(AGENT_SCRIPT, encoding="utf-8")

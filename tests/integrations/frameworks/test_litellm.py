@@ -235,6 +235,7 @@ def _script(tmp_path: Path, server: FakeServer) -> Callable[[str], list[str]]:
     return lambda task: ["loop.py", server.base_url, task, json.dumps(TOOLS)]
 
 
+@pytest.mark.slow
 def test_tracetape_run_records_and_replays_an_unmodified_script(
     tmp_path: Path, server: FakeServer
 ) -> None:
@@ -251,6 +252,7 @@ def _fetch_failures(stderr: str) -> list[str]:
     return re.findall(r"Failed to fetch remote model cost map from \S+: (\w+) fetching", stderr)
 
 
+@pytest.mark.slow
 def test_tracetape_run_replays_litellm_fetching_its_price_list(
     tmp_path: Path, server: FakeServer
 ) -> None:

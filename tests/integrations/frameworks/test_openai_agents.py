@@ -212,6 +212,7 @@ print(Runner.run_sync(agent, sys.argv[1]).final_output)
 '''
 
 
+@pytest.mark.slow
 def test_tracetape_run_records_and_replays_the_script(tmp_path: Path, server: FakeServer) -> None:
     """``tracetape run`` tapes the script; replay needs no server; a one-word edit exits 3."""
     (tmp_path / "agent.py").write_text(AGENT_SCRIPT, encoding="utf-8")

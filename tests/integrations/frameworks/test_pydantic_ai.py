@@ -229,6 +229,7 @@ def test_a_changed_tool_result_is_a_miss_at_step_2(
     assert (miss.matched, miss.changes) == (1, ["messages[3].content"])
 
 
+@pytest.mark.slow
 def test_tracetape_run_records_and_replays_an_unmodified_script(
     tmp_path: Path, server: FakeServer
 ) -> None:
