@@ -60,7 +60,8 @@ test: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed $(STRANDS)/.install
 	$(BIN)/python -m pytest -n auto --dist worksteal -m "not slow" --durations=10
 
 # What make test leaves out or bounds (tests/suite.py): the property tests at their full
-# counts, and the slow tests (a framework's whole program in child processes). .ci/run runs it.
+# counts, and the slow tests (a framework's or an SDK's whole program in child processes, see
+# tests/suite.py). .ci/run runs it.
 test-deep: $(STAMP) $(INSTRUCTOR)/.installed
 	@echo "== deep: the slow tests, and the bounded property tests at every example"
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -n auto --dist worksteal -m "deep or slow" --durations=5

@@ -5,10 +5,11 @@
   ``bounded(deep=N, ci=M)``: ``make test`` runs M examples, ``make test-deep`` (which
   ``.ci/run`` runs too) N, the count it ran before there were profiles. It is marked ``deep``,
   so ``make test-deep`` runs those tests alone.
-* ``pytest.mark.slow``: a test that runs an agent framework's whole program under
-  ``tracetape run`` in child processes (each imports the framework afresh: 5-15 s a test).
-  ``make test`` leaves them out (the framework's in-process tests stay in it); ``make
-  test-deep`` runs them, and so does ``.ci/run``.
+* ``pytest.mark.slow``: a test that runs a whole program in child processes that import an
+  agent framework or an SDK beyond OpenAI's afresh (under ``tracetape run``: 2-15 s a test).
+  ``make test`` leaves them out (their in-process tests stay in it, and so do the OpenAI
+  agent's runs under ``tracetape run``); ``make test-deep`` runs them, and so does
+  ``.ci/run``.
 * Under pytest-xdist (``make test``), a progress line per test module, printed when its last
   test is done (its tests run on several workers): its counts, the seconds from its first
   test's start to its last's end, and how far the whole run is. The dots are not printed; a

@@ -347,6 +347,7 @@ def test_hooks_come_off_and_leave_the_sdk_as_it_was(tmp_path: Path) -> None:
     assert len(srv.calls()) == 2
 
 
+@pytest.mark.slow
 def test_tracetape_run_records_replays_and_misses(tmp_path: Path) -> None:
     """An unmodified MCP client script under ``tracetape run`` (``--hook auto``) records its
     session, replays it to the same output without starting the server, and exits 3 naming

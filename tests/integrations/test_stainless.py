@@ -81,6 +81,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sdk", ["openai", "anthropic"])
 def test_replay_warms_up_what_the_cassette_answers(
     tmp_path: Path, server: FakeServer, sdk: str

@@ -179,6 +179,7 @@ def test_two_agents_at_once_count_their_own_steps(
     assert len(bedrock.requests) == sent
 
 
+@pytest.mark.slow
 def test_tracetape_run_tapes_the_unmodified_program(tmp_path: Path, bedrock: FakeBedrock) -> None:
     """Under ``tracetape run`` the program, opening no tape itself, records its model and tool
     calls at steps 1..n; replays with the server stopped and the network blocked; and exits 3

@@ -377,6 +377,7 @@ print(answer, echo)
 """
 
 
+@pytest.mark.slow
 def test_an_unmodified_script_under_tracetape_run(tmp_path: Path, gemini: FakeGemini) -> None:
     """``tracetape run`` with the default hook tapes an unmodified google-genai script (the
     async client over aiohttp, the sync client's stream over httpx2): it records, replays with

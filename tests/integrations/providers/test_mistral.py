@@ -256,6 +256,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_an_unmodified_script_under_tracetape_run(tmp_path: Path, fake: FakeMistral) -> None:
     """``tracetape run`` (default hook) records the script, replays it offline, and exits 3
     on a one-word edit."""
