@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +50,6 @@ WAYS = [
     pytest.param(["--async", "--no-streaming"], "converse", id="invoke_async-converse"),
 ]
 STREAMS = [pytest.param([], id="stream"), pytest.param(["--no-streaming"], id="converse")]
-
-
-@pytest.fixture
-def bedrock() -> Iterator[FakeBedrock]:
-    fake = FakeBedrock().start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
 
 
 def _env(tmp_path: Path, bedrock: FakeBedrock, *, keys: bool) -> dict[str, str]:
