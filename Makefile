@@ -62,7 +62,7 @@ test: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed $(STRANDS)/.install
 # What make test leaves out or bounds (tests/suite.py): the property tests at their full
 # counts, and the slow tests (a framework's or an SDK's whole program in child processes, see
 # tests/suite.py). .ci/run runs it.
-test-deep: $(STAMP) $(INSTRUCTOR)/.installed
+test-deep: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed $(STRANDS)/.installed
 	@echo "== deep: the slow tests, and the bounded property tests at every example"
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -n auto --dist worksteal -m "deep or slow" --durations=5
 

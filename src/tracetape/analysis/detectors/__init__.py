@@ -210,22 +210,26 @@ def chains(modules: Sequence[Declared]) -> list[list[Declared]]:
     return sorted(ordered.values(), key=lambda chain: (-len(chain), chain[0].name))
 
 
-def detectors() -> list[list[Detector]]:
+@cache
+def detectors() -> tuple[tuple[Detector, ...], ...]:
     """Every detector, in chains that create no table another chain reads (``chains``)."""
-    return [[d.find for d in chain] for chain in chains(declared())]
+    return tuple(tuple(d.find for d in chain) for chain in chains(declared()))
 
 
+@cache
 def seed_order() -> tuple[str, ...]:
     """The patterns the text report lists first, in the seed's order (``SEED_LINES``)."""
     lines = {p: n for d in declared() for p, n in d.seed_lines.items()}
     return tuple(sorted(lines, key=lines.__getitem__))
 
 
+@cache
 def leading() -> frozenset[str]:
     """The patterns the report puts first among the findings of a severity (``LEADS``)."""
     return frozenset(p for d in declared() if d.leads for p in d.patterns)
 
 
+@cache
 def apart() -> frozenset[str]:
     """The patterns the text report shows in sections of their own (``APART``)."""
     return frozenset(p for d in declared() if d.apart for p in d.patterns)
