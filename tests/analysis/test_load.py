@@ -264,10 +264,43 @@ def test_a_huge_line_reads_as_the_python_reader_reads_it(tmp_path: Path) -> None
     path = _write(tmp_path / "t.jsonl", records, keys_sorted=False)
     with Calls(AnalysisConfig()) as calls:
         load(calls, [Input(path)])
-        assert calls.fast == {0}
+        assert set(calls.first_rows) == {0}
     got = check_trace(path).to_dict()
     with python_reader():
         assert check_trace(path).to_dict() == got
+
+
+@pytest.mark.parametrize(
+    ("args", "fast"),
+    [
+        ('{"q": "a:nan, [inf"}', True),  # spelled in a string: orjson reads it
+        ('{"x": 1.5e308, "y": 7e-300}', True),
+        ('{"q": "' + "[" * 300 + '"}', True),  # brackets in a string: not nested
+        ('{"x": NaN}', False),
+        ('{"x": -Infinity}', False),
+        ('{"x": 1e310}', False),
+        ('{"x": ' + "7" * 320 + "}", False),
+        ('{"x": ' + "[" * 201 + "]" * 201 + "}", False),  # deeper than MAX_DEPTH
+    ],
+)
+def test_texts_the_signing_cannot_read_are_judged_where_they_are_loaded(
+    tmp_path: Path, args: str, fast: bool
+) -> None:
+    """A text DuckDB reads and orjson may not (or nested too deep) is asked to orjson as its
+    file is loaded: read, the file stays on the fast path; refused, the file is read by the
+    Python reader there, before any signing, which names the line (the signing has no retry)."""
+    line = '{"run_id": "r", "step": 1, "tool": "t", "output_sha": "o", "args": %s}\n'
+    path = tmp_path / "t.jsonl"
+    path.write_text(line % '{"a": 1}' + line % args + line % '{"a": 2}')
+    with Calls(AnalysisConfig(), skip_bad_lines=True) as calls:
+        load(calls, [Input(path)])
+        assert (0 in calls.first_rows) is fast
+        assert calls.one("SELECT count(*) FROM calls0 WHERE line < 0") == (0,)
+    outcome = _outcome(lambda: check_trace(path))
+    assert isinstance(outcome, dict) is fast  # else the error names line 2
+    assert fast or outcome[1] == 2
+    with python_reader():
+        assert _outcome(lambda: check_trace(path)) == outcome
 
 
 # JSON value texts as a writer may spell them, odd ones too (DuckDB reads NaN, infinities and
@@ -308,7 +341,7 @@ def _signed_texts(path: Path) -> tuple[Any, list[str]]:
     signed: list[str] = []
     keys = Signer.keys
 
-    def spy(self: Signer, texts: str, bare: str) -> set[int]:
+    def spy(self: Signer, texts: str, bare: str) -> None:
         signed.append(texts)
         return keys(self, texts, bare)
 
@@ -409,7 +442,7 @@ def test_many_files_are_read_in_one_statement_as_one_by_one(
     b[1] = pattern
     with Calls(AnalysisConfig(), skip_bad_lines=True) as calls:
         load(calls, [Input(p) for p in [*a, *b, a[0]]])
-        assert calls.fast == {0, 2, 3, 4, 6, 7}  # not the bad file, nor the pattern
+        assert set(calls.first_rows) == {0, 2, 3, 4, 6, 7}  # not the bad file, nor the pattern
         line = calls.line()
         rows = calls.rows(
             f"SELECT file, count(*), min({line}), max({line}) FROM calls0 GROUP BY file"

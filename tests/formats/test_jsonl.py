@@ -6,14 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.suite import bounded
 from tracetape import Tape, read_cassette
 from tracetape.errors import TraceError
 from tracetape.formats import TraceFormat, detect_format, read_records
+from tracetape.formats.jsonl import SUSPECT, bulk_select
+from tracetape.formats.schemas import MAX_DEPTH
 from tracetape.record import call_args
 
 from ..analysis.helpers import SEED_A, call, write_jsonl
@@ -213,3 +217,86 @@ def test_a_jsonl_record_is_keyed_as_the_tape_keys_the_call(
     (line,) = read_records([orjson.dumps(call("r", step, tool, args, "ab"))])
     assert line.key == taped.key
     assert line.input == taped.input
+
+
+# -- the bulk reader's guarantee: what DuckDB reads that orjson refuses, SUSPECT marks ----------
+
+# Number spellings DuckDB reads: NaN and infinities in any case (with a minus), exponents of
+# any length, long digit runs; strings that spell them too.
+_CASES = st.sampled_from(["nan", "inf", "infinity"]).flatmap(
+    lambda word: st.lists(st.booleans(), min_size=len(word), max_size=len(word)).map(
+        lambda upper: "".join(c.upper() if u else c for c, u in zip(word, upper, strict=True))
+    )
+)
+_NUMBER = st.one_of(
+    st.tuples(st.sampled_from(["", "-"]), _CASES).map("".join),
+    st.tuples(
+        st.sampled_from(["", "-"]),
+        st.integers(1, 9).map(str),
+        st.one_of(st.integers(0, 30), st.integers(195, 215), st.integers(300, 330)).map(
+            lambda n: "7" * n
+        ),
+        st.sampled_from(["", ".5", ".0001", "." + "3" * 320]),
+        st.sampled_from(["", "e", "E", "e+", "e-", "E+"]).flatmap(
+            lambda e: (
+                st.just("")
+                if not e
+                else st.integers(0, 99999).map(lambda x: e + str(x).zfill(1 + x % 4))
+            )
+        ),
+    ).map("".join),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+)
+_READ_ARGS = "SELECT * FROM read_json(?, format = 'newline_delimited', columns = {args: 'JSON'})"
+_STRING = st.sampled_from(['"x"', '":nan"', '"[inf"', '"1e400"', '","', '"\\u00e9"'])
+_VALUE = st.recursive(
+    st.one_of(_NUMBER, _STRING, st.sampled_from(["true", "false", "null"])),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3).map(lambda vs: "[" + " , ".join(vs) + "]"),
+        st.lists(st.tuples(st.sampled_from(["a", "nan", "inf"]), inner), max_size=3).map(
+            lambda ms: "{" + ",".join(f'"{k}": {v}' for k, v in ms) + "}"
+        ),
+    ),
+    max_leaves=8,
+)
+
+
+@bounded(deep=800, ci=150)
+@given(values=st.lists(_VALUE, min_size=1, max_size=20))
+def test_every_argument_text_orjson_refuses_is_suspect(
+    tmp_path_factory: pytest.TempPathFactory, values: list[str]
+) -> None:
+    """Of the argument texts DuckDB's reader keeps, every one orjson refuses matches
+    ``SUSPECT`` (as DuckDB runs it): the analysis's loader asks orjson only those, so no text
+    it loads can fail the signing."""
+    path = tmp_path_factory.getbasetemp() / "args.jsonl"
+    path.write_text("".join(f'{{"args": {v}}}\n' for v in values))
+    with duckdb.connect() as con:
+        rows = con.execute(
+            f"SELECT args::VARCHAR, regexp_matches(args::VARCHAR, ?) FROM ({_READ_ARGS})",
+            [SUSPECT, str(path)],
+        ).fetchall()
+    assert len(rows) == len(values)
+    for text, suspect in rows:
+        if text is None:  # a null argument: the Python reader reads it (``unread``)
+            continue
+        try:
+            orjson.loads(text)
+        except orjson.JSONDecodeError:
+            assert suspect, text
+
+
+def test_duckdb_refuses_what_orjson_refuses_but_numbers(tmp_path: Path) -> None:
+    """The rest of the guarantee: DuckDB's reader refuses a lone surrogate, a control
+    character and bad UTF-8; it reads a line nested deeper than the analysis walks
+    (``MAX_DEPTH``), which ``bulk_select`` marks suspect, not one as deep as that."""
+    for value in [b'"\\ud800"', b'"\\udc00x"', b'"a\x01"', b'"\xff"', b'"\xed\xa0\x80"']:
+        path = tmp_path / "odd.jsonl"
+        path.write_bytes(b'{"args": %b}\n' % value)
+        with duckdb.connect() as con, pytest.raises(duckdb.InvalidInputException):
+            con.execute(_READ_ARGS, [str(path)]).fetchall()
+    line = '{{"run_id": "r", "step": 1, "tool": "t", "output_sha": "o", "args": {}}}\n'
+    path.write_text("".join(line.format("[" * d + "]" * d) for d in (MAX_DEPTH, MAX_DEPTH + 1)))
+    with duckdb.connect() as con:
+        rows = con.execute(bulk_select(-1, -2), [[str(path)], [0]]).fetchall()
+    assert [row[1] for row in rows] == [None, -2]

@@ -254,8 +254,8 @@ class Calls:
     con: duckdb.DuckDBPyConnection = field(init=False)
     sources: list[TraceSource] = field(default_factory=list)
     inputs: list[Input] = field(default_factory=list)
-    fast: set[int] = field(default_factory=set)  # the files the seed-JSONL fast path read
-    first_rows: dict[int, int] = field(default_factory=dict)  # a fast file's first rowid
+    # The files the seed-JSONL fast path read, each with its first rowid.
+    first_rows: dict[int, int] = field(default_factory=dict)
     verbatim: bool = False  # a Parquet input's argument texts are as written (see sign)
     dmap: str = "TABLE"  # what sign made dmap: a TABLE, or a VIEW of dargs
     _tmp: tempfile.TemporaryDirectory[str] = field(init=False)

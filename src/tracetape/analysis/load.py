@@ -7,9 +7,12 @@ One path a format, chosen once a file (``load``):
   (``formats.jsonl.bulk_select``): every field is read as JSON and its type checked in SQL as
   the Python reader checks it; a row's line is its offset among its file's rows (``line`` is
   left NULL and computed where it is read: ``Calls.line``). The fast path is taken only where
-  it is exact: if a field has another type, a line is blank, torn or not JSON, the file's
+  it is exact: if a field has another type, a line is blank, torn or not JSON, or an argument
+  text is one orjson refuses (NaN, 1e310: DuckDB reads them) or nested deeper than the
+  analysis walks (the few texts that may be such are asked here, ``_refused``), the file's
   rows are deleted and it is read again by the Python reader, which names the bad line and
-  field (or skips it under ``skip_bad_lines``);
+  field (or skips it under ``skip_bad_lines``). So every text loaded is one the signing
+  reads;
 * a Parquet file written by ``tracetape export --parquet`` is read as it is;
 * records given as their JSON texts (``RecordTexts``: a store's rows) are read by
   ``read_json`` too, with ``call_args`` in SQL;
@@ -31,16 +34,19 @@ from ..errors import TraceError
 from ..formats import TraceFormat, detect_format, read_records
 from ..formats.cassette import fill_steps
 from ..formats.jsonl import bulk_select
-from ..formats.schemas import INT64
+from ..formats.schemas import INT64, readable
 from ..record import Record, RecordTexts, call_args
 from .engine import BATCH, COLUMNS, EXPORT_COLUMNS, ORD, Background, Calls, Input
 
-__all__ = ["PARQUET_MAGIC", "export_parquet", "load", "load_records", "reload"]
+__all__ = ["PARQUET_MAGIC", "export_parquet", "load", "load_records"]
 
 PARQUET_MAGIC = b"PAR1"
 # The line of a row of the JSONL fast path that the Python reader must judge (its file is
 # then read again by that reader); the others' is NULL until computed (``Calls.line``).
 _UNREAD = -1
+# The line of a row of the JSONL fast path whose argument text orjson may refuse
+# (``formats.jsonl.SUSPECT``): asked to orjson as the file is loaded (``_refused``).
+_SUSPECT = -2
 _GLOB_CHARS = frozenset("*?[{")
 # ``_add_records``' batch into calls0: the input's index, then a list of each other column.
 _INSERT_COLUMNS = "INSERT INTO calls0 SELECT $1, " + ", ".join(
@@ -109,7 +115,6 @@ def load(calls: Calls, inputs: Sequence[Input]) -> None:
             continue
         _load_records(calls, index)
     slow = _load_jsonl(calls, jsonl) if jsonl else set()
-    calls.fast.update(set(jsonl) - slow)
     for index in sorted(slow):
         _load_records(calls, index)
 
@@ -136,7 +141,7 @@ def _load_jsonl(calls: Calls, indices: list[int]) -> set[int]:
     if len(set(paths)) < len(paths):  # a file given twice (diff A A) is read twice
         return set().union(*(_load_jsonl(calls, [i]) for i in indices))
     con = calls.con
-    query = "INSERT INTO calls0 " + bulk_select(_UNREAD)
+    query = "INSERT INTO calls0 " + bulk_select(_UNREAD, _SUSPECT)
     try:
         # The files' lines are counted here while DuckDB reads them (in another thread).
         lines = _watched(
@@ -155,16 +160,18 @@ def _load_jsonl(calls: Calls, indices: list[int]) -> set[int]:
     # Each file's rows, bad rows and first row: a file's rows are consecutive, in its
     # line order (the insertion order is kept), so a row's line is its offset.
     found = {
-        index: (rows, bad, first, last)
-        for index, rows, bad, first, last in con.execute(
-            f"SELECT file, count(*), count(*) FILTER (WHERE line = {_UNREAD}), min(rowid), "
-            "max(rowid) FROM calls0 WHERE file IN (SELECT unnest($1::INTEGER[])) GROUP BY file",
+        index: (rows, bad, suspect, first, last)
+        for index, rows, bad, suspect, first, last in con.execute(
+            f"SELECT file, count(*), count(*) FILTER (WHERE line = {_UNREAD}), "
+            f"count(*) FILTER (WHERE line = {_SUSPECT}), min(rowid), max(rowid) "
+            "FROM calls0 WHERE file IN (SELECT unnest($1::INTEGER[])) GROUP BY file",
             [indices],
         ).fetchall()
     }
     for index, count in zip(indices, lines, strict=True):
-        rows, bad, first, last = found.get(index, (0, 0, 0, -1))
-        if bad or not rows or rows != count or last - first + 1 != rows:
+        rows, bad, suspect, first, last = found.get(index, (0, 0, 0, 0, -1))
+        torn = bad or not rows or rows != count or last - first + 1 != rows
+        if torn or (suspect and _refused(calls, index)):
             slow.add(index)
         else:
             calls.first_rows[index] = first
@@ -176,6 +183,29 @@ def _load_jsonl(calls: Calls, indices: list[int]) -> set[int]:
         if index not in slow:
             _report(calls, index)
     return slow
+
+
+def _refused(calls: Calls, index: int) -> bool:
+    """Whether orjson refuses an argument text of file ``index`` that the fast path marked
+    ``_SUSPECT``, or finds it nested deeper than the analysis walks; if none, the marks go."""
+    cursor = calls.cursor()
+    cursor.execute(f"SELECT args FROM calls0 WHERE file = ? AND line = {_SUSPECT}", [index])
+    loads = orjson.loads
+    try:
+        while rows := cursor.fetchmany(BATCH):
+            for (text,) in rows:
+                try:
+                    if not readable(loads(text)):
+                        return True
+                except orjson.JSONDecodeError:
+                    return True
+    finally:
+        cursor.close()
+    calls.con.execute(
+        f"UPDATE calls0 SET line = NULL WHERE file = ? AND line = {_SUSPECT}",
+        [index],
+    )
+    return False
 
 
 def _watched(
@@ -365,12 +395,3 @@ def export_parquet(calls: Calls, output: Path) -> int:
     finally:
         partial.unlink(missing_ok=True)
     return int(calls.one("SELECT count(*) FROM calls0")[0])
-
-
-def reload(calls: Calls, files: set[int]) -> None:
-    """Read ``files`` (loaded by the fast path) again with the Python reader."""
-    for index in sorted(files):
-        calls.con.execute("DELETE FROM calls0 WHERE file = ?", [index])
-        calls.fast.discard(index)
-        calls.first_rows.pop(index, None)
-        _load_records(calls, index)

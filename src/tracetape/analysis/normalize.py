@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..canonical import Normalizer
-from ..formats.schemas import MAX_DEPTH
+from ..formats.schemas import deep_sql
 
 __all__ = [
     "DEEP",
@@ -159,10 +159,7 @@ def volatile_pattern(normalizer: Normalizer) -> str | None:
 
 
 # Whether an argument text (the column ``args``) has more brackets than MAX_DEPTH.
-DEEP = (
-    f"strlen(args) > {MAX_DEPTH} AND "
-    f"strlen(args) - strlen(replace(replace(args, '[', ''), '{{', '')) > {MAX_DEPTH}"
-)
+DEEP = deep_sql("args")
 
 
 def unvolatile(normalizer: Normalizer) -> str:

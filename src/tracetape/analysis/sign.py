@@ -31,8 +31,7 @@ import orjson
 
 from ..canonical import canonical_json
 from ..formats.schemas import TOO_DEEP, readable
-from .engine import BATCH, ORD, ROW_BITS, Calls, text_hash
-from .load import reload
+from .engine import BATCH, ORD, Calls, text_hash
 from .normalize import MemoNormalizer, how_sql, resource_finder, unvolatile
 from .shapes import MATCHED, SHAPE, plain_shapes, quoted, shape_columns, sorted_shape
 
@@ -46,7 +45,7 @@ _SORT = orjson.OPT_SORT_KEYS
 # control character, so \x01 parts them, unquoted).
 _KEY_DIALECT = "delim = '\x01', quote = '', escape = ''"
 # A signed text's key's hash (of dkey's columns): texts whose key's hash no other text shares
-# are their own signatures (see Signer._sign).
+# are their own signatures (see Signer.sign).
 _KEY_HASH = "hash(kind, name, key)"
 
 
@@ -145,16 +144,8 @@ class Signer:
         ``prepare`` keeps each signature's first text in ``sigs``), normalizing each text once, in
         Python. Meanwhile DuckDB, in another thread, builds ``runs`` (``Calls.order``).
 
-        A file of the seed-JSONL fast path with an argument text only the Python reader
-        judges right (not JSON to orjson, or nested too deep) is read again by that reader,
-        and the signing starts over."""
-        while True:
-            failed = self._sign(side_of)
-            if not failed:
-                return
-            reload(self.calls, failed)
-
-    def _sign(self, side_of: str) -> set[int]:
+        Every text was read by orjson or Python's ``json`` where it was loaded (``load``): a
+        text that is not right now (nested too deep) is an error that names its call."""
         sides = f"({side_of}) > 0"
         con = self.calls.con
         self.calls.drop("dargs", *_SIGNING)
@@ -192,13 +183,7 @@ class Signer:
         bare = (self._to_sign(texts) if common is not None else None) or (
             f"(SELECT first, kind, name, args FROM {texts} WHERE how = 0)"
         )
-        failed = self.keys(texts, bare)
-        if failed:
-            # A file of the fast path has an argument that only the Python reader judges
-            # right (not JSON to it, or nested too deep): read those files with it.
-            self.calls.wait_ordered()
-            con.execute("DROP TABLE runs")
-            return failed
+        self.keys(texts, bare)
         (keyed,) = self.calls.one("SELECT count(*) FROM dkey")  # a text with a resource is keyed
         if not keyed and not self.structures and not dropped:
             # Every text is alone: its own signature, named by a view of dargs (not a copy).
@@ -208,7 +193,7 @@ class Signer:
             )
             self.calls.dmap = "VIEW"
             self.calls.drop(*_SIGNING)
-            return set()
+            return
         # A signature is (kind, name, the canonical JSON text of the normalized args); its
         # sid is its first call's ord, so sids follow the order of first appearance. Every
         # text of a signature normalizes to the same value, so it names the same resource.
@@ -248,7 +233,6 @@ class Signer:
                 AND s.args = coalesce(d.norm, d.args)"""
         con.execute(f"CREATE TABLE dmap AS {signed}")
         self.calls.drop("dargs", *_SIGNING)
-        return set()
 
     def _how(self) -> str:
         """What the loop of ``keys`` must do to an argument text: ``how_sql``."""
@@ -396,37 +380,33 @@ class Signer:
         self.structures = []
         return None if _few(saved - single, rest + single) else [shape for (shape,) in common]
 
-    def keys(self, texts: str, bare: str) -> set[int]:
-        """The Python loop of ``_sign``: the signature key and resource of each text of the
+    def keys(self, texts: str, bare: str) -> None:
+        """The Python loop of ``sign``: the signature key and resource of each text of the
         table ``texts`` that is not alone (``bare``: those with ``how`` 0 to sign, in an
-        order that two scans of it keep), into ``dkey`` and ``dres``; return the files of
-        the fast path to read again."""
+        order that two scans of it keep), into ``dkey`` and ``dres``. A text that is not
+        right (nested too deep, or none of the JSON Python reads) is an error naming the first
+        call that has it."""
         memo = MemoNormalizer(self.calls.config.normalizer)
         resource_of = resource_finder(self.calls.config.resource_keys)
-        fast = self.calls.fast
-        failed: set[int] = set()
         errors: list[tuple[int, str]] = []
         loads, dumps = orjson.loads, orjson.dumps
         res: list[bytes] = []  # the resources of a batch
 
         def key(first: int, text: str, how: int) -> bytes | None:
-            """A text's key; None where it is not right (then ``failed`` or ``errors`` says
-            why, and no key is used), and its resource into ``res``."""
+            """A text's key; None where it is not right (then ``errors`` says why, and no key
+            is used), and its resource into ``res``."""
             try:
                 value = loads(text)
             except orjson.JSONDecodeError:
-                if first >> ROW_BITS in fast:
-                    failed.add(first >> ROW_BITS)
-                    return None
+                # Beyond orjson (NaN, a lone surrogate, 400 digits), from a format read by
+                # Python's json: never from the seed-JSONL fast path (``load._refused``).
                 try:
-                    value = json.loads(text)  # beyond orjson (NaN, a lone surrogate, 400 digits)
+                    value = json.loads(text)
                 except ValueError as exc:
                     errors.append((first, f"not JSON ({exc})"))
                     return None
             if how & 2 and not readable(value):
-                if first >> ROW_BITS not in fast:
-                    errors.append((first, TOO_DEEP))
-                failed.add(first >> ROW_BITS)
+                errors.append((first, TOO_DEEP))
                 return None
             normalized = memo(value) if how & 1 else value
             if how & 4 and (resource := resource_of(normalized)) is not None:
@@ -489,8 +469,6 @@ class Signer:
         cursor.close()
         if errors:
             raise self.calls.bad(*min(errors))
-        if failed & fast:
-            return failed & fast
         from .db import duckdb
 
         query = (
@@ -509,4 +487,3 @@ class Signer:
             plain.measure()
             create()
         named.load(self.calls.con, "dres", {"first": "BIGINT", "resource": "VARCHAR"})
-        return set()

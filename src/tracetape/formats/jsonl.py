@@ -31,6 +31,7 @@ from .schemas import (
     INT64,
     MAX_DEPTH,
     TOO_DEEP,
+    deep_sql,
     fmt_of,
     is_effect,
     json_type,
@@ -40,7 +41,7 @@ from .schemas import (
     schema_of,
 )
 
-__all__ = ["bulk_select", "read_records"]
+__all__ = ["SUSPECT", "bulk_select", "read_records"]
 
 
 def read_records(src: TraceSource) -> Iterator[Record]:
@@ -178,17 +179,35 @@ _EFFECT = "CASE effect::VARCHAR " + " ".join(f"WHEN '\"{e}\"' THEN '{e}'" for e 
 _EFFECT += " END"
 # The longest line DuckDB reads: it sizes its read buffers by it (benchmarks/README.md).
 _LONGEST = 32 << 20
+# An argument text DuckDB reads that the analysis may not (the signing reads it with orjson,
+# and walks it recursively), as RE2: DuckDB's JSON reader also takes NaN and Infinity in any
+# case (and keeps them, as it keeps a number past a double's range: 1e310, 400 digits), and
+# nothing else orjson refuses (it refuses a lone surrogate, a control character, bad UTF-8;
+# tests/formats/test_jsonl.py holds it to that). In the minified text DuckDB writes, a value
+# starts after a colon, a comma, a bracket or nothing; such a value is NaN or Inf(inity), or a
+# number past 1.8e308: an exponent of three digits, or of two and 209 digits before the point
+# (200 or more are marked). And DuckDB reads a line nested deeper than ``MAX_DEPTH``
+# (``deep_sql``). A text marked is not always refused (a string may hold ":nan", 1.5e300 is a
+# double): the loader asks orjson and ``readable``.
+SUSPECT = (
+    r"(?:^|[:,\[])-?(?:[nN][aA][nN]|[iI][nN][fF]|[0-9]+(?:\.[0-9]+)?[eE][+-]?[0-9]{3}|[0-9]{200})"
+)
 
 
-def bulk_select(unread: int) -> str:
+def bulk_select(unread: int, suspect: int) -> str:
     """SQL: the rows of the seed-JSONL files ``$1`` (a list of paths) as the analysis's calls
     (``file, line, run, step, kind, name, args, out, effect, tokens``), ``$2`` mapping a file's
     place in the list to its input index. A row's ``line`` is NULL where every field has the
-    type ``read_records`` requires (it is then the row's offset among its file's rows), else
-    ``unread``: its file must be read by ``read_records``, which names the line and field. A
-    line that is not JSON, or longer than 32 MB, makes the statement fail."""
+    type ``read_records`` requires (it is then the row's offset among its file's rows);
+    ``unread`` where one has not: its file must be read by ``read_records``, which names the
+    line and field; ``suspect`` where the argument text is one orjson may refuse, or nested
+    too deep (``SUSPECT``): the caller asks orjson and ``readable``. A line that is not JSON,
+    or longer than 32 MB, makes the statement fail."""
     return f"""
-        SELECT $2[file_index::BIGINT + 1]::INTEGER, CASE WHEN {_OK} THEN NULL ELSE {unread} END,
+        SELECT $2[file_index::BIGINT + 1]::INTEGER,
+               CASE WHEN NOT coalesce({_OK}, false) THEN {unread}
+                    WHEN regexp_matches(args::VARCHAR, '{SUSPECT}')
+                         OR {deep_sql("args::VARCHAR")} THEN {suspect} END,
                run_id->>'$', TRY_CAST(step::VARCHAR AS BIGINT), 'tool', tool->>'$',
                CAST(args AS VARCHAR), output_sha->>'$', {_EFFECT},
                TRY_CAST(tokens::VARCHAR AS BIGINT)

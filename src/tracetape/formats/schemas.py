@@ -18,6 +18,7 @@ __all__ = [
     "MAX_DEPTH",
     "SNIFFERS",
     "TOO_DEEP",
+    "deep_sql",
     "fmt_of",
     "is_effect",
     "json_type",
@@ -123,6 +124,15 @@ INT64 = (-INT64_MAX - 1, INT64_MAX)
 TOO_DEEP = (
     f"nested deeper than the {MAX_DEPTH} levels of lists or objects tracetape reads; flatten it"
 )
+
+
+def deep_sql(text: str) -> str:
+    """SQL: whether the JSON text ``text`` (a SQL expression) may be nested deeper than
+    ``MAX_DEPTH``: it holds more brackets than that (``readable`` then tells)."""
+    return (
+        f"(strlen({text}) > {MAX_DEPTH} AND "
+        f"strlen({text}) - strlen(replace(replace({text}, '[', ''), '{{', '')) > {MAX_DEPTH})"
+    )
 
 
 def readable(value: Any) -> bool:
