@@ -23,6 +23,10 @@ _pieces = st.sampled_from(
         "/var/folders/ab/cd/T/x",
         "x",
         "é",
+        "gpt-4o-mini",
+        "0B7E1B2C-6A1F",
+        "2026-08-31 09:12:04",
+        "٢٠٢٦-٠٨-٣١T٠٩:١٢:٠٤Z",
     ]
 )
 _text = st.lists(_pieces | st.text(max_size=5), max_size=4).map("".join)

@@ -139,3 +139,28 @@ def test_a_value_is_readable_down_to_the_depth_limit(depth: int) -> None:
     strings that hold brackets are no levels."""
     assert readable(_nested(depth)) is (depth <= MAX_DEPTH)
     assert readable({"q": "[{" * (2 * MAX_DEPTH)})
+
+
+def _depth(value: Any) -> int:
+    """The deepest level a value of ``value`` sits at (the reference: recursive)."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=-1)
+    return 0
+
+
+_trees = st.recursive(
+    st.none() | st.integers() | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner),
+    max_leaves=12,
+)
+
+
+@given(_trees, st.integers(MAX_DEPTH - 3, MAX_DEPTH + 2), st.data())
+def test_readable_is_the_depth_of_the_deepest_value(tree: Any, depth: int, data: Any) -> None:
+    """Beside values of every depth, a chain of ``depth`` levels is readable exactly when the
+    deepest value of the whole is within ``MAX_DEPTH`` (an empty list or object is a value)."""
+    chain = _nested(depth) if data.draw(st.booleans()) else _nested(depth - 1) or []
+    value = [tree, {"deep": chain}, tree] if data.draw(st.booleans()) else [chain, tree]
+    assert readable(value) is (_depth(value) <= MAX_DEPTH)

@@ -144,9 +144,19 @@ def may_change(normalizer: Normalizer, spelled: bool = True) -> str:
         return "true"  # anything may change: walk every value
     regex = f" OR regexp_matches(args, '{pattern}')" if spelled else ""
     return (
-        "(contains(args, '\\') OR contains(args, '-') OR contains(args, '/tmp/') "
+        f"(contains(args, '\\') OR {_MASKED} OR contains(args, '/tmp/') "
         f"OR contains(args, '/var/folders/'){regex})"
     )
+
+
+# Whether a text may hold a UUID or an ISO time (the built-in masks that need a dash): a dash
+# between four hex digits and four more (a UUID's "0b7e-6a1f-"), or between four decimal
+# digits and two (a time's "2026-08-"; Python's \d is any decimal digit, as \p{Nd} is). A
+# dash alone would walk every request that names a model ("gpt-4o-mini").
+_MASKED = (
+    "(contains(args, '-') AND "
+    "regexp_matches(args, '[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-|\\p{Nd}{4}-\\p{Nd}{2}-'))"
+)
 
 
 def volatile_pattern(normalizer: Normalizer) -> str | None:

@@ -138,14 +138,16 @@ def deep_sql(text: str) -> str:
 def readable(value: Any) -> bool:
     """Whether ``value`` is nested shallowly enough for the recursive walks of the analysis
     (digests, normalization): at most ``MAX_DEPTH`` levels, checked without recursion."""
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
+    level, depth = [value], 0  # every value at ``depth``: a level at a time, no pair a value
+    while level:
         if depth > MAX_DEPTH:
             return False
-        kind = type(item)
-        if kind is dict:
-            stack.extend((v, depth + 1) for v in item.values())
-        elif kind is list:
-            stack.extend((v, depth + 1) for v in item)
+        inner: list[Any] = []
+        for item in level:
+            kind = type(item)
+            if kind is dict:
+                inner.extend(item.values())
+            elif kind is list:
+                inner.extend(item)
+        level, depth = inner, depth + 1
     return True
