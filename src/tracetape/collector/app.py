@@ -67,6 +67,7 @@ from ..stores.migrations import HEAD
 from ..views import StepView, read_steps
 from . import pages
 from .ingest import BadBatch, Batch, Registry, parse_batch, redact_stored
+from .memo import Analyses
 from .security import SESSION_S, Guard, allowed_hosts, check_session, clean_token, new_session
 
 __all__ = ["Settings", "create_app"]
@@ -120,6 +121,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     # Health has threads of its own: it answers while every other thread runs an analysis.
     health_pool = ThreadPoolExecutor(2, thread_name_prefix="tracetape-health")
     slots = threading.BoundedSemaphore(conf.max_analyses)
+    analyses = Analyses()  # the last reports, by the texts they read (``memo``)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -153,7 +155,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
         openapi_url=None,
     )
-    app.state.db, app.state.settings = db, conf
+    app.state.db, app.state.settings, app.state.analyses = db, conf, analyses
     too_big = f"the body is over {conf.max_body} bytes; send smaller batches"
 
     class Limit:
@@ -385,8 +387,10 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     @app.get("/v1/runs/{run_id}/check", dependencies=[*auth, *busy], tags=["analysis"])
     def check_run(run_id: str) -> Response:
         """The invariants of the run: ``tracetape check --format json`` for it."""
-        report = check_records(
-            _stored(run_id), name=run_id, config=conf.config, workspace=workspace()
+        texts = _stored(run_id)
+        report = analyses.get(
+            analyses.key("check", (run_id,), texts),
+            lambda: check_records(texts, name=run_id, config=conf.config, workspace=workspace()),
         )
         return _json(redacted(report.to_dict()))
 
@@ -397,7 +401,12 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         ra, rb = _stored(a), _stored(b)
         names = (_source(ra) or a, _source(rb) or b)
         try:
-            report = diff_records(ra, rb, names=names, config=conf.config, workspace=workspace())
+            report = analyses.get(
+                analyses.key("diff", names, ra, rb),
+                lambda: diff_records(
+                    ra, rb, names=names, config=conf.config, workspace=workspace()
+                ),
+            )
         except TapeError as exc:
             raise HTTPException(400, str(exc)) from None
         return _json(redacted(report.to_dict()))
@@ -479,7 +488,8 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             descending=order == "desc" or by_db != sort,
             offset=0 if keyset else page * 50,
         )
-        findings = _findings(found)
+        stored = _texts(found)
+        findings = _findings(stored)
         if severity:
             rank = pages.SEVERITY_ORDER[severity]
             found = [
@@ -495,23 +505,37 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         filters = {"q": q, "since": since, "until": until, "severity": severity,
                    "sort": sort, "order": order}  # fmt: skip
         more = pages.RunsPaging(filters, nxt, page if not keyset else None, len(found) == 50)
-        return _html(pages.runs_page(found, findings, more, _numbers(found)), fresh)
+        numbers = {r["run_id"]: _steps(r["run_id"], stored) for r in found if r["run_id"] in stored}
+        return _html(pages.runs_page(found, findings, more, numbers), fresh)
 
-    def _numbers(found: list[dict[str, Any]]) -> dict[str, list[StepView]]:
-        """Each listed run's decisions as read (their latency, tokens and cost), unless the
-        page lists too many calls to read on a page view."""
+    def _texts(found: list[dict[str, Any]]) -> dict[str, RecordTexts]:
+        """The stored texts of each listed run, read once for the page; none when the page
+        lists too many calls to read on a page view."""
         if sum(r["events"] for r in found) > _PAGE_CHECK_LIMIT:
             return {}
-        return {r["run_id"]: read_steps(db.records(r["run_id"])) for r in found}
+        return {r["run_id"]: db.record_texts(r["run_id"]) for r in found}
 
-    def _findings(found: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-        """Findings by run and severity, from one check of the listed runs (skipped when
-        they hold too many calls to check on a page view)."""
-        names = [r["run_id"] for r in found if RUN_ID.fullmatch(r["run_id"])]
-        if not names or sum(r["events"] for r in found) > _PAGE_CHECK_LIMIT:
+    def _steps(run: str, stored: dict[str, RecordTexts]) -> list[StepView]:
+        """A listed run's decisions as read (their latency, tokens and cost)."""
+        texts = stored[run]
+        return analyses.get(
+            analyses.key("steps", (run,), texts), lambda: read_steps(texts.records())
+        )
+
+    def _findings(stored: dict[str, RecordTexts]) -> dict[str, dict[str, int]]:
+        """Findings by run and severity, from one check of the listed runs (none when they
+        hold too many calls to check on a page view)."""
+        names = [name for name in stored if RUN_ID.fullmatch(name)]
+        if not names:
             return {}
-        texts = RecordTexts([text for name in names for text in db.record_texts(name).texts])
-        report = check_records(texts, name="runs", config=_many(conf.config), workspace=workspace())
+        runs = [stored[name] for name in names]
+        texts = RecordTexts([text for run in runs for text in run.texts])
+        report = analyses.get(
+            analyses.key("findings", tuple(names), *runs),
+            lambda: check_records(
+                texts, name="runs", config=_many(conf.config), workspace=workspace()
+            ),
+        )
         out: dict[str, dict[str, int]] = {}
         for f in report.findings:
             per = out.setdefault(f.run or "", {})
@@ -543,14 +567,20 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         fresh = page_auth(request)
         _known(a)
         _known(b)
-        ra, rb = db.records(a), db.records(b)
+        ta, tb = db.record_texts(a), db.record_texts(b)
+
+        def page() -> str:
+            ra, rb = ta.records(), tb.records()
+            config = _many(conf.config)
+            report = diff_records(ra, rb, names=(a, b), config=config, workspace=workspace())
+            return pages.diff_page(a, b, ra, rb, report)
+
         try:
-            report = diff_records(
-                ra, rb, names=(a, b), config=_many(conf.config), workspace=workspace()
-            )
+            # the whole page is kept: it depends on nothing but the texts (no clock, no nonce)
+            text = analyses.get(analyses.key("diff page", (a, b), ta, tb), page)
         except TapeError as exc:
             raise HTTPException(400, str(exc)) from None
-        return _html(pages.diff_page(a, b, ra, rb, report), fresh)
+        return _html(text, fresh)
 
     return app
 

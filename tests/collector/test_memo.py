@@ -1,0 +1,124 @@
+"""The collector's kept analyses: a page viewed again is not analysed again, and never shows
+what the stored texts no longer hold (a run that grew, a secret redacted since)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.collector.test_app import jsonl, seed_line
+from tracetape.collector import app as app_module
+from tracetape.collector.memo import Analyses
+from tracetape.record import RecordTexts
+
+PASSWORD = "correct-horse-battery-staple-42"
+
+
+def test_the_least_recently_used_goes_first_and_an_error_is_not_kept() -> None:
+    memo = Analyses(size=2)
+    made: list[str] = []
+
+    def make(name: str) -> Any:
+        return lambda: made.append(name) or name
+
+    assert memo.get("a", make("a")) == "a" and memo.get("b", make("b")) == "b"
+    assert memo.get("a", make("a again")) == "a"  # kept, and now the most recent
+    memo.get("c", make("c"))  # b goes
+    assert memo.get("b", make("b again")) == "b again"
+    assert made == ["a", "b", "c", "b again"]
+
+    def fail() -> str:
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        memo.get("d", fail)
+    assert memo.get("d", make("d")) == "d"
+    memo.clear()
+    assert memo.get("d", make("d again")) == "d again"
+
+
+def test_texts_kept_stay_within_the_budget() -> None:
+    memo = Analyses(size=10, budget=10)
+    memo.get("a", lambda: "x" * 6)
+    memo.get("r", lambda: {"report": 1})  # a report weighs nothing
+    memo.get("b", lambda: "y" * 4)
+    assert memo.get("a", lambda: "again") == "x" * 6  # 10 characters: both kept
+    memo.get("c", lambda: "z")  # 11: the least recently used text (b) goes
+    assert memo.get("b", lambda: "b again") == "b again"
+    assert memo.get("huge", lambda: "h" * 11) == "h" * 11  # over the budget: not kept
+    assert memo.get("huge", lambda: "made again") == "made again"
+    assert memo.get("r", lambda: "lost") == {"report": 1}
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        pytest.param([[b"ab", b"c"]], [[b"a", b"bc"]], id="texts-split-otherwise"),
+        pytest.param([[b"a"], [b"b"]], [[b"a", b"b"]], id="runs-split-otherwise"),
+        pytest.param([[b"a"], []], [[], [b"a"]], id="an-empty-run"),
+        pytest.param([[b'{"q": 1}']], [[b'{"q": 2}']], id="one-byte"),
+    ],
+)
+def test_a_key_tells_every_input_apart(one: list[list[bytes]], other: list[list[bytes]]) -> None:
+    key = Analyses.key
+    assert key("diff", ("a",), *map(RecordTexts, one)) != key(
+        "diff", ("a",), *map(RecordTexts, other)
+    )
+    assert key("diff", ("a",), *map(RecordTexts, one)) == key(
+        "diff", ("a",), *map(RecordTexts, one)
+    )
+    assert key("diff", ("a",), RecordTexts([])) != key("check", ("a",), RecordTexts([]))
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Count the analyses the app makes (the real ones run)."""
+    made: list[str] = []
+    for name in ("diff_records", "check_records"):
+        real = getattr(app_module, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            made.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(app_module, name, counted)
+    return made
+
+
+PAGES = ["/", "/diff?a=r1&b=r2", "/v1/diff?a=r1&b=r2", "/v1/runs/r1/check"]
+
+
+def test_a_page_viewed_again_is_not_analysed_again_until_its_runs_grow(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = _spy(monkeypatch)
+    for run in ("r1", "r2"):
+        client.post("/v1/lines", content=jsonl(seed_line(run, 1, q="first")))
+    first = [client.get(url).text for url in PAGES]
+    assert len(made) == 4
+    assert [client.get(url).text for url in PAGES] == first and len(made) == 4
+    client.post("/v1/lines", content=jsonl(seed_line("r2", 2, q="grown-step")))
+    grown = [client.get(url) for url in PAGES]
+    assert all(page.status_code == 200 for page in grown)
+    assert "grown-step" in grown[1].text and "grown-step" in json.dumps(grown[2].json())
+    # r1's check read the same texts: kept; the list, the diff page and the diff: made again
+    assert len(made) == 7 and grown[3].text == first[3]
+
+
+def test_a_secret_redacted_since_is_not_shown_from_a_kept_page(client: TestClient) -> None:
+    """A run's first line quotes a password nobody has named yet; the pages show it. A later
+    line names it: the stored texts are rewritten, and no page shows it again."""
+    client.post("/v1/lines", content=jsonl(seed_line("r1", 1, note=f"logged in with {PASSWORD}")),
+                params={"source": "a", "offset": "0"})  # fmt: skip
+    client.post("/v1/lines", content=jsonl(seed_line("r2", 1, note="logged in")))
+    assert PASSWORD in client.get("/diff?a=r1&b=r2").text  # not a secret yet
+    for url in PAGES:
+        client.get(url)
+    named = jsonl(seed_line("r1", 1, password=PASSWORD))
+    answer = client.post("/v1/lines", content=named, params={"source": "a", "offset": "1"})
+    assert answer.status_code == 200
+    for url in [*PAGES, "/runs/r1"]:
+        page = client.get(url)
+        assert page.status_code == 200 and PASSWORD not in page.text, url
