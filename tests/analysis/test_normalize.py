@@ -65,10 +65,20 @@ def test_memo_normalizer_honours_custom_masks(value: Any) -> None:
 @bounded(deep=400, ci=100)
 @given(
     value=_json,
-    keys=st.sampled_from([None, ("ts", "*_at", "x?z", "q"), ("a-b", "x y", "it's", "é*", "")]),
+    keys=st.sampled_from(
+        [
+            None,
+            ("ts", "*_at", "x?z", "q"),
+            ("a-b", "x y", "it's", "é*", ""),
+            ("*",),
+            ("**y", "*a*b", "*?"),
+        ]
+    ),
 )
 @example(value={"it's": 1, "n": 2}, keys=("a-b", "x y", "it's", "é*", ""))
 @example(value={"éa": 1}, keys=("a-b", "x y", "it's", "é*", ""))
+@example(value={"at": "٢٠٢٦-٠٨-٣١T٠٩:١٢:٠٤Z", "model": "gpt-4o-mini"}, keys=None)
+@example(value=["x0B7E1B2C-6A1F-4C1E-9A51-8F0B8F9B2A11y"], keys=None)
 def test_a_text_the_prefilter_passes_normalizes_to_itself(
     value: Any, keys: tuple[str, ...] | None
 ) -> None:

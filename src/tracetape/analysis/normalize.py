@@ -34,7 +34,7 @@ __all__ = [
     "resource_finder",
     "resource_pattern",
     "unvolatile",
-    "volatile_pattern",
+    "volatile_patterns",
 ]
 
 _MAX_STRINGS = 1 << 16
@@ -124,10 +124,10 @@ def how_sql(normalizer: Normalizer, keys: Sequence[str]) -> str:
             f"+ CASE WHEN {may_name(keys, spelled)} THEN 4 ELSE 0 END"
         )
 
-    volatile, named = volatile_pattern(normalizer), resource_pattern(keys)
+    volatile, named = volatile_patterns(normalizer), resource_pattern(keys)
     if volatile is None or named is None:
         return how(True)
-    either = f"regexp_matches(args, '{volatile}|{named}')"
+    either = f"regexp_matches(args, '{volatile[0]}|{named}')" + _any_of(volatile[1:])
     return f"CASE WHEN {either} THEN {how(True)} ELSE {how(False)} END"
 
 
@@ -139,33 +139,46 @@ def may_change(normalizer: Normalizer, spelled: bool = True) -> str:
     the normalizer's walk is skipped: the value is its own normalized form. DuckDB runs it on
     every distinct text at once, in parallel, where a Python test would cost a call a text. Not
     ``spelled``: the test for a text known to spell no volatile key."""
-    pattern = volatile_pattern(normalizer)
-    if pattern is None:
+    patterns = volatile_patterns(normalizer)
+    if patterns is None:
         return "true"  # anything may change: walk every value
-    regex = f" OR regexp_matches(args, '{pattern}')" if spelled else ""
+    regex = _any_of(patterns) if spelled else ""
     return (
         f"(contains(args, '\\') OR {_MASKED} OR contains(args, '/tmp/') "
         f"OR contains(args, '/var/folders/'){regex})"
     )
 
 
-# Whether a text may hold a UUID or an ISO time (the built-in masks that need a dash): a dash
-# between four hex digits and four more (a UUID's "0b7e-6a1f-"), or between four decimal
-# digits and two (a time's "2026-08-"; Python's \d is any decimal digit, as \p{Nd} is). A
-# dash alone would walk every request that names a model ("gpt-4o-mini").
-_MASKED = (
-    "(contains(args, '-') AND "
-    "regexp_matches(args, '[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-|\\p{Nd}{4}-\\p{Nd}{2}-'))"
-)
+# Whether a text may hold a UUID or an ISO time (the built-in masks that need a dash): four
+# hex digits between two dashes (a UUID's "-6a1f-"), or two decimal digits (a time's "-08-";
+# Python's \d is any decimal digit, as \p{Nd} is). A dash alone would walk every request
+# that names a model ("gpt-4o-mini"); starting with the dash, RE2 skips to each dash (the
+# digits first run forty times slower over a long conversation's text).
+_MASKED = "regexp_matches(args, '-(?:[0-9a-fA-F]{4}|\\p{Nd}{2})-')"
 
 
-def volatile_pattern(normalizer: Normalizer) -> str | None:
-    """RE2 (what DuckDB's regexp_matches runs): a volatile key spelled between quotes, then a
-    colon. None: the normalizer may change any value (custom masks, character classes)."""
-    if normalizer.masks or any("[" in k for k in normalizer.volatile_keys):
+def volatile_patterns(normalizer: Normalizer) -> list[str] | None:
+    """RE2 (what DuckDB's regexp_matches runs): a text that matches none spells no volatile
+    key between quotes, then a colon. None: the normalizer may change any value (custom
+    masks, character classes).
+
+    The first pattern spells the keys from their opening quote; a second, the globs that
+    start with ``*`` (``*_at``) by their ends alone (``_at"`` and a colon: in JSON a quote
+    then a colon ends a key, and a key holds no quote unescaped). Over a long conversation's
+    text RE2 runs ``"[^"]*_at"``, or one alternation of both, ten times slower than the two
+    (benchmarks/README.md, "The pages")."""
+    keys = normalizer.volatile_keys
+    if normalizer.masks or any("[" in k for k in keys):
         return None
-    names = "|".join(map(key_pattern, normalizer.volatile_keys))
-    return f'"(?:{names})"\\s*:'
+    names = "|".join(key_pattern(k) for k in keys if not k.startswith("*"))
+    ends = [key_pattern(k.lstrip("*")) for k in keys if k.startswith("*")]
+    quoted = f'"(?:{names})"\\s*:'
+    return [quoted, f'(?:{"|".join(ends)})"\\s*:'] if ends else [quoted]
+
+
+def _any_of(patterns: Sequence[str]) -> str:
+    """SQL: `` OR `` a match of each of ``patterns`` in ``args`` (nothing for none)."""
+    return "".join(f" OR regexp_matches(args, '{p}')" for p in patterns)
 
 
 # Whether an argument text (the column ``args``) has more brackets than MAX_DEPTH.
