@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "config": 1,
     "redact": 1,
+    "prices": 1,
     "matching": 1,
     "formats": 2,
     "stores": 3,

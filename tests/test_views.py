@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tracetape.record import Record
-from tracetape.views import _WORD, Said, call_text, cost, read_steps, word_diff
+from tracetape.views import _WORD, Said, call_text, read_steps, word_diff
 
 
 def _llm(
@@ -80,14 +80,6 @@ def test_an_edited_conversation_is_shown_whole_and_tape_call_answers_read_too() 
     ])  # fmt: skip
     assert views[0].answer == "a" and views[0].calls == ['search(q="x")']
     assert views[1].said == [Said("user", "other")] and views[1].answer == "plain text"
-
-
-def test_unknown_models_and_missing_counts_cost_unknown_never_zero() -> None:
-    assert cost("gpt-test", 10, 1, "openai") == (None, "unknown")
-    assert cost("gpt-4o-mini", None, None, "openai") == (None, "unknown")
-    assert cost(None, 10, 1, None) == (None, "unknown")
-    price, how = cost("gpt-4o-mini", 1000, 100, "openai")
-    assert how == "priced" and price == Decimal("0.00021")
 
 
 def test_call_text_reads_as_a_call() -> None:

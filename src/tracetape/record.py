@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any, NamedTuple, get_type_hints
 
 import msgspec
@@ -27,6 +28,7 @@ __all__ = [
     "Record",
     "RecordTexts",
     "call_args",
+    "call_text",
     "decode_record",
     "record_problem",
 ]
@@ -162,6 +164,23 @@ def call_args(rec: Record) -> Any:
             return data["args"]
         return {k: v for k, v in data.items() if k != "step"}
     return data
+
+
+def call_text(name: str, args: Any) -> str:
+    """A tool call as it reads: ``get_weather(city="Paris", days=2)``.
+
+    >>> call_text("get_weather", {"city": "Paris", "days": 2}), call_text("now", None)
+    ('get_weather(city="Paris", days=2)', 'now()')
+    """
+    if args is None or args == {}:
+        return f"{name}()"
+    if isinstance(args, Mapping):
+        inner = ", ".join(
+            f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in args.items()
+        )
+    else:
+        inner = json.dumps(args, ensure_ascii=False, default=str)
+    return f"{name}({inner})"
 
 
 class Decision(NamedTuple):

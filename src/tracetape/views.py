@@ -25,26 +25,16 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any
 
-from .integrations.providers import Provider, provider
-from .record import Record, call_args
+from .integrations.providers import answer_of, provider_of
+from .prices import cost
+from .record import Record, call_args, call_text
 
 __all__ = ["Said", "StepView", "call_text", "cost", "read_steps", "word_diff"]
 
 _ASSISTANT = frozenset({"assistant", "model", "chatbot"})
 _NOT_SAID = frozenset({"function_call", "reasoning", "tool_use", "functionCall", "toolUse"})
-# The provider table's names, as the price table names the same companies.
-_PRICED = {
-    "openai": "openai",
-    "anthropic": "anthropic",
-    "gemini": "google",
-    "bedrock": "aws",
-    "cohere": "cohere",
-    "mistral": "mistral",
-    "groq": "groq",
-}
 
 
 @dataclass(frozen=True)
@@ -98,23 +88,6 @@ class StepView:
 
 def _short(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-
-
-def call_text(name: str, args: Any) -> str:
-    """A tool call as it reads: ``get_weather(city="Paris", days=2)``.
-
-    >>> call_text("get_weather", {"city": "Paris", "days": 2}), call_text("now", None)
-    ('get_weather(city="Paris", days=2)', 'now()')
-    """
-    if args is None or args == {}:
-        return f"{name}()"
-    if isinstance(args, Mapping):
-        inner = ", ".join(
-            f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in args.items()
-        )
-    else:
-        inner = json.dumps(args, ensure_ascii=False, default=str)
-    return f"{name}({inner})"
 
 
 def _flatten(content: Any) -> tuple[str, bool]:
@@ -178,37 +151,6 @@ def _messages(rec: Record) -> list[Any] | None:
     return None
 
 
-def _provider(rec: Record) -> Provider | None:
-    if not rec.api:
-        return None
-    try:
-        return provider(rec.api.split(".", 1)[0])
-    except KeyError:
-        return None
-
-
-def _answer(rec: Record, prov: Provider | None) -> tuple[str | None, list[str]]:
-    out = rec.out
-    if prov is not None and isinstance(out, Mapping):
-        asked = [call_text(a.name, a.args) for a in _safe(prov.asks, out, [])]
-        return _safe(prov.text, out, None), asked
-    if isinstance(out, str):
-        return out, []
-    if isinstance(out, Mapping):  # a tape.call answer: its content, and what it asks for
-        text = out.get("content")
-        tool = out.get("tool")
-        calls = [call_text(str(tool), out.get("args"))] if isinstance(tool, str) else []
-        return (text if isinstance(text, str) else _short(out)), calls
-    return (None if out is None else _short(out)), []
-
-
-def _safe(read: Any, out: Mapping[str, Any], default: Any) -> Any:
-    try:
-        return read(out)
-    except Exception:  # an output of another shape: the raw one stays one click away
-        return default
-
-
 def read_steps(records: Sequence[Record]) -> list[StepView]:
     """The records of one run, in order, as ``StepView`` s (see the module doc)."""
     views = []
@@ -232,8 +174,8 @@ def read_steps(records: Sequence[Record]) -> list[StepView]:
                     fresh = messages[len(previous) :]
                 view.said = [s for s in map(_said, fresh) if s is not None]
                 previous = messages
-            prov = _provider(rec)
-            view.answer, view.calls = _answer(rec, prov)
+            prov = provider_of(rec.api)
+            view.answer, view.calls = answer_of(rec.out, rec.api)
             usage = rec.usage or {}
             view.tokens_in, view.tokens_out = usage.get("input"), usage.get("output")
             if not usage and rec.tokens is not None:
@@ -250,33 +192,6 @@ def read_steps(records: Sequence[Record]) -> list[StepView]:
             view.result = None if out is None else _short(out)
         views.append(view)
     return views
-
-
-def cost(
-    model: str | None, tokens_in: int | None, tokens_out: int | None, company: str | None
-) -> tuple[Decimal | None, str]:
-    """The price in US dollars of a model call, and how it was found: ``priced`` (from the
-    ``genai-prices`` table), else why not (``unknown``: a model the table does not know, or
-    no token counts; ``no price table``: the server extra is not installed)."""
-    if not model or (tokens_in is None and tokens_out is None):
-        return None, "unknown"
-    try:
-        found = _price(model, tokens_in or 0, tokens_out or 0, _PRICED.get(company or ""))
-    except ImportError:
-        return None, "no price table"
-    return (found, "priced") if found is not None else (None, "unknown")
-
-
-@lru_cache(maxsize=4096)
-def _price(model: str, tokens_in: int, tokens_out: int, company: str | None) -> Decimal | None:
-    from genai_prices import Usage, calc_price
-
-    usage = Usage(input_tokens=tokens_in, output_tokens=tokens_out)
-    try:
-        found = calc_price(usage, model_ref=model, provider_id=company)
-    except LookupError:
-        return None
-    return Decimal(found.total_price)
 
 
 _WORD = re.compile(r"\s+|\w+|[^\w\s]")

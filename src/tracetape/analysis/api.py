@@ -276,6 +276,8 @@ def _analyze(ctx: Context, side_of: str, files: list[Path]) -> Report:
         baseline=stats.get(SIDE_A) or ({"run": ctx.baseline} if compare else None),
         candidate=stats.get(SIDE_B) or ({"run": ctx.candidate} if compare else None),
         divergence=ctx.divergence,
+        roots=ctx.roots,
+        outcome=ctx.outcome,
         aligned=ctx.aligned,
         replay=ctx.replay,
         skipped=skipped,

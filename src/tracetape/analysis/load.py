@@ -48,6 +48,9 @@ _UNREAD = -1
 # (``formats.jsonl.SUSPECT``): asked to orjson as the file is loaded (``_refused``).
 _SUSPECT = -2
 _GLOB_CHARS = frozenset("*?[{")
+# A file read as records up to this size keeps its records for the report (the calls a diff
+# shows); a larger one is read again when they are asked for.
+KEEP_BYTES = 16 << 20
 # ``_add_records``' batch into calls0: the input's index, then a list of each other column.
 _INSERT_COLUMNS = "INSERT INTO calls0 SELECT $1, " + ", ".join(
     f"unnest(${i}::{kind}[])" for i, kind in enumerate(list(COLUMNS.values())[1:], start=2)
@@ -285,8 +288,28 @@ def _load_records(calls: Calls, index: int) -> None:
     )
     if inp.fmt is TraceFormat.CASSETTE:
         records = fill_steps(records)
-    _add_records(calls, records, index)
+    read = len(calls.sources)
+    small = False
+    with suppress(OSError):  # a missing file is reported by its reader
+        small = inp.fmt is not TraceFormat.JSONL and inp.path.stat().st_size <= KEEP_BYTES
+    kept: list[Record] | None = [] if small else None
+    _add_records(calls, records, index, kept)
+    if kept is not None:
+        calls.kept[index] = kept
+    ended = calls.sources[-1].ended if len(calls.sources) > read else None
+    _started(calls, index, ended)
     _report(calls, index)
+
+
+def _started(calls: Calls, index: int, ended: str | None = None) -> None:
+    """Note where the rows of input ``index`` start (``Calls.records_at``), and how its
+    runs ended where its format says."""
+    (start,) = calls.one("SELECT min(rowid) FROM calls0 WHERE file = ?", [index])
+    if start is not None:
+        calls.starts[index] = start
+    if ended is not None:
+        for (run,) in calls.rows("SELECT DISTINCT run FROM calls0 WHERE file = ?", [index]):
+            calls.endings[run] = ended
 
 
 def load_records(
@@ -297,10 +320,17 @@ def load_records(
     calls.inputs.append(Input(Path(name), side))
     index = len(calls.inputs) - 1
     if isinstance(records, RecordTexts):
-        if _add_texts(calls, records.texts, index):
-            return
-        records = records.records()
-    _add_records(calls, records, index)
+        calls.kept[index] = records.texts
+        if not _add_texts(calls, records.texts, index):
+            _add_records(calls, records.records(), index)
+    elif isinstance(records, list | tuple):
+        calls.kept[index] = records
+        _add_records(calls, records, index)
+    else:
+        kept: list[Record] = []
+        _add_records(calls, records, index, kept)
+        calls.kept[index] = kept
+    _started(calls, index)
 
 
 def _add_texts(calls: Calls, texts: list[bytes], index: int) -> bool:
@@ -324,9 +354,11 @@ def _add_texts(calls: Calls, texts: list[bytes], index: int) -> bool:
     return True
 
 
-def _add_records(calls: Calls, records: Iterable[Record], index: int) -> None:
+def _add_records(
+    calls: Calls, records: Iterable[Record], index: int, kept: list[Record] | None = None
+) -> None:
     """Insert the calls of ``records``, a batch at a time, as lists of their columns that
-    DuckDB unnests side by side: no file is written."""
+    DuckDB unnests side by side: no file is written. ``kept`` gets each record too."""
     dumps = orjson.dumps
     path = calls.inputs[index].path
     columns: list[list[Any]] = [[] for _ in range(len(COLUMNS) - 1)]
@@ -341,6 +373,8 @@ def _add_records(calls: Calls, records: Iterable[Record], index: int) -> None:
                     line=rec.line,
                     field=what,
                 )
+        if kept is not None:
+            kept.append(rec)
         value = call_args(rec)
         try:
             text = dumps(value).decode()

@@ -12,9 +12,16 @@ from typing import Any
 
 from ..canonical import excerpt
 from .detectors import apart, seed_order
-from .report import Finding, Report, redacted
+from .report import Finding, Origin, Outcome, Report, redacted
 
-__all__ = ["render_markdown", "render_text", "skipped_line", "summary_lines"]
+__all__ = [
+    "outcome_line",
+    "render_markdown",
+    "render_text",
+    "skipped_line",
+    "summary_lines",
+    "verdict_lines",
+]
 
 
 def _short(value: Any, width: int = 70) -> str:
@@ -101,11 +108,89 @@ def _change_lines(changes: list[Any]) -> list[str]:
     return lines
 
 
+def _where(root: Origin) -> str:
+    return (
+        f"step {root.step} (call #{root.call})" if root.step is not None else f"call #{root.call}"
+    )
+
+
+def _calls_list(calls: list[int], outcome: Outcome | None) -> str:
+    """Explained calls as the verdict lists them: ``#4 (A only), #5 (A only)``."""
+
+    def one(pos: int) -> str:
+        if outcome is not None and pos > outcome.calls[1]:
+            return f"#{pos} (A only)"
+        if outcome is not None and pos > outcome.calls[0]:
+            return f"#{pos} (B only)"
+        return f"#{pos}"
+
+    return ", ".join(one(pos) for pos in calls)
+
+
+def _explains(root: Origin, outcome: Outcome | None) -> list[str]:
+    if not root.explained:
+        return []
+    shown = root.explains[:10]
+    more = root.explained - len(shown)
+    text = f"call{'s' if root.explained != 1 else ''} {_calls_list(shown, outcome)}"
+    return [f"  this explains {text}" + (f" and {more} more" if more > 0 else "")]
+
+
+def _money(value: float | None) -> str:
+    return "unpriced" if value is None else f"${value:.4f}"
+
+
+def outcome_line(outcome: Outcome) -> str:
+    """The two runs' outcomes in one line: ``B: 3 calls (A 4), 216 tokens (A 328), final
+    answer changed``."""
+    (ca, cb), (ta, tb) = outcome.calls, outcome.tokens
+    parts = [f"{cb} call{'s' if cb != 1 else ''} (A {ca})", f"{tb} tokens (A {ta})"]
+    if outcome.cost != (None, None):
+        parts.append(f"{_money(outcome.cost[1])} (A {_money(outcome.cost[0])})")
+    da, db = outcome.duration_ms
+    if da is not None and db is not None:
+        parts.append(f"{db / 1000:.2f} s (A {da / 1000:.2f} s)")
+    if outcome.endings_differ:
+        parts.append(f"ended {outcome.ending[1]} (A {outcome.ending[0]})")
+    changed = outcome.final_changed
+    if changed is not None:
+        parts.append("final answer changed" if changed else "same final answer")
+    return "B: " + ", ".join(parts)
+
+
+def verdict_lines(report: Report) -> list[str]:
+    """The verdict a person reads first: where B diverged from A, why, what it explains,
+    every independent change, and what each run came to. Empty where the runs agree."""
+    origin, outcome = report.origin, report.outcome
+    if origin is None:
+        return []
+    out: list[str] = []
+    for i, root in enumerate(report.roots):
+        head = "B diverged from A at" if i == 0 else "also, independently, at"
+        out.append(f"{head} {_where(root)}: {root.says}  [cause: {root.cause}]")
+        if root.cause == "ending":
+            out += [f"  A: {root.a}", f"  B: {root.b}"]
+        else:
+            out += [f"  A: {root.a or '-'}", f"  B: {root.b or '-'}"]
+            out += _change_lines([[c["path"], c["before"], c["after"]] for c in root.changes])
+        out += _explains(root, outcome)
+    if outcome is not None:
+        out.append("  " + outcome_line(outcome))
+    if report.baseline and report.candidate:
+        out.append(f"  (A is {report.baseline.get('run')}, B is {report.candidate.get('run')})")
+    lines: list[str] = redacted(out)
+    return lines
+
+
 def render_text(report: Report) -> str:
-    """The report as plain text: finding lines, the first divergence, a severity table."""
-    out = summary_lines(report)
+    """The report as plain text: the verdict, finding lines, the first divergence, a
+    severity table."""
+    verdict = verdict_lines(report)
+    out = verdict + summary_lines(report)
     div = report.divergence
-    if div is not None:
+    if verdict:
+        pass
+    elif div is not None:
         out.append(
             f"first divergence: call #{div.position} "
             f"({report.aligned} call{'s agree' if report.aligned != 1 else ' agrees'} before it)"
@@ -136,10 +221,68 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _cell(value: Any) -> str:
+    return "—" if value is None else _md(str(value))
+
+
+def _origin_markdown(report: Report) -> list[str]:
+    """The verdict as a PR comment shows it: a table of each root, a table of the two runs'
+    outcomes, and the changed paths folded away."""
+    outcome = report.outcome
+    roots = redacted([r.to_dict() | {"says": r.says} for r in report.roots])
+    out = [
+        "| | call | step | cause | what happened | A | B | explains |",
+        "|---|---:|---:|---|---|---|---|---|",
+    ]
+    for i, root in enumerate(roots):
+        explains = _calls_list(root["explains"][:10], outcome)
+        if root["explained"] > len(root["explains"][:10]):
+            explains += f" and {root['explained'] - len(root['explains'][:10])} more"
+        out.append(
+            f"| {'origin' if i == 0 else 'also'} | #{root['call']} | {_cell(root['step'])} | "
+            f"`{root['cause']}` | {_md(root['says'])} | {_cell(root['a'])} | "
+            f"{_cell(root['b'])} | {explains or '—'} |"
+        )
+    out.append("")
+    if outcome is not None:
+        summary = redacted(outcome.to_dict())
+        final = summary["final"]
+        rows = [
+            ("calls", *summary["calls"]),
+            ("steps", *summary["steps"]),
+            ("tokens", *summary["tokens"]),
+            ("cost (USD)", *(summary["cost"] or (None, None))),
+            ("duration (ms)", *(summary["duration_ms"] or (None, None))),
+            ("ending", *summary["ending"]),
+            ("final answer", final["before"], final["after"]),
+        ]
+        out += ["| | A (baseline) | B (candidate) |", "|---|---|---|"]
+        out += [f"| {name} | {_cell(a)} | {_cell(b)} |" for name, a, b in rows]
+        out.append("")
+    changes = [
+        line
+        for root in roots
+        for line in _change_lines([[c["path"], c["before"], c["after"]] for c in root["changes"]])
+    ]
+    if changes:
+        out += ["<details><summary>What changed</summary>", "", "```text", *changes, "```"]
+        out += ["", "</details>", ""]
+    return out
+
+
 def render_markdown(report: Report) -> str:
-    """The report as Markdown fit for a pull-request comment."""
+    """The report as Markdown fit for a pull-request comment: the verdict first (a table of
+    where the runs part and why, a table of what each run came to), then the findings."""
     worst = report.worst.value if report.worst else "none"
-    out = [f"### tracetape diff: worst severity **{worst}**", ""]
+    origin = report.origin
+    if origin is not None:
+        title = (
+            f"### tracetape diff: B diverged from A at {_where(origin)}, cause "
+            f"**{origin.cause}**; worst severity **{worst}**"
+        )
+    else:
+        title = f"### tracetape diff: worst severity **{worst}**"
+    out = [title, ""]
     if report.baseline and report.candidate:
         out.append(
             f"Baseline `{report.baseline.get('run')}` vs candidate "
@@ -147,6 +290,8 @@ def render_markdown(report: Report) -> str:
             f"{report.events} calls read."
         )
         out.append("")
+    if origin is not None:
+        out += _origin_markdown(report)
     rows = report.table()
     if rows:
         out += ["| pattern | severity | count | suggested fix |", "|---|---|---:|---|"]
@@ -167,7 +312,7 @@ def render_markdown(report: Report) -> str:
             "",
         ]
     div = report.divergence
-    if div is not None:
+    if div is not None and origin is None:
         out += [f"**First divergence** at call #{div.position}:", "", "```text"]
         out += [
             _call_line("A", redacted(div.a), report.baseline),

@@ -28,13 +28,22 @@ call-budget            fatal       more calls in a run than ``max_calls``
 token-budget           fatal       more tokens in a run than ``max_tokens``
 step-budget            fatal       more steps in a run than ``max_steps``
 step-budget-hit        suspicious  a run stopped exactly at ``max_steps``
-divergence             suspicious  the second run made a different call than the first
+model-drift            suspicious  the same model request, another answer (the model is not
+                                   deterministic on it)
+divergence             by effect   where the runs part (the origin) or change again on their
+                                   own, with its cause (``causes``): fatal where the candidate
+                                   failed or was interrupted where the baseline did not;
+                                   suspicious where the final answer, the number of calls or
+                                   the ending changed (or the records cannot tell); expected
+                                   where the candidate came to the same final answer and end
 divergent-write        fatal       the runs diverge at a write or irreversible call
 replay-mismatch        suspicious  a recorded call returns another output in the second run
 replay-miss            suspicious  the second run made calls the first never recorded
 =====================  ==========  =========================================================
 
-The suggested fix of each pattern is in ``RULES`` (the seed's fixes for its four rows).
+The suggested fix of each pattern is in ``RULES`` (the seed's fixes for its four rows); a
+divergence's fix is its cause's (``causes.CAUSES``). A ``[tool.tracetape.severity]`` override
+of ``divergence`` sets its severity whatever the effect.
 
 ``fanout`` and the ``*-budget`` patterns are the invariants ``tracetape check`` enforces.
 """
@@ -43,11 +52,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._enums import LoudEnum
 
-__all__ = ["INVARIANTS", "RULES", "Rule", "Severity", "classify_table", "rules_markdown"]
+if TYPE_CHECKING:
+    from .report import Outcome
+
+__all__ = [
+    "INVARIANTS",
+    "RULES",
+    "Rule",
+    "Severity",
+    "classify_table",
+    "divergence_severity",
+    "rules_markdown",
+]
 
 
 class Severity(LoudEnum):
@@ -167,10 +187,21 @@ RULES: dict[str, Rule] = {
             "Check that the run finished instead of hitting its step budget",
         ),
         _rule(
+            "model-drift",
+            "suspicious",
+            "the same model request got different answers: the model is not deterministic on "
+            "it (no tool data changed)",
+            "Pin temperature and seed where the API allows, or make the agent robust to "
+            "either answer",
+        ),
+        _rule(
             "divergence",
             "suspicious",
-            "the second run made a different call than the first at this position",
-            "If the change is intended, re-record the baseline; else inspect the changed fields",
+            "where the runs part, or change again on their own, with a cause (model, tool, "
+            "env, input, prompt, config, code, ending); severity by effect: fatal where the "
+            "candidate failed where the baseline did not, suspicious where the final answer, "
+            "the calls or the ending changed, expected where they did not",
+            "The fix of its cause (see the cause table)",
         ),
         _rule(
             "divergent-write",
@@ -194,6 +225,29 @@ RULES: dict[str, Rule] = {
         ),
     )
 }
+
+
+def divergence_severity(
+    rules: Mapping[str, Rule], pattern: str, outcome: Outcome | None
+) -> Severity:
+    """The severity of a divergence finding (see the module doc): by the effect on the runs,
+    unless ``[tool.tracetape.severity]`` sets the pattern's.
+
+    >>> divergence_severity(RULES, "divergent-write", None)
+    <Severity.FATAL: 'fatal'>
+    """
+    rule = rules[pattern]
+    if rule is not RULES[pattern] or pattern != "divergence":
+        return rule.severity
+    if outcome is None:
+        return Severity.SUSPICIOUS
+    if outcome.failed:
+        return Severity.FATAL
+    same_end = outcome.calls[0] == outcome.calls[1] and not outcome.endings_differ
+    if outcome.final_changed is False and same_end:
+        return Severity.EXPECTED
+    return Severity.SUSPICIOUS
+
 
 INVARIANTS = frozenset({"fanout", "repeat-budget", "call-budget", "token-budget", "step-budget"})
 

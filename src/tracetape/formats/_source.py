@@ -156,7 +156,9 @@ class TraceSource:
     ``name`` names it in errors (the path, or what the caller called it), ``path`` is set for
     files. ``skipped`` counts the bad lines dropped under ``skip_bad_lines``
     (``first_skipped`` keeps the first few errors for the report); ``progress`` is called now
-    and then with the number of bytes read.
+    and then with the number of bytes read. ``ended`` is how the recording read ended, where
+    its format says (a cassette's trailer: ``completed``, ``interrupted``, ``failed: Type``;
+    ``unfinished`` for a sealed cassette that never closed), once it is read.
     """
 
     name: str
@@ -168,6 +170,7 @@ class TraceSource:
     skipped: int = 0
     first_skipped: list[str] = field(default_factory=list)
     errors: list[CassetteError] = field(default_factory=list)
+    ended: str | None = None
 
     def skip_error(self, error: CassetteError) -> None:
         """Raise ``error``, or count its line under ``skip_bad_lines`` (keeping the first

@@ -204,12 +204,7 @@ class Cassette:
         """How the recording ended: the trailer's ``ended`` (``completed``, ``interrupted``,
         ``failed: Type``), ``unfinished`` for a sealed format without a trailer (a killed
         recorder), None where the format does not say (format 0 and 1, old trailers)."""
-        if self.trailer is not None:
-            ended = self.trailer.get("ended")
-            return ended if isinstance(ended, str) else None
-        if self.header is not None and self.header.get("tracetape") == FORMAT_VERSION:
-            return "unfinished"
-        return None
+        return _ended(self.header, self.trailer)
 
     @property
     def format(self) -> int:
@@ -221,6 +216,16 @@ class Cassette:
 
     def __len__(self) -> int:
         return len(self.records)
+
+
+def _ended(header: dict[str, Any] | None, trailer: dict[str, Any] | None) -> str | None:
+    """How a recording ended, from its header and trailer (see ``Cassette.ended``)."""
+    if trailer is not None:
+        ended = trailer.get("ended")
+        return ended if isinstance(ended, str) else None
+    if header is not None and header.get("tracetape") == FORMAT_VERSION:
+        return "unfinished"
+    return None
 
 
 def _check_header(header: dict[str, Any], path: Path) -> None:
@@ -663,6 +668,7 @@ def read_records(src: TraceSource) -> Iterator[Record]:
     )
     try:
         yield from reader
+        src.ended = _ended(reader.header, reader.trailer)
     finally:
         if reader.skipped:
             src.skipped += reader.skipped

@@ -47,7 +47,8 @@ from typing import Any
 from ...canonical import canonical_json
 from ..config import AnalysisConfig
 from ..engine import Background, Calls
-from ..report import Divergence, Finding, redacted
+from ..report import Divergence, Finding, Origin, Outcome, redacted
+from ..rules import Severity
 
 __all__ = [
     "Context",
@@ -88,6 +89,8 @@ class Context:
     divergence: Divergence | None = None
     aligned: int = 0
     replay: dict[str, int] | None = None
+    roots: list[Origin] = field(default_factory=list)
+    outcome: Outcome | None = None
 
     @property
     def limit(self) -> int:
@@ -100,13 +103,48 @@ class Context:
             self.counts[pattern] = self.counts.get(pattern, 0) + n
 
     def add(
-        self, pattern: str, message: str, run: str | None, step: int | None, **evidence: Any
+        self,
+        pattern: str,
+        message: str,
+        run: str | None,
+        step: int | None,
+        *,
+        call: int | None = None,
+        severity: Severity | None = None,
+        fix: str | None = None,
+        evidence: dict[str, Any] | None = None,
+        **more: Any,
     ) -> None:
-        """Keep one example finding of ``pattern`` (counted by ``count``), in order."""
+        """Keep one example finding of ``pattern`` (counted by ``count``), in order: at
+        ``call`` (the call's position in its run) and ``step``, of the rule table's severity
+        and fix unless given, with ``evidence`` (and ``more`` of it)."""
         kept = self.examples.setdefault(pattern, [])
         if len(kept) < self.limit:
             rule = self.config.rules[pattern]
-            kept.append(Finding(pattern, rule.severity, message, rule.fix, run, step, evidence))
+            kept.append(
+                Finding(
+                    pattern,
+                    severity or rule.severity,
+                    message,
+                    fix or rule.fix,
+                    run,
+                    step,
+                    {**(evidence or {}), **more},
+                    call,
+                )
+            )
+
+    def positions(self, ords: list[int]) -> dict[int, int]:
+        """The position of each call at ``ords`` in its run (1-based, in call order: how a
+        diff counts calls)."""
+        if not ords:
+            return {}
+        rows = self.calls.rows(
+            "SELECT c.ord, count(*) FROM calls c JOIN calls d ON d.rf = c.rf AND d.ord <= c.ord "
+            "WHERE c.ord IN (SELECT unnest($1::BIGINT[])) GROUP BY c.ord",
+            [sorted(set(ords))],
+        )
+        return dict(rows)
 
 
 Detector = Callable[[Context], None]
@@ -281,3 +319,5 @@ def detect(ctx: Context) -> None:
         ctx.divergence = ctx.divergence or sub.divergence
         ctx.aligned = ctx.aligned or sub.aligned
         ctx.replay = ctx.replay or sub.replay
+        ctx.roots = ctx.roots or sub.roots
+        ctx.outcome = ctx.outcome or sub.outcome

@@ -1,9 +1,26 @@
-"""The first divergence of the two compared runs (diff only).
+"""Where the two compared runs part, why, and what follows from it (diff only).
 
-The baseline run and the candidate run are aligned call by call (kind, name, normalized
-args: the signature); the first position where they disagree, or where one of them ends, is
-the divergence: both calls and the field paths that differ. ``divergent-write`` when either
-call is a write or irreversible, else ``divergence``.
+The baseline run and the candidate run are aligned call by call (each run's calls in order).
+A position *differs* where the two calls asked different things (kind, name, normalized args:
+the signature), or asked the same and got another answer (the output's fingerprint; two
+model answers that say the same, the same text and tool calls, are the same), or where one
+run has no call left. The first such position is the **origin**; its side (``input``,
+``output``, ``ending``) and cause follow ``causes``. The runs ending differently (a failed or
+interrupted recording against a completed one) with every call alike is an origin too, at
+the position after the last call.
+
+Every later differing position is either **explained** by the root before it (a changed
+answer changes the next request's conversation; the calls of a run that went another way
+differ in kind, tool or arguments; a run that ended has no call left) or is a root of its own,
+an independent change: the same call answered differently again, or a model request whose
+system instructions, user turns or settings changed where no earlier root changed them.
+The first ``WALK`` differing positions are looked at; the rest count as explained.
+
+Each root is a finding: ``divergent-write`` when either call is a write or irreversible,
+else ``divergence``, whose severity follows its effect on the runs (``rules.divergence``):
+fatal where the candidate failed where the baseline did not, suspicious where the final
+answer or the ending changed, expected where both stayed the same. ``ctx.divergence`` keeps
+the first call whose *request* differs (the report's ``divergence``, as before).
 """
 
 from __future__ import annotations
@@ -12,26 +29,49 @@ from typing import Any
 
 from ..._enums import WRITES
 from ...canonical import changed_paths
-from ..report import Divergence
+from ...record import Record, call_text
+from ..causes import (
+    CAUSES,
+    answer_changes,
+    brief_value,
+    input_causes,
+    output_cause,
+    same_answer,
+)
+from ..outcome import outcome
+from ..report import Divergence, Origin
+from ..rules import divergence_severity
 from . import SIDE_A, SIDE_B, Context
 
 READS = ("calls", "runs", "sigs")
-CREATES = ()
+CREATES = ("aligned",)
 PATTERNS = ("divergence", "divergent-write")
 # The report puts these first among the findings of a severity, and the text report shows
 # them in a section of their own (``render``), not among the findings.
 LEADS = True
 APART = True
 
+# The differing positions looked at one by one; and of a root's explained calls, those listed.
+WALK = 256
+EXPLAINS = 50
+
 # A run's calls are those of its first call (``rf``).
 _RUN = "rf = (SELECT first FROM runs WHERE side = {} AND run = {})"
-_FIRST = f"""
-    WITH a AS (SELECT row_number() OVER (ORDER BY ord) AS pos, sid FROM calls
-               WHERE {_RUN.format("$1", "$2")}),
-         b AS (SELECT row_number() OVER (ORDER BY ord) AS pos, sid FROM calls
-               WHERE {_RUN.format("$3", "$4")})
-    SELECT min(pos) FILTER (WHERE a.sid IS DISTINCT FROM b.sid), count(a.sid)
+_ALIGNED = f"""
+    CREATE TABLE aligned AS
+    WITH a AS (SELECT row_number() OVER (ORDER BY ord) AS pos, sid, out, ord, step, effect
+               FROM calls WHERE {_RUN.format("$1", "$2")}),
+         b AS (SELECT row_number() OVER (ORDER BY ord) AS pos, sid, out, ord, step, effect
+               FROM calls WHERE {_RUN.format("$3", "$4")})
+    SELECT pos, a.sid AS sa, b.sid AS sb, a.out AS oa, b.out AS ob, a.ord AS da, b.ord AS db,
+           a.step AS ta, b.step AS tb, a.effect AS ea, b.effect AS eb
     FROM a FULL JOIN b USING (pos)
+    WHERE a.sid IS DISTINCT FROM b.sid OR a.out IS DISTINCT FROM b.out
+"""
+_WALKED = """
+    SELECT pos, sa, sb, oa, ob, da, db, ta, tb, ea, eb, sa_.kind, sa_.name, sb_.kind, sb_.name
+    FROM aligned LEFT JOIN sigs sa_ ON sa_.sid = sa LEFT JOIN sigs sb_ ON sb_.sid = sb
+    ORDER BY pos LIMIT $1
 """
 _CALL = f"""
     SELECT c.step, c.ord, s.kind, s.name, c.sid, c.out, c.effect
@@ -41,17 +81,236 @@ _CALL = f"""
 """
 
 
+class _Pos:
+    """One differing position of the walk, both sides (``a``, ``b``: None where the run has
+    no call there)."""
+
+    def __init__(self, row: tuple[Any, ...]):
+        (self.pos, sa, sb, oa, ob, da, db, ta, tb, ea, eb, ka, na, kb, nb) = row
+        self.a = None if sa is None else {"sid": sa, "out": oa, "ord": da, "step": ta,
+                                           "effect": ea, "kind": ka, "name": na}  # fmt: skip
+        self.b = None if sb is None else {"sid": sb, "out": ob, "ord": db, "step": tb,
+                                           "effect": eb, "kind": kb, "name": nb}  # fmt: skip
+
+    @property
+    def same_request(self) -> bool:
+        return self.a is not None and self.b is not None and self.a["sid"] == self.b["sid"]
+
+    @property
+    def step(self) -> int | None:
+        return (self.a or self.b or {}).get("step")
+
+    @property
+    def writes(self) -> bool:
+        return any(c is not None and c["effect"] in WRITES for c in (self.a, self.b))
+
+
 def find(ctx: Context) -> None:
-    """Set ``ctx.divergence`` and ``ctx.aligned``, and add the divergence finding."""
+    """Set ``ctx.divergence``, ``ctx.aligned``, ``ctx.roots`` (the origin first) and
+    ``ctx.outcome``, and add a finding for each root."""
     if not ctx.compare:
         return
     db = ctx.calls
     a, b = (SIDE_A, ctx.baseline), (SIDE_B, ctx.candidate)
-    position, calls_a = db.one(_FIRST, [*a, *b])
-    if position is None:
-        ctx.aligned = calls_a
+    db.con.execute(_ALIGNED, [*a, *b])
+    (first_input,) = db.one("SELECT min(pos) FILTER (WHERE sa IS DISTINCT FROM sb) FROM aligned")
+    (differing,) = db.one("SELECT count(*) FROM aligned")
+    walked = [_Pos(row) for row in db.rows(_WALKED, [WALK])]
+    db.con.execute("DROP TABLE aligned")
+    counts = dict(
+        db.rows(
+            "SELECT side, calls FROM runs WHERE (side = 1 AND run = $1) OR (side = 2 AND run = $2)",
+            [ctx.baseline, ctx.candidate],
+        )
+    )
+    ctx.aligned = (first_input - 1) if first_input is not None else counts.get(SIDE_A, 0)
+    if first_input is not None:
+        ctx.divergence = _divergence(ctx, first_input)
+    ctx.outcome = outcome(ctx)
+    roots = _walk(ctx, walked, differing)
+    if not roots:
         return
-    ctx.aligned = position - 1
+    ctx.roots = [root for root, _ in roots]
+    for root, at in roots:
+        pattern = "divergent-write" if at.writes else "divergence"
+        ctx.count(pattern, 1)
+        ctx.add(
+            pattern,
+            f"call #{root.call}{_at_step(root.step)}: {root.says} [cause: {root.cause}]",
+            (ctx.candidate if at.b else ctx.baseline),
+            root.step,
+            call=root.call,
+            severity=divergence_severity(ctx.config.rules, pattern, ctx.outcome),
+            fix=CAUSES[root.cause].fix,
+            evidence=root.to_dict(),
+        )
+
+
+def _at_step(step: int | None) -> str:
+    return f" (step {step})" if step is not None else ""
+
+
+def _walk(ctx: Context, walked: list[_Pos], differing: int) -> list[tuple[Origin, _Pos]]:
+    """The roots among the differing positions, in order, each with the positions it explains
+    (see the module docstring)."""
+    db = ctx.calls
+    ords = [c["ord"] for p in walked for c in (p.a, p.b) if c is not None]
+    records = db.records_at(ords)
+    llm_inputs = [
+        c["sid"]
+        for p in walked
+        if not p.same_request and p.a and p.b and p.a["kind"] == p.b["kind"] == "llm"
+        for c in (p.a, p.b)
+    ]
+    args = db.sig_args(
+        [c["sid"] for p in walked[:1] for c in (p.a, p.b) if c is not None] + llm_inputs
+    )
+    roots: list[tuple[Origin, _Pos]] = []
+    active: set[str] = set()
+    current: Origin | None = None
+    looked = 0
+    for p in walked:
+        looked += 1
+        ra = records.get(p.a["ord"]) if p.a else None
+        rb = records.get(p.b["ord"]) if p.b else None
+        if p.same_request:
+            assert p.a is not None
+            if p.a["kind"] == "llm" and ra and rb and same_answer(ra, rb):
+                continue  # the same answer in another envelope
+            root = _output_root(ctx, p, ra, rb)
+        elif current is None:
+            root = _ending_root(ctx, p) if not (p.a and p.b) else _input_root(ctx, p, args, ra, rb)
+        else:
+            root = None
+            if p.a and p.b and p.a["kind"] == p.b["kind"] == "llm" and p.a["name"] == p.b["name"]:
+                causes = _llm_causes(p, args, ra, rb)
+                fresh = [c for c in causes if c != "code" and c not in active]
+                if fresh:
+                    root = _input_root(ctx, p, args, ra, rb, fresh)
+        if root is None:
+            assert current is not None
+            current.explained += 1
+            if len(current.explains) < EXPLAINS:
+                current.explains.append(p.pos)
+            continue
+        roots.append((root, p))
+        active.update(root.causes)
+        current = root
+    if current is not None:
+        current.explained += differing - looked  # past the walk: counted as explained
+    elif ctx.outcome is not None and ctx.outcome.endings_differ:
+        root = _ended_alike(ctx)
+        roots.append((root, _Pos((root.call, *(None,) * 14))))
+    return roots
+
+
+def _llm_causes(p: _Pos, args: dict[int, Any], ra: Record | None, rb: Record | None) -> list[str]:
+    assert p.a is not None and p.b is not None
+    return input_causes(
+        ("llm", p.a["name"], args.get(p.a["sid"]), ra.api if ra else None),
+        ("llm", p.b["name"], args.get(p.b["sid"]), rb.api if rb else None),
+    )
+
+
+def _output_root(ctx: Context, p: _Pos, ra: Record | None, rb: Record | None) -> Origin:
+    assert p.a is not None and p.b is not None
+    kind, name = p.a["kind"], p.a["name"]
+    changes = answer_changes(kind, ra, rb, (p.a["out"], p.b["out"]), ctx.config.normalizer)
+    cause = output_cause(kind)
+    return Origin(
+        p.pos, p.step, kind, name, "output", [cause], changes,
+        a=_said(kind, name, ra, p.a["out"]), b=_said(kind, name, rb, p.b["out"]),
+    )  # fmt: skip
+
+
+def _input_root(  # noqa: PLR0917 - the position's parts, as the walk has them
+    ctx: Context,
+    p: _Pos,
+    args: dict[int, Any],
+    ra: Record | None,
+    rb: Record | None,
+    causes: list[str] | None = None,
+) -> Origin:
+    assert p.a is not None and p.b is not None
+    ca, cb = p.a, p.b
+    args_a, args_b = args.get(ca["sid"]), args.get(cb["sid"])
+    if args_a is None or args_b is None:
+        found = ctx.calls.sig_args([ca["sid"], cb["sid"]])
+        args_a, args_b = found[ca["sid"]], found[cb["sid"]]
+    if causes is None:
+        causes = input_causes(
+            (ca["kind"], ca["name"], args_a, ra.api if ra else None),
+            (cb["kind"], cb["name"], args_b, rb.api if rb else None),
+        )
+    changes = [
+        {"path": c.path or "args", "before": brief_value(c.before), "after": brief_value(c.after)}
+        for c in changed_paths(
+            {"kind": ca["kind"], "name": ca["name"], **_as_dict(args_a)},
+            {"kind": cb["kind"], "name": cb["name"], **_as_dict(args_b)},
+            limit=20,
+        )
+    ]
+    return Origin(
+        p.pos, p.step, ca["kind"], ca["name"], "input", causes, changes,
+        a=_asked(ca, args_a), b=_asked(cb, args_b),
+    )  # fmt: skip
+
+
+def _ending_root(ctx: Context, p: _Pos) -> Origin:
+    goes = p.a or p.b
+    assert goes is not None and ctx.outcome is not None
+    ends = ctx.outcome.endings_text()
+    return Origin(
+        p.pos, goes["step"], goes["kind"], goes["name"], "ending", ["ending"],
+        [{"path": "ending", "before": ends[0], "after": ends[1]}],
+        a=ends[0] if p.a is None else _asked(p.a, None),
+        b=ends[1] if p.b is None else _asked(p.b, None), ended="A" if p.a is None else "B",
+    )  # fmt: skip
+
+
+def _ended_alike(ctx: Context) -> Origin:
+    """Every call alike, the endings not: the origin is after the last call."""
+    assert ctx.outcome is not None
+    ends = ctx.outcome.endings_text()
+    return Origin(
+        ctx.outcome.calls[0] + 1, None, None, None, "ending", ["ending"],
+        [{"path": "ending", "before": ends[0], "after": ends[1]}], a=ends[0], b=ends[1],
+        ended="both",
+    )  # fmt: skip
+
+
+def _as_dict(args: Any) -> dict[str, Any]:
+    return dict(args) if isinstance(args, dict) else {"args": args}
+
+
+def _asked(call: dict[str, Any], args: Any) -> str:
+    """A call as its run made it, in short: ``get_weather(city="Paris")``."""
+    if call["kind"] == "llm":
+        return f"model request to {call['name']}"
+    text = call_text(call["name"] or call["kind"], args) if args is not None else call["name"]
+    return brief_value(f"{call['kind']} {text}", 100) or ""
+
+
+def _said(kind: str, name: str, rec: Record | None, digest: str | None) -> str | None:
+    """What a call answered, in short: the tool calls a model asked for, or its final
+    answer; a tool's result."""
+    from ...integrations.providers import answer_of
+
+    if rec is None or rec.out is None:
+        return f"output {digest}" if digest else None
+    if kind == "llm":
+        text, calls = answer_of(rec.out, rec.api)
+        if calls:
+            return brief_value("; ".join(calls), 100)
+        return brief_value(f'final answer "{text}"' if text else "no answer", 100)
+    return brief_value(rec.out, 100)
+
+
+def _divergence(ctx: Context, position: int) -> Divergence:
+    """The first position whose requests differ, both calls and their changed paths (the
+    report's ``divergence``)."""
+    db = ctx.calls
+    a, b = (SIDE_A, ctx.baseline), (SIDE_B, ctx.candidate)
     rows = [db.rows(_CALL, [*side, position]) for side in (a, b)]
     args = db.sig_args([row[0][4] for row in rows if row])
     lines = db.lines(row[0][1] for row in rows if row)
@@ -78,26 +337,4 @@ def find(ctx: Context) -> None:
         changes = changed_paths(before, after, limit=20)
     else:
         changes = []
-    ctx.divergence = Divergence(position, ca, cb, changes)
-    writes = any(c and c["effect"] in WRITES for c in (ca, cb))
-    if ca and cb:
-        what = ", ".join(c.path for c in changes[:3]) or "the call"
-        text = f"{ca['name']} (step {ca['step']}) vs {cb['name']} (step {cb['step']})"
-        text += f"; changed: {what}"
-    elif ca:
-        text = f"{ctx.candidate} ended; {ctx.baseline} goes on with {ca['name']}"
-        text += f" (step {ca['step']})"
-    else:
-        assert cb is not None
-        text = f"{ctx.baseline} ended; {ctx.candidate} goes on with {cb['name']}"
-        text += f" (step {cb['step']})"
-    pattern = "divergent-write" if writes else "divergence"
-    ctx.count(pattern, 1)
-    last = cb or ca or {}
-    ctx.add(
-        pattern,
-        f"first divergence: call #{position}: {text}",
-        last.get("run"),
-        last.get("step"),
-        **ctx.divergence.to_dict(),
-    )
+    return Divergence(position, ca, cb, changes)

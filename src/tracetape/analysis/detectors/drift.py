@@ -8,7 +8,11 @@ far. Classified per signature by its clean outputs:
 
 * at most one: ``write-echo`` (the other outputs follow the run's own write);
 * all certain: ``external-drift`` (no local write came first: external data changed);
-* else ``drift``, the cause undetermined (no effect tags, or a write to an unnamed resource).
+* else ``drift``, the cause undetermined (no effect tags, or a write to an unnamed resource);
+
+but a model request answered differently is ``model-drift``: no tool data changed, the model
+is not deterministic on it. Each finding names the call and step where the second output was
+first seen (``call``: the call's position in its run).
 
 A variant that became certain is settled: later sightings do not change it. Findings follow
 the signatures in order of first appearance; each lists its first 16 outputs.
@@ -20,23 +24,26 @@ from . import Context
 
 READS = ("variants", "sigs", "calls", "runs")
 CREATES = ("drifted",)
-PATTERNS = ("write-echo", "external-drift", "drift")
+PATTERNS = ("write-echo", "external-drift", "drift", "model-drift")
 # The seed's text report printed these first, after the repeats (``render.summary_lines``).
-SEED_LINES = {"write-echo": 4, "external-drift": 5, "drift": 6}
+SEED_LINES = {"write-echo": 4, "external-drift": 5, "drift": 6, "model-drift": 7}
 
 MAX_OUTPUTS = 16
 
 _CLASSIFIED = """
     CREATE TABLE drifted AS
-    SELECT sid, count(*) AS outputs,
-           CASE WHEN count(*) FILTER (WHERE clean) <= 1 THEN 'write-echo'
-                WHEN bool_and(certain_at IS NOT NULL) FILTER (WHERE clean)
-                    THEN 'external-drift'
-                ELSE 'drift' END AS pattern,
-           coalesce(bool_or(untagged_at IS NOT NULL
-                            AND (certain_at IS NULL OR untagged_at < certain_at))
-                    FILTER (WHERE clean), false) AS untagged
-    FROM variants GROUP BY sid HAVING count(*) > 1
+    SELECT sid, outputs, CASE WHEN s.kind = 'llm' THEN 'model-drift' ELSE pattern END AS pattern,
+           untagged
+    FROM (
+        SELECT sid, count(*) AS outputs,
+               CASE WHEN count(*) FILTER (WHERE clean) <= 1 THEN 'write-echo'
+                    WHEN bool_and(certain_at IS NOT NULL) FILTER (WHERE clean)
+                        THEN 'external-drift'
+                    ELSE 'drift' END AS pattern,
+               coalesce(bool_or(untagged_at IS NOT NULL
+                                AND (certain_at IS NULL OR untagged_at < certain_at))
+                        FILTER (WHERE clean), false) AS untagged
+        FROM variants GROUP BY sid HAVING count(*) > 1) JOIN sigs s USING (sid)
 """
 
 _CAUSES = {
@@ -87,6 +94,9 @@ def find(ctx: Context) -> None:
         [sids],
     )
     lines = db.lines(row[4] for row in found if row[6] <= MAX_OUTPUTS)
+    # Where each drift shows: the first sighting of its second output.
+    second = {row[0]: (row[3], row[4]) for row in found if row[6] == 2}
+    calls = ctx.positions([first for _, first in second.values()])
     for sid, out, run, step, first, clean, rank in found:
         runs[sid].add(run)
         if rank <= MAX_OUTPUTS:
@@ -95,11 +105,17 @@ def find(ctx: Context) -> None:
     for pattern, sid, kind, name, resource, n, untagged in rows:
         cause = _CAUSES.get(pattern) or (_UNTAGGED if untagged else _UNNAMED)
         within_run = len(runs[sid]) == 1
+        step, first = second[sid]
+        call = calls.get(first)
+        where = f" (step {step}, call #{call})" if step is not None else f" (call #{call})"
+        what = "answers to the same request" if pattern == "model-drift" else "outputs"
         ctx.add(
             pattern,
-            f"drift: {name} -> {n} distinct outputs",
+            f"{'model-drift' if pattern == 'model-drift' else 'drift'}: {name} -> {n} "
+            f"distinct {what}{where}",
             next(iter(runs[sid])) if within_run else None,
-            None,
+            step,
+            call=call,
             tool=name,
             kind=kind,
             args=args[sid],

@@ -62,6 +62,28 @@ def find(ctx: Context) -> None:
         [mismatched],
     ):
         outs.setdefault((sid, side), []).append(str(out))
+    # Where each finding shows: the candidate's first call of its first example.
+    firsts = dict(
+        db.rows(
+            "SELECT sid, min(ord) FROM calls WHERE side = 2 AND sid IN "
+            "(SELECT unnest($1::BIGINT[])) GROUP BY sid",
+            [[sids[0] for sids in (mismatched, misses) if sids]],
+        )
+    )
+    steps = dict(
+        db.rows(
+            "SELECT ord, step FROM calls WHERE ord IN (SELECT unnest($1::BIGINT[]))",
+            [list(firsts.values())],
+        )
+    )
+    calls = ctx.positions(list(firsts.values()))
+
+    def where(sids: list[int]) -> dict[str, Any]:
+        first = firsts.get(sids[0]) if sids else None
+        if first is None:
+            return {"step": None, "call": None}
+        return {"step": steps.get(first), "call": calls.get(first)}
+
     if mismatches:
         examples = [
             {
@@ -75,9 +97,9 @@ def find(ctx: Context) -> None:
         ctx.add(
             "replay-mismatch",
             f"replay: {mismatches} recorded call(s) of the baseline return another output "
-            "in the candidate",
+            "in the candidate" + _at(where(mismatched)),
             None,
-            None,
+            **where(mismatched),
             mismatches=mismatches,
             examples=examples,
         )
@@ -85,9 +107,10 @@ def find(ctx: Context) -> None:
         ctx.count("replay-miss", 1)
         ctx.add(
             "replay-miss",
-            f"replay: {unrecorded} call(s) of the candidate were never recorded in the baseline",
+            f"replay: {unrecorded} call(s) of the candidate were never recorded in the baseline"
+            + _at(where(misses)),
             None,
-            None,
+            **where(misses),
             unrecorded=unrecorded,
             examples=[call(sid) for sid in misses],
         )
@@ -95,3 +118,10 @@ def find(ctx: Context) -> None:
 
 
 _FIRST = "SELECT sid FROM replayed WHERE {} ORDER BY sid LIMIT 10"
+
+
+def _at(where: dict[str, Any]) -> str:
+    if where["call"] is None:
+        return ""
+    step = where["step"]
+    return f" (first at call #{where['call']}" + (f", step {step})" if step is not None else ")")

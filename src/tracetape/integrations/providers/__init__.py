@@ -11,6 +11,10 @@ A provider module declares only what that provider knows (``Provider``):
   body fields that are transport settings, left out of the key;
 * ``turn`` and ``chain``: how a request names its conversation, to derive the step (a model
   item of the conversation; the id of an earlier answer the request continues);
+* ``instructions`` and ``instruction_roles``: where a request keeps its system instructions
+  (body fields, and the roles of conversation items that carry them), and ``user``: which
+  conversation items are the user's own turns (not a tool's result); a diff names a changed
+  request's cause from them (``analysis.causes``);
 * ``usage``, ``asks``, ``text``, ``answer_id``: what an answer says (its token usage, the
   tool calls it asks for, its text, its id), from the stored output, whole or streamed;
 * ``framing``, ``stream_text`` and ``terminal``: how its streams are framed, which strings of
@@ -37,6 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import unquote
 
+from ...record import call_text
+
 __all__ = [
     "FIRST",
     "Ask",
@@ -46,6 +52,7 @@ __all__ = [
     "Sdk",
     "SdkTarget",
     "Usage",
+    "answer_of",
     "body_of",
     "events_of",
     "item_field",
@@ -54,8 +61,10 @@ __all__ = [
     "modules",
     "parts_text",
     "provider",
+    "provider_of",
     "providers",
     "turns",
+    "user_turn",
 ]
 
 # The providers whose wire format others copy come first: a path two providers share goes to
@@ -181,6 +190,36 @@ def parts_text(parts: Any, kind: str | None = None) -> str | None:
     )
 
 
+_TOOL_RESULTS = ("tool_result", "toolResult", "functionResponse", "function_response")
+
+
+def user_turn(item: Any) -> bool:
+    """Whether a conversation item is the user's own turn: a bare string, or an item of role
+    ``user`` (any case) that is not a tool's result fed back (Anthropic ``tool_result``
+    blocks, Bedrock ``toolResult``, Gemini ``functionResponse`` parts).
+
+    >>> user_turn({"role": "user", "content": "hi"}), user_turn("hi")
+    (True, True)
+    >>> user_turn({"role": "user", "content": [{"type": "tool_result", "content": "4"}]})
+    False
+    """
+    if isinstance(item, str):
+        return True
+    role = item_field(item, "role")
+    if not isinstance(role, str) or role.lower() != "user":
+        return False
+    content = item_field(item, "content")
+    if content is None:
+        content = item_field(item, "parts")
+    parts = content if isinstance(content, list) else [content]
+    for part in parts:
+        if isinstance(part, Mapping) and (
+            part.get("type") in _TOOL_RESULTS or any(k in part for k in _TOOL_RESULTS)
+        ):
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class Provider:
     """What one provider's wire format says (see the module doc)."""
@@ -192,6 +231,9 @@ class Provider:
     credentials: tuple[str, ...] = ()
     noise: frozenset[str] = frozenset()
     chain: Callable[[Mapping[str, Any]], str | None] = _never
+    instructions: tuple[str, ...] = ()
+    instruction_roles: frozenset[str] = frozenset()
+    user: Callable[[Any], bool] = user_turn
     answer_id: Callable[[Mapping[str, Any]], str | None] = _never
     usage: Callable[[Mapping[str, Any]], Usage | None] = _never
     asks: Callable[[Mapping[str, Any]], list[Ask]] = _no_asks
@@ -240,6 +282,55 @@ def provider(name: str) -> Provider:
         if found.name == name:
             return found
     raise KeyError(name)
+
+
+def provider_of(api: str | None) -> Provider | None:
+    """The provider of a record's ``api`` (``openai.chat.completions``), None if none.
+
+    >>> provider_of("anthropic.messages").name, provider_of("acme.chat")
+    ('anthropic', None)
+    """
+    if not api:
+        return None
+    try:
+        return provider(api.split(".", 1)[0])
+    except KeyError:
+        return None
+
+
+def answer_of(out: Any, api: str | None) -> tuple[str | None, list[str]]:
+    """What a stored answer says: its text (None: it has none) and the tool calls it asks for,
+    each as ``name(arg=value, …)``: read by its provider's rules (``text``, ``asks``), or, for
+    a ``tape.call`` answer, from its ``content``, ``tool`` and ``args``.
+
+    >>> answer_of({"content": "run it", "tool": "pytest", "args": {"k": "x"}}, None)
+    ('run it', ['pytest(k="x")'])
+    """
+    prov = provider_of(api)
+    if prov is not None and isinstance(out, Mapping):
+        asked = [call_text(a.name, a.args) for a in _safe(prov.asks, out, [])]
+        return _safe(prov.text, out, None), asked
+    if isinstance(out, str):
+        return out, []
+    if isinstance(out, Mapping):  # a tape.call answer: its content, and what it asks for
+        text = out.get("content")
+        tool = out.get("tool")
+        calls = [call_text(str(tool), out.get("args"))] if isinstance(tool, str) else []
+        return (text if isinstance(text, str) else _json(out)), calls
+    return (None if out is None else _json(out)), []
+
+
+def _safe(read: Callable[[Any], Any], out: Mapping[str, Any], default: Any) -> Any:
+    try:
+        return read(out)
+    except Exception:  # an output of another shape: the raw one stays one click away
+        return default
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def match_route(method: str, host: str, path: str) -> Match | None:

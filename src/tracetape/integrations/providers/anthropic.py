@@ -118,6 +118,7 @@ PROVIDER = Provider(
     hosts=("api.anthropic.com",),
     credentials=("x-api-key", "authorization"),
     turn=role_in("assistant"),
+    instructions=("system",),
     usage=usage,
     asks=asks,
     text=text,

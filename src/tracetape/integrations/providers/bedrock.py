@@ -177,6 +177,7 @@ PROVIDER = Provider(
     hosts=("amazonaws.com",),
     credentials=("authorization", "x-amz-security-token"),
     turn=role_in("assistant"),
+    instructions=("system",),
     usage=usage,
     asks=asks,
     text=text,

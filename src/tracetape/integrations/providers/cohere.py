@@ -132,6 +132,7 @@ PROVIDER = Provider(
     hosts=("api.cohere.com", "api.cohere.ai"),
     credentials=("authorization",),
     turn=role_in("assistant"),
+    instruction_roles=frozenset({"system"}),
     usage=usage,
     asks=asks,
     text=text,

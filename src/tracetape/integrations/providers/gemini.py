@@ -145,6 +145,7 @@ PROVIDER = Provider(
     hosts=("googleapis.com",),  # generativelanguage., REGION-aiplatform.
     credentials=("x-goog-api-key", "key", "authorization"),
     turn=role_in("model"),
+    instructions=("systemInstruction", "system_instruction"),
     usage=usage,
     asks=asks,
     text=text,

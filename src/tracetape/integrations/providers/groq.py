@@ -50,6 +50,7 @@ PROVIDER = Provider(
     hosts=("api.groq.com",),
     credentials=("authorization",),
     turn=_openai.turn,
+    instruction_roles=frozenset({"system", "developer"}),
     usage=usage,
     asks=_openai.asks,
     text=_openai.text,

@@ -74,6 +74,7 @@ PROVIDER = Provider(
     hosts=("api.mistral.ai",),
     credentials=("authorization",),
     turn=role_in("assistant"),
+    instruction_roles=frozenset({"system"}),
     usage=usage,
     asks=asks,
     text=text,
