@@ -26,6 +26,8 @@ provider; a record whose provider is unknown is read with every provider's decla
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,12 +38,16 @@ from ..record import Record
 
 __all__ = [
     "CAUSES",
+    "PART_CAUSE",
     "Cause",
     "answer_changes",
     "brief_value",
     "input_causes",
+    "json_text",
     "output_cause",
+    "part_of",
     "request_parts",
+    "same_answer",
 ]
 
 
@@ -118,7 +124,7 @@ CAUSES: dict[str, Cause] = {
 }
 
 # A model request's parts, and the cause a difference in each names.
-_PART_CAUSE = {"user": "input", "prompt": "prompt", "config": "config", "history": "code"}
+PART_CAUSE = {"user": "input", "prompt": "prompt", "config": "config", "history": "code"}
 _OUTPUT_CAUSE = {"llm": "model", "env": "env", "http": "env"}
 
 
@@ -154,25 +160,61 @@ def request_parts(args: Any, api: str | None = None) -> dict[str, Any]:
     if not isinstance(args, Mapping):
         return {"prompt": [], "user": [], "history": [], "config": args}
     fields = {f for p in declared for f in p.instructions}
-    roles = {r for p in declared for r in p.instruction_roles}
     params = args.get("params")
     params = dict(params) if isinstance(params, Mapping) else {}
-    prompt: list[Any] = [{f: params.pop(f)} for f in sorted(fields) if f in params]
-    user: list[Any] = []
-    history: list[Any] = []
-    messages = args.get("messages")
-    items = [messages] if isinstance(messages, str) else messages
-    for item in items if isinstance(items, list) else ():
-        role = item.get("role") if isinstance(item, Mapping) else None
-        if isinstance(role, str) and role.lower() in roles:
-            prompt.append(item)
-        elif any(p.user(item) for p in declared):
-            user.append(item)
-        else:
-            history.append(item)
+    parts: dict[str, list[Any]] = {"prompt": [], "user": [], "history": []}
+    parts["prompt"] += [{f: params.pop(f)} for f in sorted(fields) if f in params]
+    for item in _items(args):
+        parts[_item_part(item, declared)].append(item)
     rest = {k: v for k, v in args.items() if k not in ("messages", "params", "tools")}
     config = {"params": params, "tools": args.get("tools"), **rest}
-    return {"prompt": prompt, "user": user, "history": history, "config": config}
+    return {**parts, "config": config}
+
+
+def _items(args: Mapping[str, Any]) -> list[Any]:
+    messages = args.get("messages")
+    items = [messages] if isinstance(messages, str) else messages
+    return items if isinstance(items, list) else []
+
+
+def _item_part(item: Any, declared: Sequence[Provider]) -> str:
+    """The part a conversation item belongs to: ``prompt``, ``user`` or ``history``."""
+    role = item.get("role") if isinstance(item, Mapping) else None
+    if isinstance(role, str) and any(role.lower() in p.instruction_roles for p in declared):
+        return "prompt"
+    if any(p.user(item) for p in declared):
+        return "user"
+    return "history"
+
+
+_ITEM = re.compile(r"messages\[(\d+)\]")
+
+
+def part_of(path: str, args: Any, api: str | None = None) -> str:
+    """The part of a model request (``request_parts``) a changed path of its arguments lies
+    in: ``prompt``, ``user``, ``history`` or ``config``.
+
+    >>> args = {"messages": [{"role": "system", "content": "x"}, {"role": "user",
+    ...     "content": "y"}], "params": {"temperature": 0}}
+    >>> [part_of(p, args, "openai.chat") for p in ("messages[0].content", "messages[1]",
+    ...     "params.temperature", "name")]
+    ['prompt', 'user', 'config', 'config']
+    """
+    declared = _declared(api)
+    head = path.split(".", 1)
+    if head[0] == "params" and len(head) > 1:
+        field = re.split(r"[.\[]", head[1], maxsplit=1)[0]
+        return "prompt" if any(field in p.instructions for p in declared) else "config"
+    found = _ITEM.match(path)
+    if found and isinstance(args, Mapping):
+        items = _items(args)
+        index = int(found[1])
+        if index < len(items):
+            return _item_part(items[index], declared)
+        return "history"
+    if path == "messages" and isinstance(args, Mapping) and isinstance(args.get("messages"), str):
+        return "user"
+    return "config"
 
 
 def input_causes(
@@ -191,22 +233,28 @@ def input_causes(
     if kind_a != "llm" or kind_b != "llm":
         return ["code"]
     parts_a, parts_b = request_parts(args_a, api_a), request_parts(args_b, api_b or api_a)
-    found = {_PART_CAUSE[p] for p in parts_a if parts_a[p] != parts_b[p]}
+    found = {PART_CAUSE[p] for p in parts_a if parts_a[p] != parts_b[p]}
     if name_a != name_b:
         found.add("config")  # the model asked
     return [c for c in CAUSES if c in found] or ["code"]
+
+
+def json_text(value: Any) -> str:
+    """A value as text: a string as it is, anything else as JSON.
+
+    >>> json_text("eu"), json_text(21), json_text({"b": 1, "a": [2]})
+    ('eu', '21', '{"a": [2], "b": 1}')
+    """
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def brief_value(value: Any, width: int = 120) -> str | None:
     """A value as a short text for a change's before/after (None stays None)."""
     if value is None:
         return None
-    if isinstance(value, str):
-        text = value
-    else:
-        import json
-
-        text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    text = json_text(value)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

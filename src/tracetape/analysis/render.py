@@ -137,7 +137,9 @@ def _explains(root: Origin, outcome: Outcome | None) -> list[str]:
 
 
 def _money(value: float | None) -> str:
-    return "unpriced" if value is None else f"${value:.4f}"
+    if value is None:
+        return "unpriced"
+    return f"${value:.2f}" if value >= 1 else f"${value:.6f}".rstrip("0").rstrip(".")
 
 
 def outcome_line(outcome: Outcome) -> str:

@@ -28,14 +28,17 @@ from __future__ import annotations
 from typing import Any
 
 from ..._enums import WRITES
-from ...canonical import changed_paths
+from ...canonical import Change, changed_paths, normalize
 from ...record import Record, call_text
 from ..causes import (
     CAUSES,
+    PART_CAUSE,
     answer_changes,
     brief_value,
     input_causes,
+    json_text,
     output_cause,
+    part_of,
     same_answer,
 )
 from ..outcome import outcome
@@ -167,6 +170,7 @@ def _walk(ctx: Context, walked: list[_Pos], differing: int) -> list[tuple[Origin
     )
     roots: list[tuple[Origin, _Pos]] = []
     active: set[str] = set()
+    quoted: list[tuple[str, str]] = []  # values of changed results a later request may quote
     current: Origin | None = None
     looked = 0
     for p in walked:
@@ -178,13 +182,13 @@ def _walk(ctx: Context, walked: list[_Pos], differing: int) -> list[tuple[Origin
             if p.a["kind"] == "llm" and ra and rb and same_answer(ra, rb):
                 continue  # the same answer in another envelope
             root = _output_root(ctx, p, ra, rb)
+            quoted += _quotes(p.a["kind"], ra, rb, ctx)
         elif current is None:
             root = _ending_root(ctx, p) if not (p.a and p.b) else _input_root(ctx, p, args, ra, rb)
         else:
             root = None
             if p.a and p.b and p.a["kind"] == p.b["kind"] == "llm" and p.a["name"] == p.b["name"]:
-                causes = _llm_causes(p, args, ra, rb)
-                fresh = [c for c in causes if c != "code" and c not in active]
+                fresh = _fresh(p, args, ra, active, quoted)
                 if fresh:
                     root = _input_root(ctx, p, args, ra, rb, fresh)
         if root is None:
@@ -204,12 +208,47 @@ def _walk(ctx: Context, walked: list[_Pos], differing: int) -> list[tuple[Origin
     return roots
 
 
-def _llm_causes(p: _Pos, args: dict[int, Any], ra: Record | None, rb: Record | None) -> list[str]:
+def _fresh(
+    p: _Pos,
+    args: dict[int, Any],
+    rec: Record | None,
+    active: set[str],
+    quoted: list[tuple[str, str]],
+) -> list[str]:
+    """The causes of a later model request's difference that no root before it explains:
+    not its earlier turns (the roots changed them), not a cause already at work, and not a
+    part whose every change quotes a result a root changed (``quoted``)."""
     assert p.a is not None and p.b is not None
-    return input_causes(
-        ("llm", p.a["name"], args.get(p.a["sid"]), ra.api if ra else None),
-        ("llm", p.b["name"], args.get(p.b["sid"]), rb.api if rb else None),
-    )
+    args_a, args_b = args.get(p.a["sid"]), args.get(p.b["sid"])
+    api = rec.api if rec else None
+    unexplained: set[str] = set()
+    for change in changed_paths(args_a, args_b, limit=50):
+        cause = PART_CAUSE[part_of(change.path, args_a, api)]
+        if cause == "code" or cause in active or _quotes_a_result(change, quoted):
+            continue
+        unexplained.add(cause)
+    if p.a["name"] != p.b["name"] and "config" not in active:
+        unexplained.add("config")
+    return [c for c in CAUSES if c in unexplained]
+
+
+def _quotes_a_result(change: Change, quoted: list[tuple[str, str]]) -> bool:
+    """Whether a changed text holds a changed result's values, before and after."""
+    before, after = json_text(change.before), json_text(change.after)
+    return any(old in before and new in after for old, new in quoted)
+
+
+def _quotes(kind: str, a: Record | None, b: Record | None, ctx: Context) -> list[tuple[str, str]]:
+    """The values of a tool's or env read's changed result (texts, as a later request would
+    quote them)."""
+    if kind == "llm" or a is None or b is None:
+        return []
+    norm = ctx.config.normalizer
+    return [
+        (json_text(c.before), json_text(c.after))
+        for c in changed_paths(normalize(a.out, norm), normalize(b.out, norm), limit=20)
+        if c.before is not None and c.after is not None
+    ]
 
 
 def _output_root(ctx: Context, p: _Pos, ra: Record | None, rb: Record | None) -> Origin:
@@ -235,24 +274,37 @@ def _input_root(  # noqa: PLR0917 - the position's parts, as the walk has them
     ca, cb = p.a, p.b
     args_a, args_b = args.get(ca["sid"]), args.get(cb["sid"])
     if args_a is None or args_b is None:
-        found = ctx.calls.sig_args([ca["sid"], cb["sid"]])
-        args_a, args_b = found[ca["sid"]], found[cb["sid"]]
+        both = ctx.calls.sig_args([ca["sid"], cb["sid"]])
+        args_a, args_b = both[ca["sid"]], both[cb["sid"]]
     if causes is None:
         causes = input_causes(
             (ca["kind"], ca["name"], args_a, ra.api if ra else None),
             (cb["kind"], cb["name"], args_b, rb.api if rb else None),
         )
+    found = changed_paths(
+        {"kind": ca["kind"], "name": ca["name"], **_as_dict(args_a)},
+        {"kind": cb["kind"], "name": cb["name"], **_as_dict(args_b)},
+        limit=50,
+    )
+    if ca["kind"] == cb["kind"] == "llm":  # the causes' parts first, each in table order
+        api = ra.api if ra else None
+        order = {c: i for i, c in enumerate(causes)}
+        placed = [(order.get(PART_CAUSE[part_of(c.path, args_a, api)]), c) for c in found]
+        found = [c for _, c in sorted(
+            ((i, c) for i, c in placed if i is not None), key=lambda x: x[0]
+        )] or found  # fmt: skip
     changes = [
         {"path": c.path or "args", "before": brief_value(c.before), "after": brief_value(c.after)}
-        for c in changed_paths(
-            {"kind": ca["kind"], "name": ca["name"], **_as_dict(args_a)},
-            {"kind": cb["kind"], "name": cb["name"], **_as_dict(args_b)},
-            limit=20,
-        )
+        for c in found[:20]
     ]
+    said_a: str | None = _asked(ca, args_a)
+    said_b: str | None = _asked(cb, args_b)
+    if ca["kind"] == cb["kind"] == "llm" and changes:  # what each request said there
+        first = changes[0]
+        said_a = brief_value(f"{first['path']}: {first['before']}", 100)
+        said_b = brief_value(f"{first['path']}: {first['after']}", 100)
     return Origin(
-        p.pos, p.step, ca["kind"], ca["name"], "input", causes, changes,
-        a=_asked(ca, args_a), b=_asked(cb, args_b),
+        p.pos, p.step, ca["kind"], ca["name"], "input", causes, changes, a=said_a, b=said_b
     )  # fmt: skip
 
 
@@ -260,11 +312,12 @@ def _ending_root(ctx: Context, p: _Pos) -> Origin:
     goes = p.a or p.b
     assert goes is not None and ctx.outcome is not None
     ends = ctx.outcome.endings_text()
+    args = ctx.calls.sig_args([goes["sid"]]).get(goes["sid"])
     return Origin(
         p.pos, goes["step"], goes["kind"], goes["name"], "ending", ["ending"],
         [{"path": "ending", "before": ends[0], "after": ends[1]}],
-        a=ends[0] if p.a is None else _asked(p.a, None),
-        b=ends[1] if p.b is None else _asked(p.b, None), ended="A" if p.a is None else "B",
+        a=ends[0] if p.a is None else _asked(p.a, args),
+        b=ends[1] if p.b is None else _asked(p.b, args), ended="A" if p.a is None else "B",
     )  # fmt: skip
 
 

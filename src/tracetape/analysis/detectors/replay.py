@@ -15,7 +15,7 @@ from typing import Any
 from . import Context
 from .drift import MAX_OUTPUTS
 
-READS = ("variants", "sigs")
+READS = ("variants", "sigs", "calls")
 CREATES = ("replayed",)
 PATTERNS = ("replay-mismatch", "replay-miss")
 # The text report shows these in a line of their own (``render``), not among the findings.
