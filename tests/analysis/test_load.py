@@ -625,7 +625,7 @@ def test_arguments_are_grouped_on_their_json_text_not_an_inferred_type(tmp_path:
     report = check_trace(_write(tmp_path / "t.jsonl", records, keys_sorted=False))
     assert report.signatures == 3
     assert sorted(f.message for f in report.findings) == [
-        "drift: s -> 2 distinct outputs",
+        "drift: s -> 2 distinct outputs (step 1, call #2)",
         "repeat: r step 1 == step 1 (same args, different output)",
     ]
 
@@ -657,7 +657,7 @@ def test_signature_keys_hold_any_value_exactly(tmp_path: Path, value: object) ->
     report = check_trace(path)
     assert report.signatures == 3
     assert sorted(f.message for f in report.findings) == [
-        "drift: s -> 2 distinct outputs",
+        "drift: s -> 2 distinct outputs (step 2, call #2)",
         "repeat: r step 1 == step 2 (same args, different output)",
     ]
     with python_reader():

@@ -16,11 +16,12 @@ from tracetape.analysis import (
 
 
 def test_the_seed_example_prints_the_seed_lines(tmp_path: Path) -> None:
-    """The seed's two traces give its repeat, drift and replay lines."""
+    """The seed's two traces give its repeat, drift and replay lines (the drift naming where
+    it shows)."""
     report = diff(tmp_path, SEED_A, SEED_B)
     assert summary_lines(report) == [
         "repeat: run_0042 step 1 == step 2 (same args, same output)",
-        "drift: search_issues -> 2 distinct outputs",
+        "drift: search_issues -> 2 distinct outputs (step 1, call #1)",
         "replay: 1 unique call, 1 mock mismatch",
     ]
     assert report.replay == {"unique": 1, "mismatches": 1, "unrecorded": 0}

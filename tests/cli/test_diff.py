@@ -46,16 +46,24 @@ def seed_files(tmp_path: Path) -> tuple[str, str]:
 
 
 def test_diff_prints_the_seed_lines_then_a_severity_table(seed_files: tuple[str, str]) -> None:
-    """diff A B prints repeat, drift and replay lines, the divergence and a severity table."""
+    """diff A B prints the verdict first (where B diverged, why, what it explains, what each
+    run came to), then the repeat, drift and replay lines and a severity table."""
     result = run("diff", *seed_files)
     assert result.exit_code == 0
     lines = result.output.splitlines()
-    assert lines[:3] == [
+    assert lines[:10] == [
+        "B diverged from A at step 1 (call #1): the tool search_issues returned another result "
+        "for the same call  [cause: tool]",
+        "  A: output a1b2c3",
+        "  B: output d4e5f6",
+        "  changed: output_sha: a1b2c3 -> d4e5f6",
+        "  this explains call #2 (A only)",
+        "  B: 1 call (A 2), 100 tokens (A 200)",
+        "  (A is run_0042, B is run_0043)",
         "repeat: run_0042 step 1 == step 2 (same args, same output)",
-        "drift: search_issues -> 2 distinct outputs",
+        "drift: search_issues -> 2 distinct outputs (step 1, call #1)",
         "replay: 1 unique call, 1 mock mismatch",
     ]
-    assert lines[3].startswith("first divergence: call #2")
     assert any(line.startswith("duplicate-call   suspicious") for line in lines)
 
 
@@ -93,9 +101,19 @@ def test_diff_json_is_the_full_report(seed_files: tuple[str, str]) -> None:
 
 
 def test_diff_markdown_fits_a_pr_comment(seed_files: tuple[str, str]) -> None:
-    """--format markdown prints a heading and a severity table."""
+    """--format markdown prints the verdict as a heading, a table of the origin, a table of
+    what each run came to, and a severity table."""
     out = run("diff", *seed_files, "--format", "markdown").output
-    assert out.startswith("### tracetape diff: worst severity **suspicious**")
+    assert out.startswith(
+        "### tracetape diff: B diverged from A at step 1 (call #1), cause **tool**; "
+        "worst severity **suspicious**"
+    )
+    assert (
+        "| origin | #1 | 1 | `tool` | the tool search_issues returned another result for the "
+        "same call | output a1b2c3 | output d4e5f6 | #2 (A only) |"
+    ) in out
+    assert "| calls | 2 | 1 |" in out and "| tokens | 200 | 100 |" in out
+    assert "<details><summary>What changed</summary>" in out
     assert "| `duplicate-call` | suspicious | 1 | Cap tool calls per step |" in out
 
 
@@ -474,7 +492,8 @@ def test_diff_output_file_keeps_the_exit_code(tmp_path: Path) -> None:
     result = run("diff", a, b, "--format", "markdown", "-o", str(out))
     assert result.exit_code == 1
     assert result.output == ""
-    assert out.read_text().startswith("### tracetape diff: worst severity **fatal**")
+    assert out.read_text().startswith("### tracetape diff: B diverged from A")
+    assert "worst severity **fatal**" in out.read_text().splitlines()[0]
 
 
 def test_check_takes_the_exploration_bound(tmp_path: Path) -> None:
@@ -531,7 +550,7 @@ def test_a_changed_text_shows_the_changed_words_with_context(tmp_path: Path) -> 
     a = write(tmp_path / "a.jsonl", [rec("A", 1, "llm_call", {"q": ask.format("Paris")}, "x")])
     b = write(tmp_path / "b.jsonl", [rec("B", 1, "llm_call", {"q": ask.format("Rome")}, "y")])
     result = run("diff", a, b)
-    line = next(x for x in result.output.splitlines() if "changed: args.q" in x)
+    line = next(x for x in result.output.splitlines() if "changed: q:" in x)
     assert "weather in Paris and what" in line and "weather in Rome and what" in line
     assert "…" in line  # cut around the change, with context
 

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..canonical import Normalizer, changed_paths, normalize
+from ..canonical import Normalizer, changed_paths, excerpt, normalize
 from ..integrations.providers import Provider, answer_of, provider_of, providers
 from ..record import Record
 
@@ -42,6 +42,7 @@ __all__ = [
     "Cause",
     "answer_changes",
     "brief_value",
+    "change_row",
     "input_causes",
     "json_text",
     "output_cause",
@@ -281,13 +282,13 @@ def answer_changes(
         text_b, calls_b = answer_of(b.out, b.api or a.api)
         rows = []
         if calls_a != calls_b:
-            rows.append(_row("answer.calls", _calls(calls_a), _calls(calls_b)))
+            rows.append(change_row("answer.calls", _calls(calls_a), _calls(calls_b)))
         if text_a != text_b:
-            rows.append(_row("answer.text", text_a, text_b))
+            rows.append(change_row("answer.text", text_a, text_b))
         if rows:
             return rows
     changes = changed_paths(normalize(a.out, norm), normalize(b.out, norm), limit=20)
-    return [_row(c.path or "output", c.before, c.after) for c in changes]
+    return [change_row(c.path or "output", c.before, c.after) for c in changes]
 
 
 def same_answer(a: Record, b: Record) -> bool:
@@ -301,5 +302,17 @@ def _calls(calls: Iterable[str]) -> str | None:
     return "; ".join(found) if found else None
 
 
-def _row(path: str, before: Any, after: Any) -> dict[str, Any]:
-    return {"path": path, "before": brief_value(before), "after": brief_value(after)}
+def change_row(path: str, before: Any, after: Any, width: int = 120) -> dict[str, Any]:
+    """One changed path as the report keeps it: two long texts cut to where they differ,
+    with context around; other values as short texts.
+
+    >>> text = ("fine " * 30) + "the weather in {} " + "and more " * 30
+    >>> row = change_row("q", text.format("Paris"), text.format("Rome"))
+    >>> row["before"]
+    '…fine fine fine fine fine the weather in Paris and more and more and more and more and…'
+    >>> row["after"]
+    '…fine fine fine fine fine the weather in Rome and more and more and more and more and…'
+    """
+    if isinstance(before, str) and isinstance(after, str) and max(len(before), len(after)) > width:
+        before, after = excerpt(before, after, (width - 40) // 2)
+    return {"path": path, "before": brief_value(before, width), "after": brief_value(after, width)}

@@ -86,6 +86,7 @@ def test_the_report_order_follows_the_declarations() -> None:
         "write-echo",
         "external-drift",
         "drift",
+        "model-drift",
     )
     assert detectors.leading() == {"divergence", "divergent-write"}
     assert detectors.apart() == {"divergence", "divergent-write", "replay-mismatch", "replay-miss"}

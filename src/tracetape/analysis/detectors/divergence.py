@@ -35,6 +35,7 @@ from ..causes import (
     PART_CAUSE,
     answer_changes,
     brief_value,
+    change_row,
     input_causes,
     json_text,
     output_cause,
@@ -293,10 +294,7 @@ def _input_root(  # noqa: PLR0917 - the position's parts, as the walk has them
         found = [c for _, c in sorted(
             ((i, c) for i, c in placed if i is not None), key=lambda x: x[0]
         )] or found  # fmt: skip
-    changes = [
-        {"path": c.path or "args", "before": brief_value(c.before), "after": brief_value(c.after)}
-        for c in found[:20]
-    ]
+    changes = [change_row(c.path or "args", c.before, c.after) for c in found[:20]]
     said_a: str | None = _asked(ca, args_a)
     said_b: str | None = _asked(cb, args_b)
     if ca["kind"] == cb["kind"] == "llm" and changes:  # what each request said there
