@@ -236,7 +236,7 @@ def test_explain_on_two_recorded_runs(tmp_path: Path) -> None:
     done = tracetape("explain", str(good), str(bad), "--call", "examples.agent:read_file")
     assert done.returncode == 0, done.stderr
     assert "Verdict: world drifted" in done.stdout
-    assert "The runs parted at call #5" in done.stdout
+    assert "The runs parted at call #4 (step 2)" in done.stdout
     edited = record_agent(
         tmp_path / "edited.jsonl", "Find why the parser loses the last row of CSV exports"
     )
@@ -249,6 +249,7 @@ def test_explain_on_two_recorded_runs(tmp_path: Path) -> None:
     assert md.returncode == 0 and md.stdout.startswith("### tracetape explain: **decision layer**")
     js = json.loads(explained("json").stdout)
     assert js["verdict"] == "decision layer" and js["next"][0].startswith("tracetape span decide")
+    assert (js["cause"], js["origin"]["cause"], js["origin"]["call"]) == ("input", "input", 1)
     same = tracetape("explain", str(good), str(good))
     assert same.returncode == 0 and "never parted" in same.stdout
     usage = tracetape("explain", str(good))

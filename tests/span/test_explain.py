@@ -44,21 +44,26 @@ def drifted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path
 def test_a_tool_output_that_drifted_between_the_runs_is_world_drifted(
     drifted: tuple[Path, Path],
 ) -> None:
-    """The runs part at the model call that read the drifted file; the read_file span before
-    it is replayed live, is stable, and gives today what the good run recorded."""
+    """The runs part at the read_file call that returned another text (the origin: the model
+    call after it only read it); that span is replayed live, is stable, and gives today what
+    the good run recorded: world drifted, cause tool."""
     good, bad = drifted
     story = explain(good, bad, options=Explain(calls={"read_file": agent.read_file}))
     assert story.divergence is not None and story.divergence["position"] == 5
+    assert story.origin is not None and story.origin["call"] == 4
+    assert (story.origin["side"], story.origin["cause"]) == ("output", "tool")
     assert story.span is not None and story.span.tool == "read_file"
-    assert story.relation == "the tool call whose result fed the divergent decision"
+    assert story.relation == "the divergent call"
     assert story.recordings_differ
     assert [c["path"] for c in story.recording_changes] == ["text"]
     assert story.replay is not None
     assert (story.replay.stable, story.replay.drift) == (True, True)
     assert story.verdict == WORLD_DRIFTED
     assert "today gives what the good run recorded" in story.because
+    assert story.cause == "tool" and story.to_dict()["cause"] == "tool"
     text = "\n".join(story.lines())
-    assert "The runs parted at call #5" in text
+    assert "The runs parted at call #4 (step 2): the tool read_file returned another" in text
+    assert "[cause: tool]" in text
     assert f"Next: tracetape span replay {bad} --id {story.span.span_id} --mode drift" in text
 
 

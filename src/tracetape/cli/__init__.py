@@ -37,8 +37,10 @@ COMMANDS = {
 # What each exit code of each command means (CI gates depend on them).
 EXIT_CODES: dict[str, dict[str, str]] = {
     "diff": {
-        "0": "no finding at or above `--fail-on` (default `fatal`)",
-        "1": "a finding at or above `--fail-on`",
+        "0": "no finding at or above `--fail-on`'s severity (default `fatal`), and no root "
+        "of the differences with a cause it names",
+        "1": "a finding at or above `--fail-on`'s severity, or a root with a cause it names "
+        "(`--fail-on prompt,config`)",
         "2": "bad input: a missing or empty file, a malformed line (file, line and field "
         "named), an unknown run, a bad option or config",
     },

@@ -28,6 +28,7 @@ from ..analysis import (
     render_text,
 )
 from ..analysis.api import expand
+from ..analysis.causes import CAUSES
 from ..analysis.render import skipped_line, summary_lines
 from ..analysis.report import redacted
 from ..analysis.summarize import LLMSettings, rule_summary, summarize_with_llm
@@ -103,6 +104,32 @@ def _emit(report: Report, fmt: str, output: Path | None) -> None:
         output.write_text(text + "\n", encoding="utf-8")
 
 
+_SEVERITIES = ("fatal", "suspicious", "expected", "never")
+
+
+def _fail_on(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    """``--fail-on``'s severities and causes, each checked (an unknown one names the valid)."""
+    items = tuple(item.strip() for item in value.split(",") if item.strip())
+    valid = (*_SEVERITIES, *CAUSES)
+    for item in items:
+        if item not in valid:
+            raise click.BadParameter(f"{item!r} is not one of {', '.join(valid)}")
+    if not items:
+        raise click.BadParameter(f"give one or more of {', '.join(valid)}")
+    return items
+
+
+def failed_on(report: Report, gates: tuple[str, ...]) -> bool:
+    """Whether ``report`` trips one of ``--fail-on``'s gates: a finding at or above a
+    severity, or a root of the differences with a cause named."""
+    for gate in gates:
+        if gate in CAUSES and any(gate in root.causes for root in report.roots):
+            return True
+        if gate in _SEVERITIES and gate != "never" and report.at_least(Severity(gate)):
+            return True
+    return False
+
+
 @click.command(
     short_help="Where two runs stopped agreeing, and every finding.", epilog=exit_codes_help("diff")
 )
@@ -116,10 +143,13 @@ def _emit(report: Report, fmt: str, output: Path | None) -> None:
 @format_option("text", "json", "markdown")
 @click.option(
     "--fail-on",
-    type=click.Choice(["fatal", "suspicious", "never"]),
+    callback=_fail_on,
     default="fatal",
     show_default=True,
-    help="Exit 1 when a finding at or above this severity exists.",
+    metavar="SEVERITY,CAUSE,...",
+    help="Exit 1 when a finding at or above this severity exists (fatal, suspicious, "
+    "expected; never: exit 0), or the runs part or change with one of these causes (model, "
+    "tool, env, input, prompt, config, code, ending); comma-separated: fatal,prompt.",
 )
 @click.option(
     "-o", "--output", type=click.Path(path_type=Path), help="Write the report here, not to stdout."
@@ -139,7 +169,7 @@ def diff(  # noqa: PLR0917 - click passes every option
     traces: tuple[str, ...],
     runs: tuple[str, str] | None,
     fmt: str,
-    fail_on: str,
+    fail_on: tuple[str, ...],
     output: Path | None,
     view: str,
     input_format: str,
@@ -149,7 +179,8 @@ def diff(  # noqa: PLR0917 - click passes every option
 
     TRACE_A and TRACE_B are each a file or a quoted glob pattern ('traces/a-*.jsonl'): every
     run they hold is on that side. With --runs, the two runs are looked up among every run of
-    every TRACE. Prints the repeats, drift, mock-replay result and first divergence, then a
+    every TRACE. Prints the verdict first (where B diverged from A, its cause, what it
+    explains, what each run came to), then the repeats, drift and mock-replay result, then a
     severity table.
     """
     a: list[str] | str
@@ -176,7 +207,7 @@ def diff(  # noqa: PLR0917 - click passes every option
     _emit(report, fmt, output)
     if view == "conversation" and fmt == "text":
         _conversation(a, b, runs)
-    if fail_on != "never" and report.at_least(Severity(fail_on)):
+    if failed_on(report, fail_on):
         sys.exit(EXIT_FAILED)
     sys.exit(EXIT_OK)
 

@@ -1,10 +1,12 @@
 """``explain``: from a good run and a bad run to a cause, in one step.
 
-1. The diff engine aligns the two runs call by call and finds the first divergent decision.
-2. The tool span that fed it is picked from the bad run: the divergent call itself when it is
+1. The diff engine aligns the two runs call by call and finds their origin: the first call
+   whose request, or whose answer to the same request, differs (``report.origin``, the same
+   analysis ``tracetape diff`` prints, with its cause).
+2. The tool span that fed it is picked from the bad run: the origin's call itself when it is
    a tool call; else the last tool call before it (its result is what the diverging model
    decision read), else, when the runs parted at their first decision, the tool call that
-   decision asked for. The same span of the good run (the runs agree up to the divergence)
+   decision asked for. The same span of the good run (the runs agree up to the origin)
    tells whether the two recordings of that call already differ.
 3. The span is replayed live (determinism, then drift; stubs and refusals as in ``replay``).
 4. The verdict: ``nondeterministic tool`` when two live runs disagree; ``world drifted`` when
@@ -12,7 +14,11 @@
    recorded different results for the same call; else ``decision layer``, and the decision
    replay is offered (or run, when a model is named).
 
-The ``Story`` prints as text, Markdown (for a PR comment) or JSON.
+The verdict becomes the story's ``cause``, in the diff's vocabulary: a nondeterministic tool
+or a drifted world is ``tool`` (``env`` where the origin is an environment read), the decision
+layer keeps the origin's own cause (``model``, ``input``, ``prompt``, ``config``, ``code``;
+``model`` where the origin is a tool's). The ``Story`` prints as text, Markdown (for a PR
+comment) or JSON.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 
 from ..analysis import AnalysisConfig, diff_traces
 from ..analysis.api import Traces
+from ..analysis.report import redacted
 from ..canonical import changed_paths, excerpt, fingerprint, normalize
 from ..errors import SpanError
 from .decide import DecideResult, decide
@@ -44,6 +51,7 @@ class Story:
     bad: str
     divergence: dict[str, Any] | None
     span: Span | None = None
+    origin: dict[str, Any] | None = None
     relation: str = ""
     good_span: Span | None = None
     recordings_differ: bool = False
@@ -55,8 +63,26 @@ class Story:
     because: str = ""
     next: list[str] = field(default_factory=list)
 
+    @property
+    def cause(self) -> str | None:
+        """The verdict in the diff's vocabulary of causes (see the module docstring)."""
+        origin = self.origin
+        if origin is None:
+            return None
+        if self.verdict in (NONDETERMINISTIC, WORLD_DRIFTED):
+            return "env" if origin["cause"] == "env" else "tool"
+        if self.verdict == DECISION_LAYER:
+            return origin["cause"] if origin["cause"] not in ("tool", "env") else "model"
+        return str(origin["cause"])
+
     def _parted(self) -> str:
-        d = self.divergence
+        d, origin = self.divergence, self.origin
+        if origin is not None and (d is None or origin["call"] != d["position"]):
+            step = f" (step {origin['step']})" if origin["step"] is not None else ""
+            return (
+                f"The runs parted at call #{origin['call']}{step}: {origin['says']} "
+                f"[cause: {origin['cause']}]."
+            )
         if d is None:
             return "The runs never parted: they made the same decisions, call for call."
         a, b = d["a"], d["b"]
@@ -99,7 +125,7 @@ class Story:
         if self.decided is not None:
             out += ["Decision replayed:", *(f"  {line}" for line in self.decided.lines())]
         if self.verdict:
-            out.append(f"Verdict: {self.verdict}: {self.because}")
+            out.append(f"Verdict: {self.verdict}: {self.because} [cause: {self.cause}]")
         out += [f"Next: {cmd}" for cmd in self.next]
         return out
 
@@ -128,6 +154,8 @@ class Story:
             "good": self.good,
             "bad": self.bad,
             "divergence": self.divergence,
+            "origin": self.origin,
+            "cause": self.cause,
             "span": self.span.to_dict() if self.span else None,
             "span_relation": self.relation or None,
             "recordings_differ": self.recordings_differ,
@@ -179,16 +207,18 @@ def explain(
     report = diff_traces(good, bad, runs=runs, config=config)
     good_name = runs[0] if runs else _name(good)
     bad_name = runs[1] if runs else _name(bad if bad is not None else good)
-    d = report.divergence
+    d, origin = report.divergence, report.origin
     story = Story(good_name, bad_name, d.to_dict() if d else None)
-    if d is None:
+    if origin is None:
         story.because = "nothing to explain"
         return story
-    bad_run = (d.b or {}).get("run") or (report.candidate or {}).get("run")
-    good_run = (d.a or {}).get("run") or (report.baseline or {}).get("run")
+    story.origin = redacted(origin.to_dict() | {"says": origin.says})
+    bad_run = (report.candidate or {}).get("run")
+    good_run = (report.baseline or {}).get("run")
     bad_spans = _run_spans(bad if bad is not None else good, bad_run)
     good_spans = _run_spans(good, good_run)
-    index, story.relation = _pick(bad_spans, d.b, d.position)
+    at = None if origin.side == "ending" and origin.ended != "A" else {"kind": origin.kind}
+    index, story.relation = _pick(bad_spans, at, origin.call)
     norm = config.normalizer
     if index is None:
         story.verdict = DECISION_LAYER
