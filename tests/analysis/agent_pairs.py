@@ -32,7 +32,7 @@ from typing import Any
 
 TRACETAPE = str(Path(sys.executable).with_name("tracetape"))
 
-AGENT = '''
+AGENT = """
 import json, os
 import openai
 import tracetape
@@ -70,7 +70,7 @@ for step in range(1, 6):
             raise RuntimeError("the weather service is down")
         result = get_weather(**args)
         messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(result)})
-'''
+"""
 
 
 def _answer(body: dict[str, Any], mode: str) -> dict[str, Any]:

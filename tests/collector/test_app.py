@@ -220,7 +220,12 @@ def test_diff_is_exactly_the_json_of_tracetape_diff(client: TestClient, tmp_path
         assert answer.status_code == 200, answer.text
     api = client.get("/v1/diff", params={"a": run_id_of(good), "b": run_id_of(bad)}).json()
     cli = json.loads(json.dumps(redacted(diff_traces(good, bad).to_dict()), default=str))
+    # The database keeps no cassette trailer, so no ending (stores/database.py: commit).
+    assert cli["summary"]["ending"] == ["completed", "completed"]
+    assert api["summary"]["ending"] == [None, None]
+    cli["summary"]["ending"] = [None, None]
     assert api == cli
+    assert api["origin"]["cause"] == "input" and api["summary"]["final"]["changed"] is False
     assert api["divergence"]["position"] == 1
     check = client.get(f"/v1/runs/{run_id_of(good)}/check").json()
     expected = json.loads(json.dumps(redacted(check_trace(good).to_dict()), default=str))

@@ -121,7 +121,13 @@ def test_a_user_compares_two_runs_in_a_real_browser(tmp_path: Path) -> None:
             assert page.text_content("#first-divergence") == "call #1"
             assert page.locator(".pair.divergence").count() == 1
             assert page.locator("#findings li.suspicious").count() >= 1
-            assert page.locator("#diff .side.suspicious").count() >= 1
+            verdict = page.text_content("#verdict") or ""
+            assert verdict.startswith(
+                "B diverged from A at step 1 (call #1): the user's input to the model changed"
+            )
+            assert "same final answer" in (page.text_content("#verdict-details") or "")
+            # the reworded task left the final answer alone: the divergence is expected
+            assert page.locator("#diff .side.expected").count() >= 1
             page.screenshot(path=str(tmp_path / "shots" / "diff.png"), full_page=True)
             page.click("h1 a >> text=good")
             page.wait_for_url("**/runs/good")

@@ -33,6 +33,8 @@ import orjson
 from msgspec import to_builtins as msgspec_to_builtins
 
 from ..analysis import Report
+from ..analysis.render import verdict_lines
+from ..analysis.report import redacted
 from ..canonical import canonical_json
 from ..record import Record, call_args
 from ..views import StepView, read_steps, word_diff
@@ -185,6 +187,7 @@ _COLUMNS = (
     ("tokens", "tokens"),
     ("cost", "cost"),
     ("findings", "findings"),
+    ("final", "final answer"),
 )
 _DB_SORTED = frozenset({"run", "last_seen", "steps", "calls", "tokens"})
 
@@ -256,11 +259,12 @@ def runs_page(
             f"<td class=num>{latency}</td><td class='num tokens'>{_e(tokens)}</td>"
             f"<td class='num cost'>{cost}</td>"
             f"<td>{_badges(findings.get(run, {}))}</td>"
+            f"<td class=final>{_final(views)}</td>"
             "</tr>"
         )
     heads = ["<th></th>"]
     for name, label in _COLUMNS:
-        if name == "findings":
+        if name in ("findings", "final"):
             heads.append(f"<th>{label}</th>")
             continue
         flip = "asc" if sort == name and order == "desc" else "desc"
@@ -286,10 +290,20 @@ def runs_page(
         f"{_filters_form(filters)}"
         "<p><button id=compare disabled>compare the two ticked runs</button></p>"
         f"<div class=scroll><table id=runs><thead><tr>{''.join(heads)}</tr></thead><tbody>"
-        + ("".join(body_rows) or f"<tr><td colspan=9 class=muted>{empty}</td></tr>")
+        + ("".join(body_rows) or f"<tr><td colspan=10 class=muted>{empty}</td></tr>")
         + f"</tbody></table></div>{more}"
     )
     return _page("runs", body, _RUNS_JS)
+
+
+def _final(views: Sequence[StepView] | None) -> str:
+    """A run's last model answer, short (the summary ``tracetape diff`` compares)."""
+    last = next((v for v in reversed(views or ()) if v.kind == "llm"), None)
+    if last is None:
+        return "<span class=muted>—</span>"
+    text = last.answer if last.answer is not None else "; ".join(last.calls)
+    text = redacted(text)
+    return _e(text if len(text) <= 80 else text[:79] + "…")
 
 
 def _sort_value(row: dict[str, Any], sort: str, numbers: dict[str, list[StepView]]) -> Any:
@@ -508,8 +522,8 @@ def diff_page(a: str, b: str, ra: Sequence[Record], rb: Sequence[Record], report
             f"<li class='finding {sev}'><span class='badge {sev}'>{sev}</span>"
             f"<b>{_e(f.pattern)}</b>: {_e(f.message)}{where}</li>"
         )
-    divergence = report.divergence
-    position = divergence.position if divergence else None
+    divergence, origin = report.divergence, report.origin
+    position = origin.call if origin else (divergence.position if divergence else None)
     rows: list[str] = []
     folded: list[str] = []
 
@@ -545,13 +559,25 @@ def diff_page(a: str, b: str, ra: Sequence[Record], rb: Sequence[Record], report
         counts[f.severity.value] = counts.get(f.severity.value, 0) + 1
     where = f"call #{position}" if position else "nowhere: the runs agree call for call"
     paths = ""
-    if divergence is not None and divergence.changes:
-        shown = "".join(f"<li><code>{_e(c.path)}</code></li>" for c in divergence.changes[:10])
+    if origin is not None and origin.changes:
+        shown = "".join(
+            f"<li><code>{_e(c['path'])}</code>: <del>{_e(c['before'])}</del> → "
+            f"<ins>{_e(c['after'])}</ins></li>"
+            for c in redacted(origin.changes[:10])
+        )
         paths = f"<ul id=changed-paths>{shown}</ul>"
+    verdict = ""
+    lines = verdict_lines(report)
+    if lines:
+        verdict = (
+            f"<p id=verdict><b>{_e(lines[0])}</b></p>"
+            f"<pre id=verdict-details>{_e(chr(10).join(line[2:] for line in lines[1:]))}</pre>"
+        )
     scale = max(sum(v.ms or 0.0 for v in va), sum(v.ms or 0.0 for v in vb), 1e-9)
     body = (
         f"<h1>Diff: <a href='/runs/{_e(a)}'>{_e(a)}</a> → <a href='/runs/{_e(b)}'>{_e(b)}</a></h1>"
-        f"<p>First divergence: <b id=first-divergence>{_e(where)}</b> · findings: {_badges(counts)}"
+        f"{verdict}"
+        f"<p>Origin: <b id=first-divergence>{_e(where)}</b> · findings: {_badges(counts)}"
         f" · <a href='/v1/diff?{urlencode({'a': a, 'b': b})}'>JSON</a></p>{paths}"
         f"<ul id=findings>{''.join(items)}</ul>"
         f"<div class=timelines><p class=muted>{_e(a)} (baseline) · {_totals(va)}</p>"
