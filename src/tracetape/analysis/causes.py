@@ -288,7 +288,7 @@ def answer_changes(
         if rows:
             return rows
     changes = changed_paths(normalize(a.out, norm), normalize(b.out, norm), limit=20)
-    return [change_row(c.path or "output", c.before, c.after) for c in changes]
+    return [change_row(c.path.lstrip("$") or "output", c.before, c.after) for c in changes]
 
 
 def same_answer(a: Record, b: Record) -> bool:

@@ -142,6 +142,10 @@ def _money(value: float | None) -> str:
     return f"${value:.2f}" if value >= 1 else f"${value:.6f}".rstrip("0").rstrip(".")
 
 
+def _time(ms: float) -> str:
+    return f"{ms / 1000:.2f} s" if ms >= 1000 else f"{ms:.0f} ms" if ms >= 1 else f"{ms:.2f} ms"
+
+
 def outcome_line(outcome: Outcome) -> str:
     """The two runs' outcomes in one line: ``B: 3 calls (A 4), 216 tokens (A 328), final
     answer changed``."""
@@ -151,7 +155,7 @@ def outcome_line(outcome: Outcome) -> str:
         parts.append(f"{_money(outcome.cost[1])} (A {_money(outcome.cost[0])})")
     da, db = outcome.duration_ms
     if da is not None and db is not None:
-        parts.append(f"{db / 1000:.2f} s (A {da / 1000:.2f} s)")
+        parts.append(f"{_time(db)} (A {_time(da)})")
     if outcome.endings_differ:
         parts.append(f"ended {outcome.ending[1]} (A {outcome.ending[0]})")
     changed = outcome.final_changed

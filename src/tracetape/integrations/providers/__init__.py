@@ -316,7 +316,9 @@ def answer_of(out: Any, api: str | None) -> tuple[str | None, list[str]]:
         text = out.get("content")
         tool = out.get("tool")
         calls = [call_text(str(tool), out.get("args"))] if isinstance(tool, str) else []
-        return (text if isinstance(text, str) else _json(out)), calls
+        if isinstance(text, str) or (text is None and calls):
+            return text, calls
+        return _json(out), calls
     return (None if out is None else _json(out)), []
 
 
