@@ -74,31 +74,25 @@ def origin_of(tapes: dict[str, Path], variant: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("variant", "call", "step", "kind", "side", "cause", "explains"),
+    ("variant", "expected"),
     [
-        pytest.param("model", 2, 1, "llm", "output", "model", [3, 4], id="model"),
-        pytest.param("tool", 3, 1, "tool", "output", "tool", [4], id="tool"),
-        pytest.param("env", 1, 1, "env", "output", "env", [2, 4], id="env"),
-        pytest.param("input", 2, 1, "llm", "input", "input", [4], id="input"),
-        pytest.param("prompt", 2, 1, "llm", "input", "prompt", [4], id="prompt"),
-        pytest.param("config", 2, 1, "llm", "input", "config", [], id="config"),
-        pytest.param("code", 3, 1, "tool", "input", "code", [4], id="code"),
-        pytest.param("ending", 3, 1, "tool", "ending", "ending", [4], id="ending"),
+        pytest.param("model", (2, 1, "llm", "output", "model", [3, 4]), id="model"),
+        pytest.param("tool", (3, 1, "tool", "output", "tool", [4]), id="tool"),
+        pytest.param("env", (1, 1, "env", "output", "env", [2, 4]), id="env"),
+        pytest.param("input", (2, 1, "llm", "input", "input", [4]), id="input"),
+        pytest.param("prompt", (2, 1, "llm", "input", "prompt", [4]), id="prompt"),
+        pytest.param("config", (2, 1, "llm", "input", "config", []), id="config"),
+        pytest.param("code", (3, 1, "tool", "input", "code", [4]), id="code"),
+        pytest.param("ending", (3, 1, "tool", "ending", "ending", [4]), id="ending"),
     ],
 )
 def test_the_origin_names_the_call_its_side_and_its_cause(
-    tapes: dict[str, Path],
-    variant: str,
-    call: int,
-    step: int,
-    kind: str,
-    side: str,
-    cause: str,
-    explains: list[int],
+    tapes: dict[str, Path], variant: str, expected: tuple[Any, ...]
 ) -> None:
     """Each pair differs by one known cause: the origin is the first call that differs (the
-    request, or the answer to the same request), with that cause, and explains every later
-    difference."""
+    request, or the answer to the same request), with that cause (call, step, kind, side,
+    cause), and explains every later difference."""
+    call, step, kind, side, cause, explains = expected
     data = origin_of(tapes, variant)
     origin = data["origin"]
     assert (origin["call"], origin["step"], origin["kind"], origin["side"]) == (
