@@ -16,8 +16,16 @@ import pytest
 from click.testing import CliRunner
 
 from tests.analysis.helpers import call as rec
-from tracetape.analysis import TraceError, diff_traces
+from tracetape.analysis import (
+    TraceError,
+    diff_records,
+    diff_traces,
+    render_markdown,
+    render_text,
+)
+from tracetape.analysis.report import redacted
 from tracetape.cli import main
+from tracetape.record import Record
 
 
 def write(path: Path, records: list[dict[str, Any]]) -> str:
@@ -564,3 +572,80 @@ def test_diff_view_conversation_marks_the_changed_words(tmp_path: Path) -> None:
     tail = result.output.split("pattern ", 1)[1]
     assert '- call  llm_call(q="What is the weather in Paris today?")' in tail
     assert '+ call  llm_call(q="What is the weather in Rome today?")' in tail
+
+
+def _agent_pair(tmp_path: Path) -> tuple[str, str]:
+    """Two cassettes of a small agent whose system instructions changed (same final)."""
+    from tracetape import Tape
+
+    paths = []
+    for name, system in (("a", "Be kind."), ("b", "Be brief.")):
+        path = tmp_path / f"{name}.jsonl"
+        with Tape(path, mode="record", harness_sha="t") as tape:
+            messages = [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]
+            tape.call("llm", {"messages": messages, "step": 1}, lambda: {"content": "Pack."})
+        paths.append(str(path))
+    return paths[0], paths[1]
+
+
+@pytest.mark.parametrize(
+    ("fail_on", "code"),
+    [
+        pytest.param("fatal", 0, id="expected-change-passes-fatal"),
+        pytest.param("prompt", 1, id="the-cause-named-fails"),
+        pytest.param("model,tool", 0, id="other-causes-pass"),
+        pytest.param("never,prompt", 1, id="never-with-a-cause-still-fails-on-it"),
+        pytest.param("expected", 1, id="any-finding-fails-expected"),
+        pytest.param("never", 0, id="never-passes"),
+    ],
+)
+def test_fail_on_takes_causes_beside_severities(tmp_path: Path, fail_on: str, code: int) -> None:
+    """--fail-on fails on a finding at or above a severity, or on a root of the named cause."""
+    a, b = _agent_pair(tmp_path)
+    result = run("diff", a, b, "--fail-on", fail_on)
+    assert result.exit_code == code, result.output
+    assert result.output.startswith("B diverged from A at step 1 (call #1): the system instr")
+
+
+@pytest.mark.parametrize("value", ["bogus", "fatal,", ",", "fatal,promt"])
+def test_fail_on_names_what_is_valid(tmp_path: Path, value: str) -> None:
+    """An unknown severity or cause is exit 2, the message listing the valid ones."""
+    a, b = _agent_pair(tmp_path)
+    result = CliRunner().invoke(main, ["diff", a, b, "--fail-on", value])
+    if value == "fatal,":
+        assert result.exit_code == 0  # an empty item is no gate
+        return
+    assert result.exit_code == 2
+    assert "fatal, suspicious, expected, never, model, tool, env, input, prompt" in result.output
+
+
+def test_secrets_never_reach_the_verdict_in_any_format(tmp_path: Path) -> None:
+    """Secrets a trace holds unredacted (a seed line's args, an answer written by another
+    tool) in the prompt, the user turn, the tool call and the answer: redacted in the
+    verdict, the origin's changes and the summary's final answer, in text, JSON and
+    Markdown."""
+    key = "sk-proj-" + "Q1w2E3r4T5y6U7i8O9p0A1s2D3f4"
+    password = "hunter2hunter2"
+    a = write(tmp_path / "a.jsonl", [rec("A", 1, "call_api", {"key": key, "q": 1}, "o")])
+    b = write(tmp_path / "b.jsonl", [rec("B", 1, "call_api", {"key": key, "q": 2}, "o")])
+    for fmt in ("text", "json", "markdown"):
+        out = run("diff", a, b, "--format", fmt).output
+        assert key not in out and "REDACTED" in out, fmt
+    lines = []
+    for run_id, system in (("a", "Be kind."), ("b", "Be brief.")):
+        messages = [
+            {"role": "system", "content": f"{system} key {key}"},
+            {"role": "user", "content": f'{{"password": "{password}"}} hi'},
+        ]
+        answer = {"content": f"Use key {key}; password={password}"}
+        lines.append([
+            Record(kind="llm", run=run_id, name="m", step=1, input={"messages": messages},
+                   out=answer, out_digest="o"),
+        ])  # fmt: skip
+    report = diff_records(lines[0], lines[1])
+    assert report.origin is not None and report.origin.cause == "prompt"
+    # JSON as the command and the collector print it (the whole report redacted)
+    shown = [render_text(report), render_markdown(report), json.dumps(redacted(report.to_dict()))]
+    for text in shown:
+        assert key not in text and password not in text
+    assert "REDACTED" in report.to_dict()["summary"]["final"]["after"]

@@ -1,0 +1,303 @@
+"""Causes: a model request split into its parts by every provider's own wire format (where its
+system instructions and user turns are), the cause each changed part names, and two answers
+to the same call compared by what they say."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tracetape.analysis import diff_records
+from tracetape.analysis.causes import (
+    CAUSES,
+    answer_changes,
+    change_row,
+    input_causes,
+    output_cause,
+    part_of,
+    request_parts,
+    same_answer,
+)
+from tracetape.integrations.providers import modules
+from tracetape.record import Record
+
+SYSTEM, USER, RESULT = "You are a travel assistant.", "What should I pack?", '{"temp_c": 9}'
+
+
+def _chat(role: str = "system") -> dict[str, Any]:
+    """An OpenAI-style chat request (OpenAI, Cohere, Mistral, Ollama, Groq)."""
+    return {
+        "messages": [
+            {"role": role, "content": SYSTEM},
+            {"role": "user", "content": USER},
+            {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "w"}}]},
+            {"role": "tool", "tool_call_id": "c", "content": RESULT},
+        ],
+        "tools": [{"type": "function", "function": {"name": "w"}}],
+        "params": {"model": "m", "temperature": 0},
+    }
+
+
+# Each provider's request as ``llm_payload`` keys it: its api, and its arguments. The paths of
+# the system text, the user's text, a setting and the tool result fed back.
+REQUESTS: dict[str, tuple[str, dict[str, Any], dict[str, tuple[Any, ...]]]] = {
+    "openai": ("openai.chat.completions", _chat("developer"), {}),
+    "openai-responses": (
+        "openai.responses",
+        {
+            "messages": [
+                {"role": "user", "content": USER},
+                {"type": "function_call", "call_id": "c", "name": "w", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c", "output": RESULT},
+            ],
+            "tools": [],
+            "params": {"instructions": SYSTEM, "model": "m", "temperature": 0},
+        },
+        {
+            "system": ("params", "instructions"),
+            "user": ("messages", 0, "content"),
+            "result": ("messages", 2, "output"),
+        },
+    ),  # fmt: skip
+    "anthropic": (
+        "anthropic.messages",
+        {
+            "messages": [
+                {"role": "user", "content": USER},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "w"}]},
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "t", "content": RESULT}],
+                },
+            ],
+            "tools": [],
+            "params": {"system": SYSTEM, "model": "m", "max_tokens": 100, "temperature": 0},
+        },
+        {
+            "system": ("params", "system"),
+            "user": ("messages", 0, "content"),
+            "result": ("messages", 2, "content", 0, "content"),
+        },
+    ),  # fmt: skip
+    "gemini": (
+        "gemini.generate_content",
+        {
+            "messages": [
+                {"role": "user", "parts": [{"text": USER}]},
+                {"role": "model", "parts": [{"functionCall": {"name": "w", "args": {}}}]},
+                {
+                    "role": "user",
+                    "parts": [{"functionResponse": {"name": "w", "response": {"r": RESULT}}}],
+                },
+            ],
+            "tools": [],
+            "params": {
+                "systemInstruction": {"parts": [{"text": SYSTEM}]},
+                "generationConfig": {"temperature": 0},
+                "model": "m",
+            },
+        },
+        {
+            "system": ("params", "systemInstruction", "parts", 0, "text"),
+            "user": ("messages", 0, "parts", 0, "text"),
+            "result": ("messages", 2, "parts", 0, "functionResponse", "response", "r"),
+            "setting": ("params", "generationConfig", "temperature"),
+        },
+    ),  # fmt: skip
+    "bedrock": (
+        "bedrock.converse",
+        {
+            "messages": [
+                {"role": "user", "content": [{"text": USER}]},
+                {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t", "name": "w"}}]},
+                {
+                    "role": "user",
+                    "content": [{"toolResult": {"toolUseId": "t", "content": [{"text": RESULT}]}}],
+                },
+            ],
+            "tools": [],
+            "params": {"system": [{"text": SYSTEM}], "inferenceConfig": {"temperature": 0}},
+        },
+        {
+            "system": ("params", "system", 0, "text"),
+            "user": ("messages", 0, "content", 0, "text"),
+            "result": ("messages", 2, "content", 0, "toolResult", "content", 0, "text"),
+            "setting": ("params", "inferenceConfig", "temperature"),
+        },
+    ),  # fmt: skip
+    "cohere": ("cohere.chat", _chat(), {}),
+    "mistral": ("mistral.chat.completions", _chat(), {}),
+    "ollama": ("ollama.chat", _chat(), {}),
+    "ollama-generate": (
+        "ollama.generate",
+        {"messages": USER, "tools": [], "params": {"system": SYSTEM, "temperature": 0}},
+        {"system": ("params", "system"), "user": ("messages",), "result": None},
+    ),
+    "groq": ("groq.chat.completions", _chat(), {}),
+}
+_CHAT_PATHS = {
+    "system": ("messages", 0, "content"),
+    "user": ("messages", 1, "content"),
+    "result": ("messages", 3, "content"),
+    "setting": ("params", "temperature"),
+}
+
+
+def _changed(args: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(args)
+    node: Any = out
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return out
+
+
+def _paths(name: str) -> dict[str, tuple[Any, ...] | None]:
+    return {**_CHAT_PATHS, **REQUESTS[name][2]}
+
+
+def test_every_provider_of_the_table_has_a_request_here() -> None:
+    """The table's providers and these requests are the same set: a new provider needs its
+    request shape here."""
+    assert {name.split("-")[0] for name in REQUESTS} == set(modules())
+
+
+_PARTS = {
+    "system": ("You are a terse assistant.", "prompt"),
+    "user": ("What should I pack for Rome?", "input"),
+    "setting": (0.7, "config"),
+    "result": ('{"temp_c": 21}', "code"),
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "part"),
+    [
+        pytest.param(name, part, id=f"{name}-{part}")
+        for name in sorted(REQUESTS)
+        for part in _PARTS
+        if _paths(name)[part] is not None  # a one-shot generate request has no earlier turn
+    ],
+)
+def test_each_part_of_a_providers_request_names_its_cause(name: str, part: str) -> None:
+    """Changing the system instructions names ``prompt``, the user's turn ``input``, a setting
+    ``config``, a tool result fed back (an earlier turn) ``code``: where each provider keeps
+    them, from the provider table."""
+    api, args, _ = REQUESTS[name]
+    path = _paths(name)[part]
+    assert path is not None
+    value, cause = _PARTS[part]
+    after = _changed(args, path, value)
+    assert input_causes(("llm", "m", args, api), ("llm", "m", after, api)) == [cause]
+
+
+def test_a_request_with_several_changes_lists_each_cause_in_table_order() -> None:
+    """The user turn and the temperature changed: causes input, config; the cause is input."""
+    args = _chat()
+    after = _changed(_changed(args, ("params", "temperature"), 1), ("messages", 1, "content"), "x")
+    assert input_causes(("llm", "m", args, None), ("llm", "m", after, None)) == ["input", "config"]
+    assert input_causes(("llm", "m", args, None), ("llm", "m2", args, None)) == ["config"]
+    assert input_causes(("tool", "w", {"c": 1}, None), ("llm", "m", args, None)) == ["code"]
+
+
+def test_the_parts_of_a_request_and_of_a_changed_path() -> None:
+    """An Anthropic tool result travels as a user message but is an earlier turn; a request
+    of an unknown provider is read with every provider's declarations."""
+    api, args, _ = REQUESTS["anthropic"]
+    parts = request_parts(args, api)
+    assert parts["prompt"] == [{"system": SYSTEM}]
+    assert [m["role"] for m in parts["user"]] == ["user"] and len(parts["history"]) == 2
+    assert part_of("messages[2].content[0].content", args, api) == "history"
+    assert part_of("params.system", args, api) == "prompt"
+    assert part_of("params.max_tokens", args, api) == "config"
+    assert part_of("messages[9]", args, api) == "history"  # an item only the other run has
+    unknown = request_parts(_chat("developer"), None)
+    assert unknown["prompt"] == [{"role": "developer", "content": SYSTEM}]
+
+
+def test_a_change_in_instructions_through_the_whole_analysis() -> None:
+    """Records of every provider diffed as two runs: the origin is the model call, on the
+    input side, with cause ``prompt``, its change named at the provider's own path."""
+    for name, (api, args, _) in sorted(REQUESTS.items()):
+        after = _changed(args, _paths(name)["system"] or (), "Be terse.")  # type: ignore[arg-type]
+        runs = []
+        for run, request in (("a", args), ("b", after)):
+            runs.append([
+                Record(kind="llm", run=run, name="m", step=1, api=api,
+                       input={**request, "step": 1}, out={"ok": 1}, out_digest="o1"),
+            ])  # fmt: skip
+        origin = diff_records(runs[0], runs[1]).to_dict()["origin"]
+        assert origin is not None, name
+        assert (origin["side"], origin["cause"], origin["kind"]) == ("input", "prompt", "llm"), name
+        assert origin["changes"][0]["after"].endswith("Be terse."), name
+
+
+def _openai(message: dict[str, Any], rid: str) -> dict[str, Any]:
+    body = {"id": rid, "created": int(rid[-1]), "choices": [{"index": 0, "message": message}]}
+    return {"status": 200, "body": body}
+
+
+def test_two_answers_are_compared_by_what_they_say_not_their_envelope() -> None:
+    """Another id and timestamp: the same answer. A final answer instead of a tool call: the
+    changes name the tool calls and the text, as a person reads them."""
+    ask = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}  # fmt: skip
+    api = "openai.chat.completions"
+    a = Record(kind="llm", api=api, out=_openai(ask, "chatcmpl-1"))
+    again = Record(kind="llm", api=api, out=_openai(ask | {"tool_calls": [
+        {**ask["tool_calls"][0], "id": "call_9"}]}, "chatcmpl-2"))  # fmt: skip
+    final = Record(
+        kind="llm", api=api, out=_openai({"role": "assistant", "content": "Pack."}, "x3")
+    )
+    assert same_answer(a, again) and not same_answer(a, final)
+    assert answer_changes("llm", a, final, ("1", "2")) == [
+        {"path": "answer.calls", "before": 'get_weather(city="Paris")', "after": None},
+        {"path": "answer.text", "before": None, "after": "Pack."},
+    ]
+    anthropic = Record(kind="llm", api="anthropic.messages", out={"status": 200, "body": {
+        "content": [{"type": "text", "text": "Pack a coat."}]}})  # fmt: skip
+    other = Record(kind="llm", api="anthropic.messages", out={"status": 200, "body": {
+        "content": [{"type": "text", "text": "Pack a hat."}]}})  # fmt: skip
+    assert answer_changes("llm", anthropic, other, (None, None)) == [
+        {"path": "answer.text", "before": "Pack a coat.", "after": "Pack a hat."}
+    ]
+
+
+def test_outputs_without_records_are_compared_by_their_digests() -> None:
+    """A seed line holds the output's digest only: the change is ``output_sha``."""
+    assert answer_changes("tool", None, None, ("a1", "b2")) == [
+        {"path": "output_sha", "before": "a1", "after": "b2"}
+    ]
+    a, b = Record(kind="tool", out="9°C"), Record(kind="tool", out="21°C")
+    assert answer_changes("tool", a, b, ("1", "2")) == [
+        {"path": "output", "before": "9°C", "after": "21°C"}
+    ]
+
+
+def test_the_vocabulary_and_its_sides() -> None:
+    """Eight causes, in the table's order; an answer's cause follows its call's kind."""
+    assert list(CAUSES) == ["model", "tool", "env", "input", "prompt", "config", "code", "ending"]
+    assert [CAUSES[c].side for c in CAUSES] == ["output"] * 3 + ["input"] * 4 + ["ending"]
+    assert [output_cause(k) for k in ("llm", "tool", "env", "http", "mcp")] == [
+        "model", "tool", "env", "env", "tool",
+    ]  # fmt: skip
+    assert all("freshness" not in CAUSES[c].fix for c in ("model", "prompt", "input", "config"))
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        pytest.param("a", "b", ("a", "b"), id="short-texts-whole"),
+        pytest.param(None, {"k": 1}, (None, '{"k": 1}'), id="absent-and-json"),
+        pytest.param("w " * 100, "w " * 100 + "x", ("…" + "w " * 20, "…" + "w " * 20 + "x"),
+                     id="long-cut-to-change"),
+    ],
+)  # fmt: skip
+def test_a_change_row_is_short(before: Any, after: Any, expected: tuple[Any, Any]) -> None:
+    """Short values whole, long texts cut around where they differ, at most 120 characters."""
+    row = change_row("p", before, after)
+    assert (row["before"], row["after"]) == expected
+    assert all(v is None or len(v) <= 120 for v in (row["before"], row["after"]))
