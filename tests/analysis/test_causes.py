@@ -60,7 +60,7 @@ REQUESTS: dict[str, tuple[str, dict[str, Any], dict[str, tuple[Any, ...]]]] = {
             "user": ("messages", 0, "content"),
             "result": ("messages", 2, "output"),
         },
-    ),  # fmt: skip
+    ),
     "anthropic": (
         "anthropic.messages",
         {
@@ -80,7 +80,7 @@ REQUESTS: dict[str, tuple[str, dict[str, Any], dict[str, tuple[Any, ...]]]] = {
             "user": ("messages", 0, "content"),
             "result": ("messages", 2, "content", 0, "content"),
         },
-    ),  # fmt: skip
+    ),
     "gemini": (
         "gemini.generate_content",
         {
@@ -105,7 +105,7 @@ REQUESTS: dict[str, tuple[str, dict[str, Any], dict[str, tuple[Any, ...]]]] = {
             "result": ("messages", 2, "parts", 0, "functionResponse", "response", "r"),
             "setting": ("params", "generationConfig", "temperature"),
         },
-    ),  # fmt: skip
+    ),
     "bedrock": (
         "bedrock.converse",
         {
@@ -126,7 +126,7 @@ REQUESTS: dict[str, tuple[str, dict[str, Any], dict[str, tuple[Any, ...]]]] = {
             "result": ("messages", 2, "content", 0, "toolResult", "content", 0, "text"),
             "setting": ("params", "inferenceConfig", "temperature"),
         },
-    ),  # fmt: skip
+    ),
     "cohere": ("cohere.chat", _chat(), {}),
     "mistral": ("mistral.chat.completions", _chat(), {}),
     "ollama": ("ollama.chat", _chat(), {}),
