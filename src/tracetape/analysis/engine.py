@@ -104,7 +104,7 @@ COLUMNS = {
 # A Parquet export's columns: ``seq`` numbers the calls across the inputs.
 EXPORT_COLUMNS = ["seq", *(c for c in COLUMNS if c != "file")]
 
-# ``runs`` (per run: first call, calls, tokens, step segments, highest step, the most calls
+# ``runs`` (per run: first and last call, calls, tokens, step segments, highest step, the most calls
 # of one step: no segment, a stretch of one step's calls, is longer; whether its segments
 # need its calls in order) without putting every call in order: a run's calls are grouped by
 # step number. A run that makes one call a step, none without a step, has a segment a call,
@@ -121,7 +121,7 @@ _ORDER = f"""
     FROM calls0 WHERE ({{side_of}}) > 0 GROUP BY ALL;
     CREATE TABLE runs AS
     WITH g AS (
-        SELECT side, run, min(lo) AS first, sum(n)::BIGINT AS calls,
+        SELECT side, run, min(lo) AS first, max(hi) AS last, sum(n)::BIGINT AS calls,
                sum(tokens)::BIGINT AS tokens, count(*) AS steps,
                greatest(0, coalesce(max(step), 0)) AS max_step, max(n) AS most,
                bool_and(n = 1 AND step IS NOT NULL) AS lone

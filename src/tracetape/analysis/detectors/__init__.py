@@ -134,17 +134,38 @@ class Context:
                 )
             )
 
-    def positions(self, ords: list[int]) -> dict[int, int]:
-        """The position of each call at ``ords`` in its run (1-based, in call order: how a
-        diff counts calls)."""
-        if not ords:
+    def positions(self, calls: list[tuple[int, int]]) -> dict[int, int]:
+        """The position of each call (its ord, and its run's first call: ``rf``) in its run
+        (1-based, in call order: how a diff counts calls)."""
+        if not calls:
             return {}
-        rows = self.calls.rows(
-            "SELECT c.ord, count(*) FROM calls c JOIN calls d ON d.rf = c.rf AND d.ord <= c.ord "
-            "WHERE c.ord IN (SELECT unnest($1::BIGINT[])) GROUP BY c.ord",
-            [sorted(set(ords))],
-        )
-        return dict(rows)
+        firsts = sorted({rf for _, rf in calls})
+        # A run whose calls are one stretch of its input (no other run's between them) gives
+        # a call's position from its ord; the others', from one window over their calls.
+        packed = {
+            rf
+            for rf, whole in self.calls.rows(
+                "SELECT first, last - first + 1 = calls FROM runs "
+                "WHERE first IN (SELECT unnest($1::BIGINT[]))",
+                [firsts],
+            )
+            if whole
+        }
+        out = {o: o - rf + 1 for o, rf in calls if rf in packed}
+        rest = sorted({o for o, rf in calls if rf not in packed})
+        if rest:
+            out |= dict(
+                self.calls.rows(
+                    """
+                    SELECT ord, pos FROM (
+                        SELECT ord, row_number() OVER (PARTITION BY rf ORDER BY ord) AS pos
+                        FROM calls WHERE rf IN (SELECT unnest($2::BIGINT[])))
+                    WHERE ord IN (SELECT unnest($1::BIGINT[]))
+                    """,
+                    [rest, sorted({rf for o, rf in calls if rf not in packed})],
+                )
+            )
+        return out
 
 
 Detector = Callable[[Context], None]

@@ -48,7 +48,7 @@ from ..rules import divergence_severity
 from . import SIDE_A, SIDE_B, Context
 
 READS = ("calls", "runs", "sigs")
-CREATES = ("aligned",)
+CREATES = ()
 PATTERNS = ("divergence", "divergent-write")
 # The report puts these first among the findings of a severity, and the text report shows
 # them in a section of their own (``render``), not among the findings.
@@ -61,21 +61,28 @@ EXPLAINS = 50
 
 # A run's calls are those of its first call (``rf``).
 _RUN = "rf = (SELECT first FROM runs WHERE side = {} AND run = {})"
-_ALIGNED = f"""
-    CREATE TABLE aligned AS
-    WITH a AS (SELECT row_number() OVER (ORDER BY ord) AS pos, sid, out, ord, step, effect
+# The differing positions, the first ``WALK`` of them (with how many there are, and the first
+# whose requests differ), in one pass over the two runs.
+# A call's position in its run: its ord's offset from the run's first where the run is one
+# stretch of its input (no window: no sort), else its row number in call order.
+_PACKED = "ord - rf + 1"
+_ORDERED = "row_number() OVER (ORDER BY ord)"
+_WALKED = f"""
+    WITH a AS (SELECT {{a}} AS pos, sid, out, ord, step, effect
                FROM calls WHERE {_RUN.format("$1", "$2")}),
-         b AS (SELECT row_number() OVER (ORDER BY ord) AS pos, sid, out, ord, step, effect
-               FROM calls WHERE {_RUN.format("$3", "$4")})
-    SELECT pos, a.sid AS sa, b.sid AS sb, a.out AS oa, b.out AS ob, a.ord AS da, b.ord AS db,
-           a.step AS ta, b.step AS tb, a.effect AS ea, b.effect AS eb
-    FROM a FULL JOIN b USING (pos)
-    WHERE a.sid IS DISTINCT FROM b.sid OR a.out IS DISTINCT FROM b.out
-"""
-_WALKED = """
-    SELECT pos, sa, sb, oa, ob, da, db, ta, tb, ea, eb, sa_.kind, sa_.name, sb_.kind, sb_.name
-    FROM aligned LEFT JOIN sigs sa_ ON sa_.sid = sa LEFT JOIN sigs sb_ ON sb_.sid = sb
-    ORDER BY pos LIMIT $1
+         b AS (SELECT {{b}} AS pos, sid, out, ord, step, effect
+               FROM calls WHERE {_RUN.format("$3", "$4")}),
+         d AS (SELECT pos, a.sid AS sa, b.sid AS sb, a.out AS oa, b.out AS ob, a.ord AS da,
+                      b.ord AS db, a.step AS ta, b.step AS tb, a.effect AS ea, b.effect AS eb,
+                      count(*) OVER () AS n,
+                      min(pos) FILTER (WHERE a.sid IS DISTINCT FROM b.sid) OVER () AS fi
+               FROM a FULL JOIN b USING (pos)
+               WHERE a.sid IS DISTINCT FROM b.sid OR a.out IS DISTINCT FROM b.out
+               ORDER BY pos LIMIT $5)
+    SELECT pos, sa, sb, oa, ob, da, db, ta, tb, ea, eb, sa_.kind, sa_.name, sb_.kind, sb_.name,
+           n, fi
+    FROM d LEFT JOIN sigs sa_ ON sa_.sid = sa LEFT JOIN sigs sb_ ON sb_.sid = sb
+    ORDER BY pos
 """
 _CALL = f"""
     SELECT c.step, c.ord, s.kind, s.name, c.sid, c.out, c.effect
@@ -116,11 +123,17 @@ def find(ctx: Context) -> None:
         return
     db = ctx.calls
     a, b = (SIDE_A, ctx.baseline), (SIDE_B, ctx.candidate)
-    db.con.execute(_ALIGNED, [*a, *b])
-    (first_input,) = db.one("SELECT min(pos) FILTER (WHERE sa IS DISTINCT FROM sb) FROM aligned")
-    (differing,) = db.one("SELECT count(*) FROM aligned")
-    walked = [_Pos(row) for row in db.rows(_WALKED, [WALK])]
-    db.con.execute("DROP TABLE aligned")
+    packed = dict(
+        db.rows(
+            "SELECT side, last - first + 1 = calls FROM runs "
+            "WHERE (side = 1 AND run = $1) OR (side = 2 AND run = $2)",
+            [ctx.baseline, ctx.candidate],
+        )
+    )
+    pos = {side: _PACKED if packed.get(side) else _ORDERED for side in (SIDE_A, SIDE_B)}
+    rows = db.rows(_WALKED.format(a=pos[SIDE_A], b=pos[SIDE_B]), [*a, *b, WALK])
+    walked = [_Pos(row[:15]) for row in rows]
+    differing, first_input = rows[0][15:] if rows else (0, None)
     counts = dict(
         db.rows(
             "SELECT side, calls FROM runs WHERE (side = 1 AND run = $1) OR (side = 2 AND run = $2)",
@@ -129,7 +142,8 @@ def find(ctx: Context) -> None:
     )
     ctx.aligned = (first_input - 1) if first_input is not None else counts.get(SIDE_A, 0)
     if first_input is not None:
-        ctx.divergence = _divergence(ctx, first_input)
+        at = next((p for p in walked if p.pos == first_input), None)
+        ctx.divergence = _divergence(ctx, first_input, at)
     ctx.outcome = outcome(ctx)
     roots = _walk(ctx, walked, differing)
     if not roots:
@@ -357,12 +371,20 @@ def _said(kind: str, name: str, rec: Record | None, digest: str | None) -> str |
     return brief_value(rec.out, 100)
 
 
-def _divergence(ctx: Context, position: int) -> Divergence:
+def _divergence(ctx: Context, position: int, at: _Pos | None) -> Divergence:
     """The first position whose requests differ, both calls and their changed paths (the
-    report's ``divergence``)."""
+    report's ``divergence``), from the walk's row where it has it."""
     db = ctx.calls
     a, b = (SIDE_A, ctx.baseline), (SIDE_B, ctx.candidate)
-    rows = [db.rows(_CALL, [*side, position]) for side in (a, b)]
+    if at is not None:
+        rows = [
+            [(c["step"], c["ord"], c["kind"], c["name"], c["sid"], c["out"], c["effect"])]
+            if c is not None
+            else []
+            for c in (at.a, at.b)
+        ]
+    else:
+        rows = [db.rows(_CALL, [*side, position]) for side in (a, b)]
     args = db.sig_args([row[0][4] for row in rows if row])
     lines = db.lines(row[0][1] for row in rows if row)
 

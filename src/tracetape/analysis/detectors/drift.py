@@ -85,7 +85,7 @@ def find(ctx: Context) -> None:
     runs: dict[int, set[str]] = {sid: set() for sid in sids}
     found = db.rows(
         """
-        SELECT v.sid, v.out, u.run, c.step, c.ord, v.clean,
+        SELECT v.sid, v.out, u.run, c.step, c.ord, v.clean, c.rf,
                row_number() OVER (PARTITION BY v.sid ORDER BY v.first) AS rank
         FROM variants v JOIN calls c ON c.ord = v.first JOIN runs u ON u.first = c.rf
         WHERE v.sid IN (SELECT unnest($1::BIGINT[]))
@@ -93,11 +93,11 @@ def find(ctx: Context) -> None:
         """,
         [sids],
     )
-    lines = db.lines(row[4] for row in found if row[6] <= MAX_OUTPUTS)
+    lines = db.lines(row[4] for row in found if row[7] <= MAX_OUTPUTS)
     # Where each drift shows: the first sighting of its second output.
-    second = {row[0]: (row[3], row[4]) for row in found if row[6] == 2}
-    calls = ctx.positions([first for _, first in second.values()])
-    for sid, out, run, step, first, clean, rank in found:
+    second = {row[0]: (row[3], row[4]) for row in found if row[7] == 2}
+    calls = ctx.positions([(row[4], row[6]) for row in found if row[7] == 2])
+    for sid, out, run, step, first, clean, _, rank in found:
         runs[sid].add(run)
         if rank <= MAX_OUTPUTS:
             seen = {"out": out, "run": run, "step": step, "line": lines[first]}

@@ -63,20 +63,14 @@ def find(ctx: Context) -> None:
     ):
         outs.setdefault((sid, side), []).append(str(out))
     # Where each finding shows: the candidate's first call of its first example.
-    firsts = dict(
-        db.rows(
-            "SELECT sid, min(ord) FROM calls WHERE side = 2 AND sid IN "
-            "(SELECT unnest($1::BIGINT[])) GROUP BY sid",
-            [[sids[0] for sids in (mismatched, misses) if sids]],
-        )
+    found = db.rows(
+        "SELECT sid, arg_min({'ord': ord, 'step': step, 'rf': rf}, ord) FROM calls "
+        "WHERE side = 2 AND sid IN (SELECT unnest($1::BIGINT[])) GROUP BY sid",
+        [[sids[0] for sids in (mismatched, misses) if sids]],
     )
-    steps = dict(
-        db.rows(
-            "SELECT ord, step FROM calls WHERE ord IN (SELECT unnest($1::BIGINT[]))",
-            [list(firsts.values())],
-        )
-    )
-    calls = ctx.positions(list(firsts.values()))
+    firsts = {sid: first["ord"] for sid, first in found}
+    steps = {first["ord"]: first["step"] for _, first in found}
+    calls = ctx.positions([(first["ord"], first["rf"]) for _, first in found])
 
     def where(sids: list[int]) -> dict[str, Any]:
         first = firsts.get(sids[0]) if sids else None
