@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.analysis.agent_pairs import record_all
-from tests.analysis.helpers import call, diff, patterns
+from tests.analysis.helpers import call, diff, patterns, write_jsonl
 from tracetape.analysis import AnalysisConfig, Severity, diff_traces
 from tracetape.analysis.render import render_text
 from tracetape.analysis.rules import classify_table
@@ -235,3 +235,23 @@ def test_seed_jsonl_traces_get_the_causes_they_can_show(tmp_path: Path) -> None:
         assert origin["cause"] == cause
     tool = diff(tmp_path, a, cases["tool"]).to_dict()["origin"]
     assert tool["changes"] == [{"path": "output_sha", "before": "o1", "after": "o9"}]
+
+
+def test_interleaved_runs_count_their_own_calls(tmp_path: Path) -> None:
+    """Two runs written line by line into one file (each run's calls not one stretch): the
+    origin, the drift and the repeat each name the call's position in its own run."""
+    a = [call("A", i, "s", {"i": i}, "o") for i in range(1, 5)]
+    b = [call("B", i, "s", {"i": i}, "o" if i < 3 else "x") for i in range(1, 5)]
+    b[3] = call("B", 4, "s", {"i": 3}, "o")  # B repeats call 3's args at its fourth call
+    mixed = [line for pair in zip(a, b, strict=True) for line in pair]
+    path = write_jsonl(tmp_path / "mixed.jsonl", mixed)
+    report = diff_traces(path, runs=("A", "B"))
+    data = report.to_dict()
+    assert (data["origin"]["call"], data["origin"]["cause"]) == (3, "tool")
+    assert data["origin"]["explains"] == [4]
+    drift = next(f for f in data["findings"] if f["pattern"].endswith("drift"))
+    assert (drift["call"], drift["step"]) == (3, 3)
+    repeat = next(f for f in data["findings"] if f["pattern"] == "repeat-changed-output")
+    assert (repeat["run"], repeat["call"], repeat["step"]) == ("B", 3, 3)
+    packed = diff(tmp_path, a, b).to_dict()
+    assert packed["origin"] == data["origin"]

@@ -37,7 +37,10 @@ def find(ctx: Context) -> None:
         for run, n in rows:
             if pattern == "call-budget":
                 message = f"call budget: {run} made {n} calls (max_calls {limits.max_calls})"
-                ctx.add(pattern, message, run, None, calls=n, bound=limits.max_calls)
+                # the call past the bound, in its run; a budget of tokens or steps is the
+                # run's as a whole
+                over = limits.max_calls + 1
+                ctx.add(pattern, message, run, None, call=over, calls=n, bound=limits.max_calls)
             elif pattern == "token-budget":
                 message = f"token budget: {run} used {n} tokens (max_tokens {limits.max_tokens})"
                 ctx.add(pattern, message, run, None, tokens=n, bound=limits.max_tokens)

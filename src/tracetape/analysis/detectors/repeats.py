@@ -93,17 +93,23 @@ def find(ctx: Context) -> None:
     lines = db.lines(row[7] for row in rows)
     found = [[row[9] for row in rows], [row[2] for row in rows]]
     steps_of = {(rf, sid): steps for rf, sid, steps in db.rows(_STEPS, found)} if rows else {}
+    positions = ctx.positions([(row[7], row[9]) for row in rows])
     for pattern, run, sid, name, n, step, out, first, effect, run_first in rows:
         line = lines[first]
+        at = positions.get(first)  # the repeated call's first
         steps = steps_of[run_first, sid]
         call = {"tool": name, "args": args[sid], "count": n, "steps": steps}
         if pattern == "repeat-budget":
             message = f"repeat budget: {run} {name} {brief(args[sid])} ran {n} times "
-            ctx.add(pattern, message + f"(max_repeats {bound})", run, step, **call, bound=bound)
+            message += f"(max_repeats {bound})"
+            ctx.add(pattern, message, run, step, call=at, evidence=call, bound=bound)
             continue
         what = "different" if pattern == "repeat-changed-output" else "same"
         times = f" ({n} calls)" if n > len(steps) or n > 2 else ""
         where = " == ".join(f"step {s}" for s in steps)
         message = f"repeat: {run} {where}{times} (same args, {what} output)"
-        ctx.add(pattern, message, run, step, **call, output=out, line=line, effect=effect)
+        ctx.add(
+            pattern, message, run, step, call=at, evidence=call, output=out, line=line,
+            effect=effect,
+        )  # fmt: skip
     db.con.execute("DROP TABLE repeats; DROP TABLE repeat_found")

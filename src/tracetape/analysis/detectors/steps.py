@@ -45,7 +45,8 @@ def _fanout(ctx: Context, bound: int) -> None:
         return
     rows = db.rows(
         """
-        SELECT u.run, any_value(c.step), count(*), min(c.ord), list(g.name ORDER BY c.ord)
+        SELECT u.run, any_value(c.step), count(*), min(c.ord), list(g.name ORDER BY c.ord),
+               s.run_first
         FROM (SELECT * FROM big_segs WHERE n > ? ORDER BY run_first, first LIMIT ?) s
         JOIN calls c ON c.rf = s.run_first AND c.seg = s.seg
         JOIN sigs g USING (sid) JOIN runs u ON u.first = s.run_first
@@ -54,7 +55,8 @@ def _fanout(ctx: Context, bound: int) -> None:
         [bound, ctx.limit],
     )
     lines = db.lines(row[3] for row in rows)
-    for run, step, n, first, names in rows:
+    positions = ctx.positions([(row[3], row[5]) for row in rows])
+    for run, step, n, first, names, _ in rows:
         by_tool: dict[str, int] = {}
         for name in names:
             by_tool[name] = by_tool.get(name, 0) + 1
@@ -63,10 +65,8 @@ def _fanout(ctx: Context, bound: int) -> None:
             f"fanout: {run} step {step}: {n} tool calls (max_calls_per_step {bound})",
             run,
             step,
-            calls=n,
-            bound=bound,
-            by_tool=by_tool,
-            line=lines[first],
+            call=positions.get(first),  # the step's first call
+            evidence={"calls": n, "bound": bound, "by_tool": by_tool, "line": lines[first]},
         )
 
 
@@ -97,7 +97,8 @@ def _exploration(ctx: Context, bound: int) -> None:
     if total:
         rows = db.rows(
             """
-            SELECT u.run, e.step, e.name, e.distinct_args, list(c.sid ORDER BY c.ord)
+            SELECT u.run, e.step, e.name, e.distinct_args, list(c.sid ORDER BY c.ord),
+                   e.tool_first, e.run_first
             FROM (SELECT * FROM explored ORDER BY run_first, first, tool_first LIMIT ?) e
             JOIN calls c ON c.rf = e.run_first AND c.seg = e.seg
             JOIN sigs g ON g.sid = c.sid AND g.name = e.name
@@ -107,15 +108,17 @@ def _exploration(ctx: Context, bound: int) -> None:
             """,
             [ctx.limit],
         )
-        firsts = [list(dict.fromkeys(sids))[:3] for *_, sids in rows]
+        firsts = [list(dict.fromkeys(row[4]))[:3] for row in rows]
         args = db.sig_args([s for sids in firsts for s in sids])
-        for (run, step, name, n, _), sids in zip(rows, firsts, strict=True):
+        positions = ctx.positions([(row[5], row[6]) for row in rows])
+        for (run, step, name, n, _, tool_first, _), sids in zip(rows, firsts, strict=True):
             ctx.add(
                 "exploration",
                 f"exploration: {run} step {step}: {name} called with {n} different args "
                 f"(bound {bound})",
                 run,
                 step,
+                call=positions.get(tool_first),  # the tool's first call in the step
                 tool=name,
                 distinct_args=n,
                 bound=bound,
