@@ -8,8 +8,11 @@ report**.
 * ``engine``: the calls of every input in one DuckDB table (seed JSONL straight through
   DuckDB's JSON reader), signed on their normalized arguments, with the ordered facts of each
   run computed by window functions;
-* ``detectors``: one small query per finding (first divergence, repeats, drift, write echoes,
-  exploration, fanout, budgets, mock replay);
+* ``detectors``: one small query per finding (the origin of a divergence and the changes
+  after it, repeats, drift, write echoes, exploration, fanout, budgets, mock replay);
+  ``causes`` names why two calls differ (model, tool, env, input, prompt, config, code,
+  ending) and ``outcome`` what each compared run came to (calls, tokens, cost, ending, final
+  answer);
 * ``rules``: the rule table giving every pattern a severity and a suggested fix;
 * ``render`` and ``summarize``: text, Markdown and JSON reports, and the one-line summary
   (by the rules, or by a model behind an OpenAI-compatible endpoint).
@@ -20,9 +23,11 @@ report**.
     >>> _ = (d / "a.jsonl").write_text(line.format("run_1", "aa") * 2)
     >>> _ = (d / "b.jsonl").write_text(line.format("run_2", "bb"))
     >>> report = diff_traces(d / "a.jsonl", d / "b.jsonl")
+    >>> report.origin.cause, report.origin.call
+    ('tool', 1)
     >>> for text in summary_lines(report): print(text)
     repeat: run_1 step 1 == step 1 (same args, same output)
-    drift: search -> 2 distinct outputs
+    drift: search -> 2 distinct outputs (step 1, call #1)
     replay: 1 unique call, 1 mock mismatch
 """
 
