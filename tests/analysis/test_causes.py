@@ -5,11 +5,13 @@ to the same call compared by what they say."""
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tracetape.analysis import diff_records
+from tracetape.analysis import diff_traces
 from tracetape.analysis.causes import (
     CAUSES,
     answer_changes,
@@ -217,18 +219,29 @@ def test_the_parts_of_a_request_and_of_a_changed_path() -> None:
     assert unknown["prompt"] == [{"role": "developer", "content": SYSTEM}]
 
 
-def test_a_change_in_instructions_through_the_whole_analysis() -> None:
-    """Records of every provider diffed as two runs: the origin is the model call, on the
-    input side, with cause ``prompt``, its change named at the provider's own path."""
+def test_a_change_in_instructions_through_the_whole_analysis(tmp_path: Path) -> None:
+    """Cassettes of every provider's request, diffed as two runs: the origin is the model
+    call, on the input side, with cause ``prompt``, its change named at the provider's own
+    path."""
     for name, (api, args, _) in sorted(REQUESTS.items()):
-        after = _changed(args, _paths(name)["system"] or (), "Be terse.")  # type: ignore[arg-type]
-        runs = []
-        for run, request in (("a", args), ("b", after)):
-            runs.append([
-                Record(kind="llm", run=run, name="m", step=1, api=api,
-                       input={**request, "step": 1}, out={"ok": 1}, out_digest="o1"),
-            ])  # fmt: skip
-        origin = diff_records(runs[0], runs[1]).to_dict()["origin"]
+        path = _paths(name)["system"]
+        assert path is not None
+        files = []
+        for run, request in (("a", args), ("b", _changed(args, path, "Be terse."))):
+            header = {"tracetape": 1, "version": "0.1.0", "run_id": run}
+            record = {
+                "seq": 1,
+                "key": "llm:0000000000000001",
+                "kind": "llm",
+                "name": "m",
+                "step": 1,
+                "api": api,
+                "input": {**request, "step": 1},
+                "out": {"ok": 1},
+            }
+            files.append(tmp_path / f"{name}-{run}.jsonl")
+            files[-1].write_text(f"{json.dumps(header)}\n{json.dumps(record)}\n")
+        origin = diff_traces(*files).to_dict()["origin"]
         assert origin is not None, name
         assert (origin["side"], origin["cause"], origin["kind"]) == ("input", "prompt", "llm"), name
         assert origin["changes"][0]["after"].endswith("Be terse."), name
