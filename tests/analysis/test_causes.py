@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tracetape.analysis import diff_traces
 from tracetape.analysis.causes import (
@@ -22,7 +24,8 @@ from tracetape.analysis.causes import (
     request_parts,
     same_answer,
 )
-from tracetape.integrations.providers import modules
+from tracetape.canonical import changed_paths
+from tracetape.integrations.providers import modules, provider_of, providers
 from tracetape.record import Record
 
 SYSTEM, USER, RESULT = "You are a travel assistant.", "What should I pack?", '{"temp_c": 9}'
@@ -314,3 +317,69 @@ def test_a_change_row_is_short(before: Any, after: Any, expected: tuple[Any, Any
     row = change_row("p", before, after)
     assert (row["before"], row["after"]) == expected
     assert all(v is None or len(v) <= 120 for v in (row["before"], row["after"]))
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=20,
+)
+ROLES = st.sampled_from(["system", "developer", "user", "USER", "assistant", "tool", "model"])
+ITEMS = st.one_of(
+    JSON,
+    st.fixed_dictionaries({"role": ROLES, "content": JSON}),
+    st.fixed_dictionaries({"role": ROLES, "parts": JSON}),
+)
+REQUEST = (
+    st.fixed_dictionaries(
+        {
+            "messages": st.lists(ITEMS, max_size=5) | st.text(max_size=8),
+            "params": JSON,
+            "tools": JSON,
+        }
+    )
+    | JSON
+)
+APIS = st.sampled_from([None, "openai.chat.completions", "anthropic.messages",
+                        "gemini.generate_content", "bedrock.converse", "nobody.chat"])  # fmt: skip
+
+
+@given(a=REQUEST, b=REQUEST, api=APIS)
+def test_any_two_requests_name_causes_from_the_vocabulary(a: Any, b: Any, api: str | None) -> None:
+    """Whatever a trace holds where a request should be, the causes are named, never raised:
+    input side causes only, in table order, and none where nothing changed."""
+    causes = input_causes(("llm", "m", a, api), ("llm", "m", b, api))
+    assert causes and set(causes) <= {"input", "prompt", "config", "code"}
+    assert causes == [c for c in CAUSES if c in causes]
+    parts = request_parts(a, api)
+    assert set(parts) == {"prompt", "user", "history", "config"}
+    for change in changed_paths(a, b, limit=10):
+        assert part_of(change.path, a, api) in ("prompt", "user", "history", "config")
+
+
+@given(a=REQUEST, api=APIS)
+def test_a_request_split_in_parts_loses_nothing(a: Any, api: str | None) -> None:
+    """Every conversation item lands in exactly one part, in order; a request equal to
+    itself names no part changed."""
+    parts = request_parts(a, api)
+    if isinstance(a, dict) and isinstance(a.get("messages"), list):
+        params = a["params"] if isinstance(a.get("params"), dict) else {}
+        prov = provider_of(api)
+        fields = {f for p in ([prov] if prov else providers()) for f in p.instructions}
+        from_params = sum(1 for f in fields if f in params)
+        items = [*parts["prompt"][from_params:], *parts["user"], *parts["history"]]
+        assert sorted(map(repr, items)) == sorted(map(repr, a["messages"]))
+    assert input_causes(("llm", "m", a, api), ("llm", "m", a, api)) == ["code"]
+
+
+@given(a=JSON, b=JSON, api=APIS, kind=st.sampled_from(["llm", "tool", "env"]))
+def test_any_two_outputs_compare_without_raising(
+    a: Any, b: Any, api: str | None, kind: str
+) -> None:
+    """Whatever a record holds as its output, two of them compare: short rows, each a path
+    and two texts (or null), and the same output twice has the same answer."""
+    ra, rb = Record(kind=kind, api=api, out=a), Record(kind=kind, api=api, out=b)
+    for row in answer_changes(kind, ra, rb, ("x", "y")):
+        assert set(row) == {"path", "before", "after"}
+        assert all(v is None or (isinstance(v, str) and len(v) <= 120) for v in row.values())
+    assert same_answer(ra, ra)
