@@ -14,7 +14,8 @@ or the fake model's ``mode``:
 * ``AGENT_LATER_TEMPERATURE``: the second request's temperature (an independent ``config``);
 * ``AGENT_UPPER``: the agent passes the city upper-cased to the tool (``code``);
 * ``AGENT_CRASH``: the agent raises before running the tool (``ending``: failed);
-* mode ``impatient``: the model answers the first request at once (``model``).
+* mode ``impatient``: the model answers the first request at once (``model``); mode
+  ``fresh-ids``: every answer and tool call gets a new id, as a real provider gives them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -87,7 +89,7 @@ def _answer(body: dict[str, Any], mode: str) -> dict[str, Any]:
         message = {"role": "assistant", "content": "Pack a light jacket, it is spring."}
     else:
         call = {
-            "id": "call_1",
+            "id": f"call_{uuid.uuid4().hex[:12]}" if mode == "fresh-ids" else "call_1",
             "type": "function",
             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
         }
@@ -95,7 +97,7 @@ def _answer(body: dict[str, Any], mode: str) -> dict[str, Any]:
     finish = "tool_calls" if message.get("tool_calls") else "stop"
     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
     return {
-        "id": "chatcmpl-1",
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}" if mode == "fresh-ids" else "chatcmpl-1",
         "object": "chat.completion",
         "created": 1,
         "model": body["model"],
@@ -168,6 +170,9 @@ VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "code": ("normal", {"upper": "1"}),
     "ending": ("normal", {"crash": "1"}),
     "tool+later-config": ("normal", {"weather": "21", "later_temperature": "0.5"}),
+    # as a real provider answers: new ids for every answer and tool call, nothing else changed
+    "ids": ("fresh-ids", {}),
+    "ids+tool": ("fresh-ids", {"weather": "21"}),
 }
 
 

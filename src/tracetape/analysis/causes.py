@@ -37,6 +37,7 @@ from ..integrations.providers import Provider, answer_of, provider_of, providers
 from ..record import Record
 
 __all__ = [
+    "CALL_IDS",
     "CAUSES",
     "PART_CAUSE",
     "Cause",
@@ -127,6 +128,12 @@ CAUSES: dict[str, Cause] = {
 # A model request's parts, and the cause a difference in each names.
 PART_CAUSE = {"user": "input", "prompt": "prompt", "config": "config", "history": "code"}
 _OUTPUT_CAUSE = {"llm": "model", "env": "env", "http": "env"}
+
+
+# The ids an SDK or a provider gives each tool call (OpenAI ``id`` and ``tool_call_id``,
+# Responses ``call_id``, Anthropic ``tool_use_id``, Bedrock ``toolUseId``): new on every run,
+# they say nothing of what a request asks.
+CALL_IDS = frozenset({"id", "tool_call_id", "call_id", "tool_use_id", "toolUseId"})
 
 
 def output_cause(kind: str | None) -> str:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import orjson
 
 from .._enums import WRITES
@@ -58,6 +59,7 @@ __all__ = [
     "ORD",
     "ROW_BITS",
     "Background",
+    "Brief",
     "Calls",
     "Input",
     "Workspace",
@@ -247,6 +249,21 @@ class Workspace:
         self._tmp.cleanup()
 
 
+class Brief(msgspec.Struct, frozen=True, gc=False):
+    """What a record says of its call but its input and output: decoded from a store's text
+    skipping those (the summary of a run reads every call's timing and tokens)."""
+
+    kind: str
+    name: str | None = None
+    api: str | None = None
+    ms: float | None = None
+    usage: dict[str, int] | None = None
+    tokens: int | None = None
+
+
+_decode_brief = msgspec.json.Decoder(Brief).decode
+
+
 @dataclass
 class Calls:
     """The calls of an analysis in DuckDB (see the module docstring)."""
@@ -417,16 +434,19 @@ class Calls:
             field="args",
         )
 
-    def sig_args(self, sids: Sequence[int]) -> dict[int, Any]:
+    def sig_args(self, sids: Sequence[int], *, normalized: bool = True) -> dict[int, Any]:
         """The normalized arguments of signatures, as their first call gave them (key order
-        kept), for the evidence of findings."""
+        kept), for the evidence of findings (``normalized=False``: as written, which is
+        quicker where equal texts are all that is asked)."""
         if not sids:
             return {}
         rows = self.con.execute(
             "SELECT sid, args FROM sigs WHERE sid IN (SELECT unnest($1::BIGINT[]))",
             [list(set(sids))],
         ).fetchall()
-        memo = MemoNormalizer(self.config.normalizer)
+        memo: Callable[[Any], Any] = (
+            MemoNormalizer(self.config.normalizer) if normalized else (lambda value: value)
+        )
         out = {}
         for sid, text in rows:
             try:
@@ -436,12 +456,14 @@ class Calls:
             out[sid] = memo(value)
         return out
 
-    def records_at(self, ords: Iterable[int]) -> dict[int, Record]:
+    def records_at(self, ords: Iterable[int], *, brief: bool = False) -> dict[int, Any]:
         """The records of the calls at ``ords``, where an input holds more than its row (a
         cassette, span or OTLP file, a store's texts; not the seed's JSONL nor Parquet, whose
-        rows are all they hold). A file not kept as read is read again, once."""
+        rows are all they hold). A file not kept as read is read again, once. ``brief``: a
+        store's texts are decoded without their input and output (``Brief``)."""
+        decode: Callable[[bytes], Any] = _decode_brief if brief else decode_record
         mask = (1 << ROW_BITS) - 1
-        found: dict[int, Record] = {}
+        found: dict[int, Any] = {}
         for o in sorted(set(ords)):
             index = o >> ROW_BITS
             start = self.starts.get(index)
@@ -453,7 +475,7 @@ class Calls:
             k = (o & mask) - start
             if 0 <= k < len(kept):
                 item = kept[k]
-                found[o] = decode_record(item) if isinstance(item, bytes) else item
+                found[o] = decode(item) if isinstance(item, bytes) else item
         return found
 
     def _read_again(self, index: int) -> list[Record]:

@@ -60,9 +60,9 @@ def run_facts(ctx: Context, first: int) -> tuple[float | None, float | None, str
         f"AND (ord >> {ROW_BITS}) IN (SELECT unnest($2::BIGINT[]))",
         [first, files],
     )
-    records = db.records_at(ords or [])
+    records = db.records_at(ords or [], brief=True)
     priced, total, ms, timed = Decimal(0), False, 0.0, False
-    last: Record | None = None
+    last: int | None = None
     for o in ords or []:
         rec = records.get(o)
         if rec is None:
@@ -71,7 +71,7 @@ def run_facts(ctx: Context, first: int) -> tuple[float | None, float | None, str
             ms, timed = ms + rec.ms, True
         if rec.kind != "llm":
             continue
-        last = rec
+        last = o
         usage = rec.usage or {}
         tokens_in, tokens_out = usage.get("input"), usage.get("output")
         if not usage and rec.tokens is not None:
@@ -81,7 +81,8 @@ def run_facts(ctx: Context, first: int) -> tuple[float | None, float | None, str
         if price is not None:
             priced, total = priced + price, True
     final = None
-    if last is not None:
-        text, calls = answer_of(last.out, last.api)
+    answer: Record | None = db.records_at([last]).get(last) if last is not None else None
+    if answer is not None:
+        text, calls = answer_of(answer.out, answer.api)
         final = brief_value(text if text is not None else "; ".join(calls) or None, 200)
     return (float(priced) if total else None), (round(ms, 3) if timed else None), final

@@ -255,3 +255,16 @@ def test_interleaved_runs_count_their_own_calls(tmp_path: Path) -> None:
     assert (repeat["run"], repeat["call"], repeat["step"]) == ("B", 3, 3)
     packed = diff(tmp_path, a, b).to_dict()
     assert packed["origin"] == data["origin"]
+
+
+def test_new_tool_call_ids_are_no_difference(tapes: dict[str, Path]) -> None:
+    """A real provider gives each answer and tool call a new id, which the next request
+    carries back: two runs that differ only so do not differ; with a changed tool result
+    besides, the origin is that result, and the model call after it is explained."""
+    same = diff_traces(tapes["base"], tapes["ids"]).to_dict()
+    assert same["origin"] is None
+    assert not [f for f in same["findings"] if f["pattern"].startswith("diverg")]
+    tool = diff_traces(tapes["base"], tapes["ids+tool"]).to_dict()
+    assert (tool["origin"]["call"], tool["origin"]["cause"]) == (3, "tool")
+    assert tool["origin"]["explains"] == [4]
+    assert [f["call"] for f in tool["findings"] if f["pattern"] == "divergence"] == [3]

@@ -25,12 +25,15 @@ the first call whose *request* differs (the report's ``divergence``, as before).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ..._enums import WRITES
 from ...canonical import Change, changed_paths, normalize
 from ...record import Record, call_text
 from ..causes import (
+    CALL_IDS,
     CAUSES,
     PART_CAUSE,
     answer_changes,
@@ -40,6 +43,7 @@ from ..causes import (
     json_text,
     output_cause,
     part_of,
+    request_parts,
     same_answer,
 )
 from ..outcome import outcome
@@ -55,8 +59,11 @@ PATTERNS = ("divergence", "divergent-write")
 LEADS = True
 APART = True
 
-# The differing positions looked at one by one; and of a root's explained calls, those listed.
+# The differing positions looked at one by one; of them, the later model requests looked
+# into for a change of their own (an independent root); and of a root's explained calls,
+# those listed.
 WALK = 256
+INSPECT = 32
 EXPLAINS = 50
 
 # A run's calls are those of its first call (``rf``).
@@ -80,10 +87,16 @@ _WALKED = f"""
                WHERE a.sid IS DISTINCT FROM b.sid OR a.out IS DISTINCT FROM b.out
                ORDER BY pos LIMIT $5)
     SELECT pos, sa, sb, oa, ob, da, db, ta, tb, ea, eb, sa_.kind, sa_.name, sb_.kind, sb_.name,
+           sa <> sb AND sa_.kind = 'llm' AND sb_.kind = 'llm' AND sa_.name = sb_.name
+               AND regexp_replace(sa_.args, $6, '""', 'g')
+                   = regexp_replace(sb_.args, $6, '""', 'g') AS ids_only,
            n, fi
     FROM d LEFT JOIN sigs sa_ ON sa_.sid = sa LEFT JOIN sigs sb_ ON sb_.sid = sb
     ORDER BY pos
 """
+# A tool call's id in a request's text (``causes.CALL_IDS``), as its value is cut out.
+_IDS = r'"(?:' + "|".join(sorted(CALL_IDS)) + r')"\s*:\s*"(?:[^"\\]|\\.)*"'
+
 _CALL = f"""
     SELECT c.step, c.ord, s.kind, s.name, c.sid, c.out, c.effect
     FROM (SELECT *, row_number() OVER (ORDER BY ord) AS pos FROM calls
@@ -92,12 +105,29 @@ _CALL = f"""
 """
 
 
+class _Lazy:
+    """Values fetched a pair at a time, when the walk needs them, and kept."""
+
+    def __init__(self, fetch: Callable[[list[int]], dict[int, Any]]):
+        self._fetch = fetch
+        self._kept: dict[int, Any] = {}
+
+    def get(self, a: int, b: int) -> tuple[Any, Any]:
+        missing = [k for k in (a, b) if k not in self._kept]
+        if missing:
+            found = self._fetch(missing)
+            self._kept.update({k: found.get(k) for k in missing})
+        return self._kept[a], self._kept[b]
+
+
 class _Pos:
     """One differing position of the walk, both sides (``a``, ``b``: None where the run has
     no call there)."""
 
     def __init__(self, row: tuple[Any, ...]):
-        (self.pos, sa, sb, oa, ob, da, db, ta, tb, ea, eb, ka, na, kb, nb) = row
+        (self.pos, sa, sb, oa, ob, da, db, ta, tb, ea, eb, ka, na, kb, nb, ids_only) = row
+        # two model requests that differ only in the ids of earlier tool calls (``_IDS``)
+        self.ids_only = bool(ids_only)
         self.a = None if sa is None else {"sid": sa, "out": oa, "ord": da, "step": ta,
                                            "effect": ea, "kind": ka, "name": na}  # fmt: skip
         self.b = None if sb is None else {"sid": sb, "out": ob, "ord": db, "step": tb,
@@ -131,9 +161,9 @@ def find(ctx: Context) -> None:
         )
     )
     pos = {side: _PACKED if packed.get(side) else _ORDERED for side in (SIDE_A, SIDE_B)}
-    rows = db.rows(_WALKED.format(a=pos[SIDE_A], b=pos[SIDE_B]), [*a, *b, WALK])
-    walked = [_Pos(row[:15]) for row in rows]
-    differing, first_input = rows[0][15:] if rows else (0, None)
+    rows = db.rows(_WALKED.format(a=pos[SIDE_A], b=pos[SIDE_B]), [*a, *b, WALK, _IDS])
+    walked = [_Pos(row[:16]) for row in rows]
+    differing, first_input = rows[0][16:] if rows else (0, None)
     counts = dict(
         db.rows(
             "SELECT side, calls FROM runs WHERE (side = 1 AND run = $1) OR (side = 2 AND run = $2)",
@@ -172,17 +202,11 @@ def _walk(ctx: Context, walked: list[_Pos], differing: int) -> list[tuple[Origin
     """The roots among the differing positions, in order, each with the positions it explains
     (see the module docstring)."""
     db = ctx.calls
-    ords = [c["ord"] for p in walked for c in (p.a, p.b) if c is not None]
-    records = db.records_at(ords)
-    llm_inputs = [
-        c["sid"]
-        for p in walked
-        if not p.same_request and p.a and p.b and p.a["kind"] == p.b["kind"] == "llm"
-        for c in (p.a, p.b)
-    ]
-    args = db.sig_args(
-        [c["sid"] for p in walked[:1] for c in (p.a, p.b) if c is not None] + llm_inputs
-    )
+    records = _Lazy(db.records_at)
+    briefs = _Lazy(partial(db.records_at, brief=True))  # a record's api, not its texts
+    args = _Lazy(db.sig_args)
+    written = _Lazy(partial(db.sig_args, normalized=False))
+    inspected = 0  # later model requests looked into for a change of their own
     roots: list[tuple[Origin, _Pos]] = []
     active: set[str] = set()
     quoted: list[tuple[str, str]] = []  # values of changed results a later request may quote
@@ -190,22 +214,36 @@ def _walk(ctx: Context, walked: list[_Pos], differing: int) -> list[tuple[Origin
     looked = 0
     for p in walked:
         looked += 1
-        ra = records.get(p.a["ord"]) if p.a else None
-        rb = records.get(p.b["ord"]) if p.b else None
-        if p.same_request:
-            assert p.a is not None
+        # The same request, or the same but for the tool calls' ids its earlier turns carry
+        if p.same_request or p.ids_only:
+            assert p.a is not None and p.b is not None
+            if not p.same_request and p.a["out"] == p.b["out"]:
+                continue
+            ra, rb = records.get(p.a["ord"], p.b["ord"])
             if p.a["kind"] == "llm" and ra and rb and same_answer(ra, rb):
                 continue  # the same answer in another envelope
             root = _output_root(ctx, p, ra, rb)
             quoted += _quotes(p.a["kind"], ra, rb, ctx)
         elif current is None:
-            root = _ending_root(ctx, p) if not (p.a and p.b) else _input_root(ctx, p, args, ra, rb)
+            if not (p.a and p.b):
+                root = _ending_root(ctx, p)
+            else:
+                ra, rb = records.get(p.a["ord"], p.b["ord"])
+                root = _input_root(ctx, p, args.get(p.a["sid"], p.b["sid"]), ra, rb)
         else:
             root = None
-            if p.a and p.b and p.a["kind"] == p.b["kind"] == "llm" and p.a["name"] == p.b["name"]:
-                fresh = _fresh(p, args, ra, active, quoted)
-                if fresh:
-                    root = _input_root(ctx, p, args, ra, rb, fresh)
+            later = p.a and p.b and p.a["kind"] == p.b["kind"] == "llm"
+            if later and p.a["name"] == p.b["name"] and inspected < INSPECT:  # type: ignore[index]
+                assert p.a is not None and p.b is not None
+                inspected += 1
+                ra, rb = briefs.get(p.a["ord"], p.b["ord"])
+                # as written first: parts equal as written are equal normalized
+                fresh = _fresh(written.get(p.a["sid"], p.b["sid"]), ra, active, quoted)
+                both = args.get(p.a["sid"], p.b["sid"]) if fresh else None
+                fresh = _fresh(both, ra, active, quoted) if both else []
+                if both and fresh:
+                    ra, rb = records.get(p.a["ord"], p.b["ord"])
+                    root = _input_root(ctx, p, both, ra, rb, fresh)
         if root is None:
             assert current is not None
             current.explained += 1
@@ -219,31 +257,29 @@ def _walk(ctx: Context, walked: list[_Pos], differing: int) -> list[tuple[Origin
         current.explained += differing - looked  # past the walk: counted as explained
     elif ctx.outcome is not None and ctx.outcome.endings_differ:
         root = _ended_alike(ctx)
-        roots.append((root, _Pos((root.call, *(None,) * 14))))
+        roots.append((root, _Pos((root.call, *(None,) * 15))))
     return roots
 
 
 def _fresh(
-    p: _Pos,
-    args: dict[int, Any],
-    rec: Record | None,
+    args: tuple[Any, Any],
+    rec: Any,
     active: set[str],
     quoted: list[tuple[str, str]],
 ) -> list[str]:
     """The causes of a later model request's difference that no root before it explains:
     not its earlier turns (the roots changed them), not a cause already at work, and not a
-    part whose every change quotes a result a root changed (``quoted``)."""
-    assert p.a is not None and p.b is not None
-    args_a, args_b = args.get(p.a["sid"]), args.get(p.b["sid"])
+    part whose every change quotes a result a root changed (``quoted``). Parts are compared
+    whole first: the changed paths are walked only in a part that differs."""
     api = rec.api if rec else None
+    parts_a, parts_b = request_parts(args[0], api), request_parts(args[1], api)
     unexplained: set[str] = set()
-    for change in changed_paths(args_a, args_b, limit=50):
-        cause = PART_CAUSE[part_of(change.path, args_a, api)]
-        if cause == "code" or cause in active or _quotes_a_result(change, quoted):
+    for part, cause in PART_CAUSE.items():
+        if cause == "code" or cause in active or parts_a[part] == parts_b[part]:
             continue
-        unexplained.add(cause)
-    if p.a["name"] != p.b["name"] and "config" not in active:
-        unexplained.add("config")
+        changes = changed_paths(parts_a[part], parts_b[part], limit=50)
+        if not all(_quotes_a_result(c, quoted) for c in changes):
+            unexplained.add(cause)
     return [c for c in CAUSES if c in unexplained]
 
 
@@ -280,17 +316,14 @@ def _output_root(ctx: Context, p: _Pos, ra: Record | None, rb: Record | None) ->
 def _input_root(  # noqa: PLR0917 - the position's parts, as the walk has them
     ctx: Context,
     p: _Pos,
-    args: dict[int, Any],
+    args: tuple[Any, Any],
     ra: Record | None,
     rb: Record | None,
     causes: list[str] | None = None,
 ) -> Origin:
     assert p.a is not None and p.b is not None
     ca, cb = p.a, p.b
-    args_a, args_b = args.get(ca["sid"]), args.get(cb["sid"])
-    if args_a is None or args_b is None:
-        both = ctx.calls.sig_args([ca["sid"], cb["sid"]])
-        args_a, args_b = both[ca["sid"]], both[cb["sid"]]
+    args_a, args_b = args
     if causes is None:
         causes = input_causes(
             (ca["kind"], ca["name"], args_a, ra.api if ra else None),
