@@ -31,21 +31,18 @@ import copy
 import json
 import tempfile
 import threading
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import orjson
 
 from .._enums import WRITES
 from ..errors import ConfigError, TraceError
-from ..formats import TraceFormat, TraceSource, read_records
-from ..formats.cassette import fill_steps
-from ..record import Record, decode_record
+from ..formats import TraceFormat, TraceSource
+from ..record import Record
 from .config import AnalysisConfig
 from .normalize import MemoNormalizer
 
@@ -59,7 +56,6 @@ __all__ = [
     "ORD",
     "ROW_BITS",
     "Background",
-    "Brief",
     "Calls",
     "Input",
     "Workspace",
@@ -249,21 +245,6 @@ class Workspace:
         self._tmp.cleanup()
 
 
-class Brief(msgspec.Struct, frozen=True, gc=False):
-    """What a record says of its call but its input and output: decoded from a store's text
-    skipping those (the summary of a run reads every call's timing and tokens)."""
-
-    kind: str
-    name: str | None = None
-    api: str | None = None
-    ms: float | None = None
-    usage: dict[str, int] | None = None
-    tokens: int | None = None
-
-
-_decode_brief = msgspec.json.Decoder(Brief).decode
-
-
 @dataclass
 class Calls:
     """The calls of an analysis in DuckDB (see the module docstring)."""
@@ -286,9 +267,9 @@ class Calls:
     _ordered: Background | None = None  # builds runs beside signing (see sign)
     events: int = 0  # the calls read (prepare drops calls0)
     _facts: str = ""  # see facts()
-    # The records behind the rows of the inputs read as records (``records_at``): each such
-    # input's first rowid, and its records where they were kept as read (a store's texts, a
-    # list given, a small file), else read again when asked.
+    # The records behind the rows of the inputs read as records (``records.records_at``):
+    # each such input's first rowid, and its records where they were kept as read (a store's
+    # texts, a list given, a small file), else read again when asked.
     starts: dict[int, int] = field(default_factory=dict)
     kept: dict[int, Sequence[Record] | list[bytes]] = field(default_factory=dict)
     endings: dict[str, str] = field(default_factory=dict)  # a run's, where its format says
@@ -455,44 +436,6 @@ class Calls:
                 value = json.loads(text)  # signed already: it parses (an int past 64 bits)
             out[sid] = memo(value)
         return out
-
-    def records_at(self, ords: Iterable[int], *, brief: bool = False) -> dict[int, Any]:
-        """The records of the calls at ``ords``, where an input holds more than its row (a
-        cassette, span or OTLP file, a store's texts; not the seed's JSONL nor Parquet, whose
-        rows are all they hold). A file not kept as read is read again, once. ``brief``: a
-        store's texts are decoded without their input and output (``Brief``)."""
-        decode: Callable[[bytes], Any] = _decode_brief if brief else decode_record
-        mask = (1 << ROW_BITS) - 1
-        found: dict[int, Any] = {}
-        for o in sorted(set(ords)):
-            index = o >> ROW_BITS
-            start = self.starts.get(index)
-            if start is None:
-                continue
-            kept = self.kept.get(index)
-            if kept is None:
-                kept = self.kept[index] = self._read_again(index)
-            k = (o & mask) - start
-            if 0 <= k < len(kept):
-                item = kept[k]
-                found[o] = decode(item) if isinstance(item, bytes) else item
-        return found
-
-    def _read_again(self, index: int) -> list[Record]:
-        inp = self.inputs[index]
-        if inp.fmt is TraceFormat.JSONL:  # its records hold what its rows do
-            return []
-        with warnings.catch_warnings():  # said when it was read first
-            warnings.simplefilter("ignore")
-            records = read_records(
-                inp.path,
-                inp.fmt,
-                normalizer=self.config.normalizer,
-                skip_bad_lines=self.skip_bad_lines,
-            )
-            if inp.fmt is TraceFormat.CASSETTE:
-                records = fill_steps(records)
-            return list(records)
 
     # -- the table the detectors read ----------------------------------------------------------
 

@@ -302,7 +302,7 @@ def _load_records(calls: Calls, index: int) -> None:
 
 
 def _started(calls: Calls, index: int, ended: str | None = None) -> None:
-    """Note where the rows of input ``index`` start (``Calls.records_at``), and how its
+    """Note where the rows of input ``index`` start (``records.records_at``), and how its
     runs ended where its format says."""
     (start,) = calls.one("SELECT min(rowid) FROM calls0 WHERE file = ?", [index])
     if start is not None:

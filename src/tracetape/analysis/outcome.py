@@ -17,6 +17,7 @@ from ..prices import cost
 from ..record import Record
 from .causes import brief_value
 from .engine import ROW_BITS
+from .records import records_at
 from .report import Outcome
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def run_facts(ctx: Context, first: int) -> tuple[float | None, float | None, str
         f"AND (ord >> {ROW_BITS}) IN (SELECT unnest($2::BIGINT[]))",
         [first, files],
     )
-    records = db.records_at(ords or [], brief=True)
+    records = records_at(db, ords or [], brief=True)
     priced, total, ms, timed = Decimal(0), False, 0.0, False
     last: int | None = None
     for o in ords or []:
@@ -81,7 +82,7 @@ def run_facts(ctx: Context, first: int) -> tuple[float | None, float | None, str
         if price is not None:
             priced, total = priced + price, True
     final = None
-    answer: Record | None = db.records_at([last]).get(last) if last is not None else None
+    answer: Record | None = records_at(db, [last]).get(last) if last is not None else None
     if answer is not None:
         text, calls = answer_of(answer.out, answer.api)
         final = brief_value(text if text is not None else "; ".join(calls) or None, 200)

@@ -47,6 +47,7 @@ from ..causes import (
     same_answer,
 )
 from ..outcome import outcome
+from ..records import records_at
 from ..report import Divergence, Origin
 from ..rules import divergence_severity
 from . import SIDE_A, SIDE_B, Context
@@ -202,8 +203,8 @@ def _walk(ctx: Context, walked: list[_Pos], differing: int) -> list[tuple[Origin
     """The roots among the differing positions, in order, each with the positions it explains
     (see the module docstring)."""
     db = ctx.calls
-    records = _Lazy(db.records_at)
-    briefs = _Lazy(partial(db.records_at, brief=True))  # a record's api, not its texts
+    records = _Lazy(partial(records_at, db))
+    briefs = _Lazy(partial(records_at, db, brief=True))  # a record's api, not its texts
     args = _Lazy(db.sig_args)
     written = _Lazy(partial(db.sig_args, normalized=False))
     inspected = 0  # later model requests looked into for a change of their own
