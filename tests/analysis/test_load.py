@@ -736,3 +736,34 @@ def test_texts_differing_in_volatile_keys_are_walked_once(tmp_path: Path) -> Non
     assert signed == ["dsign"]
     with _without_unvolatile():
         assert _signed_texts(path) == (got, ["dargs"])
+
+
+def _answer(rid: str, text: str) -> dict[str, Any]:
+    body = {"id": rid, "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
+    return {"status": 200, "body": body}
+
+
+@pytest.mark.parametrize("as_texts", [True, False], ids=["store-texts", "records"])
+def test_a_model_answers_digest_is_what_it_says(as_texts: bool) -> None:
+    """Two answers to one request in other envelopes (a new id each) are one output; two that
+    say other things are two: from a store's texts (read by DuckDB) as from records. An
+    output not recorded at a provider's boundary keeps its whole digest."""
+    ask = {"messages": [{"role": "user", "content": "hi"}]}
+
+    def run(name: str, rid: str, text: str) -> list[Record]:
+        return [
+            Record(kind="llm", run=name, name="m", step=1, api="openai.chat.completions",
+                   input=ask, out=_answer(rid, text), out_digest=f"envelope-{rid}"),
+            Record(kind="llm", run=name, name="m", step=2, input={"q": 1}, out={"x": rid},
+                   out_digest=f"whole-{rid}"),
+        ]  # fmt: skip
+
+    def diffed(a: list[Record], b: list[Record]) -> dict[str, Any]:
+        pair = [_texts(a), _texts(b)] if as_texts else [a, b]
+        return diff_records(*pair).to_dict()
+
+    same = diffed(run("a", "chatcmpl-1", "Pack."), run("b", "chatcmpl-2", "Pack."))
+    assert same["origin"]["call"] == 2  # the tape.call answer's whole output differs
+    assert "model-drift" in same["counts"] and same["counts"]["model-drift"] == 1
+    other = diffed(run("a", "chatcmpl-1", "Pack."), run("b", "chatcmpl-1", "Stay."))
+    assert (other["origin"]["call"], other["origin"]["cause"]) == (1, "model")

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..canonical import Normalizer, changed_paths, excerpt, normalize
+from ..canonical import Normalizer, changed_paths, excerpt, fingerprint, normalize
 from ..integrations.providers import Provider, answer_of, provider_of, providers
 from ..record import Record
 
@@ -42,6 +42,7 @@ __all__ = [
     "PART_CAUSE",
     "Cause",
     "answer_changes",
+    "answer_digest",
     "brief_value",
     "change_row",
     "input_causes",
@@ -296,6 +297,23 @@ def answer_changes(
             return rows
     changes = changed_paths(normalize(a.out, norm), normalize(b.out, norm), limit=20)
     return [change_row(c.path.lstrip("$") or "output", c.before, c.after) for c in changes]
+
+
+def answer_digest(out: Any, api: str | None, norm: Normalizer | None = None) -> str | None:
+    """The digest of what a provider's answer says (its text and the tool calls it asks
+    for, not its envelope's ids), for an output recorded at a provider's boundary (``api``);
+    None for any other output (its digest stays its whole output's).
+
+    >>> body = {"choices": [{"message": {"content": "hi"}}]}
+    >>> a = answer_digest({"status": 200, "body": {"id": "chatcmpl-1", **body}}, "openai.chat")
+    >>> a == answer_digest({"status": 200, "body": {"id": "chatcmpl-2", **body}}, "openai.chat")
+    True
+    >>> answer_digest({"content": "hi"}, None) is None
+    True
+    """
+    if out is None or provider_of(api) is None:
+        return None
+    return fingerprint(list(answer_of(out, api)), norm)
 
 
 def same_answer(a: Record, b: Record) -> bool:

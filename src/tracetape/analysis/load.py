@@ -27,6 +27,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 from ..canonical import canonical_json
@@ -36,6 +37,7 @@ from ..formats.cassette import fill_steps
 from ..formats.jsonl import bulk_select
 from ..formats.schemas import INT64, readable
 from ..record import Record, RecordTexts, call_args
+from .causes import answer_digest
 from .engine import BATCH, COLUMNS, EXPORT_COLUMNS, ORD, Background, Calls, Input
 
 __all__ = ["PARQUET_MAGIC", "export_parquet", "load", "load_records"]
@@ -351,7 +353,43 @@ def _add_texts(calls: Calls, texts: list[bytes], index: int) -> bool:
     if loaded != len(texts):  # not one record a line: read them in Python
         calls.con.execute("DELETE FROM calls0 WHERE file = ?", [index])
         return False
+    _answers(calls, texts, index)
     return True
+
+
+class _Answer(msgspec.Struct, gc=False):
+    """A stored record's answer, read without its input (the conversation: the bulk)."""
+
+    kind: str
+    api: str | None = None
+    out: Any = None
+
+
+_decode_answer = msgspec.json.Decoder(_Answer).decode
+
+
+def _answers(calls: Calls, texts: list[bytes], index: int) -> None:
+    """A model answer's digest is what it says (``causes.answer_digest``), as the Python path
+    gives it: the stored digest, of the whole envelope, is replaced for each model call
+    recorded at a provider's boundary."""
+    norm = calls.config.normalizer
+    rows: list[int] = []
+    digests: list[str] = []
+    for i, text in enumerate(texts):
+        if b'"llm"' not in text or b'"api"' not in text:
+            continue
+        rec = _decode_answer(text)
+        said = answer_digest(rec.out, rec.api, norm) if rec.kind == "llm" else None
+        if said is not None:
+            rows.append(i)
+            digests.append(said)
+    if rows:
+        calls.con.execute(
+            "UPDATE calls0 SET out = d.out FROM (SELECT unnest($1::BIGINT[]) AS i, "
+            "unnest($2::VARCHAR[]) AS out) d "
+            "WHERE file = $3 AND rowid = (SELECT min(rowid) FROM calls0 WHERE file = $3) + d.i",
+            [rows, digests, index],
+        )
 
 
 def _add_records(
@@ -360,6 +398,7 @@ def _add_records(
     """Insert the calls of ``records``, a batch at a time, as lists of their columns that
     DuckDB unnests side by side: no file is written. ``kept`` gets each record too."""
     dumps = orjson.dumps
+    norm = calls.config.normalizer
     path = calls.inputs[index].path
     columns: list[list[Any]] = [[] for _ in range(len(COLUMNS) - 1)]
     line, run, step, kind, name, args, out, effect, tokens = columns
@@ -376,6 +415,7 @@ def _add_records(
         if kept is not None:
             kept.append(rec)
         value = call_args(rec)
+        said = answer_digest(rec.out, rec.api, norm) if rec.kind == "llm" else None
         try:
             text = dumps(value).decode()
         except TypeError:
@@ -386,7 +426,7 @@ def _add_records(
         kind.append(rec.kind)
         name.append(rec.name or rec.kind)
         args.append(text)
-        out.append(rec.out_digest)
+        out.append(said or rec.out_digest)
         effect.append(rec.effect)
         tokens.append(rec.tokens)
         size += len(text) + _ROW_BYTES

@@ -46,18 +46,6 @@ def _replay_line(replay: dict[str, int]) -> str:
     return line + (f", {u} never recorded" if u else "")
 
 
-def _call_line(side: str, call: dict[str, Any] | None, run: dict[str, Any] | None = None) -> str:
-    if call is None:
-        name = (run or {}).get("run", "the run")
-        calls = (run or {}).get("calls")
-        if calls is None:
-            return f"  {side}: ({name} ended)"
-        return f"  {side}: ({name} ended after {calls} call{'s' if calls != 1 else ''})"
-    where = f"{call['run']} step {call['step']} line {call['line']}"
-    effect = f" [{call['effect']}]" if call.get("effect") else ""
-    return f"  {side}: {call['name']}{effect} {_short(call['args'])}  ({where})"
-
-
 def _more(hidden: int, what: str, kept: int) -> list[str]:
     """The line that ends a capped list: how many more there are and where the count is."""
     if hidden <= 0:
@@ -188,6 +176,16 @@ def verdict_lines(report: Report) -> list[str]:
     return lines
 
 
+def _alike(report: Report, position: int) -> str:
+    """The line of two runs whose requests differ from ``position`` on only in what says
+    nothing (the ids of earlier tool calls), and whose calls and answers agree."""
+    a, b = (report.baseline or {}).get("run"), (report.candidate or {}).get("run")
+    return (
+        f"no divergence: {a} and {b} ask and answer alike on every call; from call "
+        f"#{position} their requests differ only in the ids of earlier tool calls"
+    )
+
+
 def render_text(report: Report) -> str:
     """The report as plain text: the verdict, finding lines, the first divergence, a
     severity table."""
@@ -196,13 +194,8 @@ def render_text(report: Report) -> str:
     div = report.divergence
     if verdict:
         pass
-    elif div is not None:
-        out.append(
-            f"first divergence: call #{div.position} "
-            f"({report.aligned} call{'s agree' if report.aligned != 1 else ' agrees'} before it)"
-        )
-        a, b = redacted(div.a), redacted(div.b)
-        out += [_call_line("A", a, report.baseline), _call_line("B", b, report.candidate)]
+    elif div is not None:  # requests unlike only where no call's meaning changed
+        out.append(_alike(report, div.position))
         out += _change_lines(redacted([list(c) for c in div.changes]))
     elif report.baseline is not None and report.candidate is not None:
         out.append(
@@ -319,11 +312,7 @@ def render_markdown(report: Report) -> str:
         ]
     div = report.divergence
     if div is not None and origin is None:
-        out += [f"**First divergence** at call #{div.position}:", "", "```text"]
-        out += [
-            _call_line("A", redacted(div.a), report.baseline),
-            _call_line("B", redacted(div.b), report.candidate),
-        ]
+        out += [_md(_alike(report, div.position)), "", "```text"]
         out += _change_lines(redacted([list(c) for c in div.changes]))
         out += ["```", ""]
     if report.skipped:
