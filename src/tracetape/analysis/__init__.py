@@ -38,15 +38,19 @@ from ..formats import TraceFormat, detect_format, read_records
 from .api import check_records, check_trace, diff_records, diff_traces, export_parquet
 from .config import AnalysisConfig, Limits
 from .render import render_markdown, render_text, summary_lines
-from .report import Divergence, Finding, Report
+from .causes import CAUSES
+from .report import Divergence, Finding, Origin, Outcome, Report
 from .rules import RULES, Rule, Severity
 
 __all__ = [
+    "CAUSES",
     "RULES",
     "AnalysisConfig",
     "Divergence",
     "Finding",
     "Limits",
+    "Origin",
+    "Outcome",
     "Report",
     "Rule",
     "Severity",
