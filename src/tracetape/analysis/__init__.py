@@ -36,9 +36,9 @@ from __future__ import annotations
 from ..errors import TraceError
 from ..formats import TraceFormat, detect_format, read_records
 from .api import check_records, check_trace, diff_records, diff_traces, export_parquet
+from .causes import CAUSES
 from .config import AnalysisConfig, Limits
 from .render import render_markdown, render_text, summary_lines
-from .causes import CAUSES
 from .report import Divergence, Finding, Origin, Outcome, Report
 from .rules import RULES, Rule, Severity
 
