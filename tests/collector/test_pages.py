@@ -41,6 +41,27 @@ def test_pages_render_runs_a_timeline_and_a_diff(client: TestClient, tmp_path: P
     assert diff.status_code == 200
     assert "<b id=first-divergence>call #1</b>" in diff.text
     assert "<div class='pair divergence' id=p1>" in diff.text
+    # the verdict on top, the summary under it, the origin's changed values shown
+    assert (
+        "<p id=verdict><b>B diverged from A at step 1 (call #1): the user&#x27;s input to the "
+        "model changed  [cause: input]</b></p>"
+    ) in diff.text
+    assert "B: 7 calls (A 7), 0 tokens (A 0)" in diff.text
+    assert "<del>Find why the parser drops the last row of CSV exports</del>" in diff.text
+    # the run list shows each run's final answer
+    assert "<td class=final>#412: split_rows() returns rows[:-1], dropping the last row.</td>" in (
+        index.text
+    )
+
+
+def test_the_verdict_redacts_and_escapes_what_it_quotes(client: TestClient) -> None:
+    """A secret and a script in the changed values: redacted and escaped on the diff page."""
+    secret = "sk-proj-" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6"
+    client.post("/v1/lines", content=jsonl(seed_line("r1", 1, q=f"{HOSTILE} {secret}")))
+    client.post("/v1/lines", content=jsonl(seed_line("r2", 1, q="x")))
+    page = client.get("/diff?a=r1&b=r2")
+    assert page.status_code == 200 and "id=verdict" in page.text
+    assert secret not in page.text and HOSTILE not in page.text
 
 
 def test_pages_escape_what_a_trace_holds(client: TestClient) -> None:
