@@ -220,11 +220,8 @@ def test_diff_is_exactly_the_json_of_tracetape_diff(client: TestClient, tmp_path
         assert answer.status_code == 200, answer.text
     api = client.get("/v1/diff", params={"a": run_id_of(good), "b": run_id_of(bad)}).json()
     cli = json.loads(json.dumps(redacted(diff_traces(good, bad).to_dict()), default=str))
-    # The database keeps no cassette trailer, so no ending (stores/database.py: commit).
-    assert cli["summary"]["ending"] == ["completed", "completed"]
-    assert api["summary"]["ending"] == [None, None]
-    cli["summary"]["ending"] = [None, None]
     assert api == cli
+    assert api["summary"]["ending"] == ["completed", "completed"]  # from the trailers pushed
     assert api["origin"]["cause"] == "input" and api["summary"]["final"]["changed"] is False
     assert api["divergence"]["position"] == 1
     check = client.get(f"/v1/runs/{run_id_of(good)}/check").json()
@@ -307,3 +304,54 @@ def test_a_run_id_that_is_a_secret_is_refused_not_stored(client: TestClient, db:
     assert answer.json()["lines"][0]["field"] == "run_id"
     assert SECRET not in json.dumps(answer.json())
     assert SECRET not in _raw(db)
+
+
+def test_a_pushed_cassettes_ending_reaches_the_diff(client: TestClient, tmp_path: Path) -> None:
+    """A cassette whose recording failed, pushed: the collector keeps its trailer's ending, so
+    /v1/diff and the diff page say the candidate ended failed where the baseline went on, a
+    fatal divergence, as tracetape diff does on the files."""
+    from tracetape import Tape
+
+    paths = []
+    for name, fail in (("good", False), ("bad", True)):
+        path = tmp_path / f"{name}.jsonl"
+        try:
+            with Tape(path, mode="record", harness_sha="t") as tape:
+                tape.call("tool", {"name": "w", "args": {"c": 1}, "step": 1}, lambda: "9")
+                if fail:
+                    raise ValueError("boom")
+                tape.call("tool", {"name": "w", "args": {"c": 2}, "step": 1}, lambda: "8")
+        except ValueError:
+            pass
+        paths.append(path)
+    for path in paths:
+        params = {"source": str(path), "run": path.stem}
+        assert client.post("/v1/lines", content=path.read_bytes(), params=params).status_code == 200
+    api = client.get("/v1/diff", params={"a": "good", "b": "bad"}).json()
+    assert api["summary"]["ending"] == ["completed", "failed: ValueError"]
+    assert (api["origin"]["cause"], api["origin"]["call"]) == ("ending", 2)
+    assert api["worst"] == "fatal"
+    cli = json.loads(json.dumps(redacted(diff_traces(*paths).to_dict()), default=str))
+    assert api["origin"] == cli["origin"] and api["summary"] == cli["summary"]
+    page = client.get("/diff", params={"a": "good", "b": "bad"}).text
+    assert "B ended where A went on" in page and "failed: ValueError" in page
+
+
+def test_only_a_trailer_says_how_a_pushed_run_ended(client: TestClient, tmp_path: Path) -> None:
+    """A cassette pushed without its trailer (as a live push sends its records: a header,
+    then records) says nothing of its ending: the run's ending stays unknown, and the diff
+    does not call it unfinished."""
+    from tracetape import Tape
+
+    path = tmp_path / "live.jsonl"
+    with Tape(path, mode="record", harness_sha="t") as tape:
+        tape.call("tool", {"name": "w", "args": {"c": 1}, "step": 1}, lambda: "9")
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert b'"ended"' in lines[-1]
+    params = {"source": "live", "run": "live"}
+    assert client.post("/v1/lines", content=b"".join(lines[:-1]), params=params).status_code == 200
+    again = {"source": "again", "run": "again"}
+    assert client.post("/v1/lines", content=path.read_bytes(), params=again).status_code == 200
+    api = client.get("/v1/diff", params={"a": "again", "b": "live"}).json()
+    assert api["summary"]["ending"] == ["completed", None]
+    assert api["origin"] is None

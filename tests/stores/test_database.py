@@ -26,6 +26,7 @@ def test_a_tape_records_into_and_replays_from_the_database(db: Database) -> None
         raise RuntimeError("the agent crashed")
     assert [r.out for r in db.records("agent-1")] == [["c"]]
     assert not db.run_exists("agent-1~pending")
+    assert db.endings(["agent-1"]) == {"agent-1": "failed: RuntimeError"}  # the commit's
     store = DatabaseStore(db, "agent-1")
     store.begin({})
     store.append(Record(kind="tool", name="ls", step=1, out=["d"]))

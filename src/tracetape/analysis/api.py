@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import TraceError
@@ -100,16 +100,19 @@ def diff_records(
     runs: tuple[str, str] | None = None,
     config: AnalysisConfig | None = None,
     workspace: Workspace | None = None,
+    endings: Mapping[str, str] | None = None,
 ) -> Report:
     """``diff_traces`` of two record streams (request bodies read with ``read_records``, or a
     store's runs as ``RecordTexts``, which DuckDB reads without decoding each record in
     Python) instead of files: the same detectors, the same report. ``names`` name the two
     sides in errors and in ``report.inputs``. A ``workspace`` runs the analysis in a
-    database kept open for many (a server's)."""
+    database kept open for many (a server's). ``endings``: how runs ended, by run id, where
+    the records do not say (a store keeps it beside them)."""
     config = config or AnalysisConfig()
     with Calls(config, workspace=workspace) as calls:
         load_records(calls, a, names[0], SIDE_A)
         load_records(calls, b, names[1], SIDE_B)
+        calls.endings.update(endings or {})
         return _diff(calls, runs, [Path(names[0])], [Path(names[1])])
 
 

@@ -263,6 +263,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
                 keys=batch.keys,
                 source=source,
                 append=append,
+                ended=batch.ended,
             )
         except RunConflict as exc:
             raise BadBatch(409, str(exc)) from None
@@ -400,13 +401,15 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         # The stored texts go to the analysis as they are (DuckDB reads them in bulk).
         ra, rb = _stored(a), _stored(b)
         names = (_source(ra) or a, _source(rb) or b)
+        ended = db.endings((a, b))
         try:
             report = analyses.get(
-                analyses.key("diff", names, ra, rb),
+                analyses.key("diff", (*names, *_ended_key(ended, a, b)), ra, rb),
                 lambda: diff_records(
-                    ra, rb, names=names, config=conf.config, workspace=workspace()
+                    ra, rb, names=names, config=conf.config, workspace=workspace(),
+                    endings=ended,
                 ),
-            )
+            )  # fmt: skip
         except TapeError as exc:
             raise HTTPException(400, str(exc)) from None
         return _json(redacted(report.to_dict()))
@@ -568,21 +571,31 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         _known(a)
         _known(b)
         ta, tb = db.record_texts(a), db.record_texts(b)
+        ended = db.endings((a, b))
 
         def page() -> str:
             ra, rb = ta.records(), tb.records()
             config = _many(conf.config)
-            report = diff_records(ra, rb, names=(a, b), config=config, workspace=workspace())
+            report = diff_records(
+                ra, rb, names=(a, b), config=config, workspace=workspace(), endings=ended
+            )
             return pages.diff_page(a, b, ra, rb, report)
 
         try:
-            # the whole page is kept: it depends on nothing but the texts (no clock, no nonce)
-            text = analyses.get(analyses.key("diff page", (a, b), ta, tb), page)
+            # the whole page is kept: it depends on nothing but the texts and the runs'
+            # endings (no clock, no nonce)
+            key = analyses.key("diff page", (a, b, *_ended_key(ended, a, b)), ta, tb)
+            text = analyses.get(key, page)
         except TapeError as exc:
             raise HTTPException(400, str(exc)) from None
         return _html(text, fresh)
 
     return app
+
+
+def _ended_key(ended: dict[str, str], *runs: str) -> tuple[str, ...]:
+    """The runs' endings, as part of a kept analysis's key (a trailer may come alone)."""
+    return tuple(f"ended:{ended.get(run, '')}" for run in runs)
 
 
 R = TypeVar("R", bound=Response)

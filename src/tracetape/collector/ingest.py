@@ -57,8 +57,8 @@ class BadBatch(Exception):
 
 @dataclass
 class Batch:
-    """A parsed batch: its records (redacted), its digest, its line count, and how many
-    records had a secret redacted."""
+    """A parsed batch: its records (redacted), its digest, its line count, how many records
+    had a secret redacted, and how its recording ended where a cassette's trailer says."""
 
     records: list[Record]
     digest: str
@@ -67,6 +67,7 @@ class Batch:
     runs: list[str] = field(default_factory=list)
     keys: list[int] = field(default_factory=list)
     learned: dict[str, str] = field(default_factory=dict)
+    ended: str | None = None  # how the recording ended, where its lines say (a trailer)
 
 
 def _lines(body: bytes, max_lines: int) -> list[bytes]:
@@ -164,7 +165,10 @@ def parse_batch(
     digest = batch_digest([source.encode(), str(offset).encode(), (run or "").encode(), *lines])
     keys = _line_keys(out, kind, source)
     names = sorted({r.run or "" for r in out})
-    return Batch(out, digest, len(lines), redacted, names, keys, learned)
+    # Only a trailer says how a recording ended: a batch of a live push holds a header and
+    # records, never a trailer, and is no recording that stopped unfinished.
+    ended = src.ended if src is not None and src.ended != "unfinished" else None
+    return Batch(out, digest, len(lines), redacted, names, keys, learned, ended)
 
 
 def _registry_only(base: Redactor, learned: dict[str, str]) -> dict[str, str]:

@@ -75,6 +75,8 @@ runs = sa.Table(
     sa.Column("events", sa.BigInteger, nullable=False),
     sa.Column("steps", sa.BigInteger, nullable=False),
     sa.Column("tokens", sa.BigInteger, nullable=False),
+    # how the recording ended, where a trailer or a commit said (``migrations`` 0003)
+    sa.Column("ended", sa.String(140), nullable=True),
     sa.Index("runs_last_seen", "last_seen"),
 )
 # The columns the run list sorts by, as the page names them.
@@ -229,6 +231,7 @@ class Database:
         keys: Sequence[int | None] | None = None,
         source: str | None = None,
         append: bool = False,
+        ended: str | None = None,
     ) -> Stored:
         """Store one batch atomically: every record not stored before, or none.
 
@@ -236,13 +239,14 @@ class Database:
         a record whose line key (``keys``, one per record) its run already holds is not
         either (``Stored.known``). ``run`` files every record under that run instead of its
         own. A run that holds lines of another ``source`` refuses these (``RunConflict``)
-        unless ``append``.
+        unless ``append``. ``ended``: how the batch's recording ended (a cassette's trailer),
+        kept as its runs' ending.
         """
         line_keys: list[int | None] = list(keys) if keys is not None else [None] * len(records)
         count = len(records) if lines is None else lines
         for attempt in range(3):
             try:
-                return self._store(records, line_keys, digest, count, run, source, append)
+                return self._store(records, line_keys, digest, count, run, source, append, ended)
             except sa.exc.IntegrityError:
                 # Another writer stored the same batch or the same lines at the same time.
                 with self.engine.connect() as conn:
@@ -265,6 +269,7 @@ class Database:
         run: str | None,
         source: str | None,
         append: bool,
+        ended: str | None = None,
     ) -> Stored:
         now = time.time()
         names = [run or rec.run or "" for rec in records]
@@ -310,7 +315,20 @@ class Database:
                     cursor.executemany(self._sql["runs"], summary)  # in run order
             finally:
                 cursor.close()
+            if ended is not None and runs_sent:
+                conn.execute(runs.update().where(runs.c.run_id.in_(runs_sent)).values(ended=ended))
         return Stored(len(rows), runs_sent, False, digest, len(records) - len(rows))
+
+    def endings(self, run_ids: Iterable[str]) -> dict[str, str]:
+        """How each of ``run_ids`` ended, where it was said (``store``'s ``ended``)."""
+        wanted = sorted(set(run_ids))
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(runs.c.run_id, runs.c.ended).where(
+                    runs.c.run_id.in_(wanted), runs.c.ended.is_not(None)
+                )
+            )
+            return {run: ended for run, ended in rows}
 
     @staticmethod
     def _known_keys(
@@ -566,15 +584,17 @@ class DatabaseStore:
         return self._seq
 
     def commit(self, ended: str = "completed") -> None:
-        """Make the recording the run's: the old run's rows go, the pending rows take its name
-        (a database keeps no trailer: how the recording ``ended`` is not stored)."""
+        """Make the recording the run's: the old run's rows go, the pending rows take its name,
+        and the run keeps how the recording ``ended``."""
         with self.db.engine.begin() as conn:
             self._delete(conn, self.run)
             conn.execute(
                 events.update().where(events.c.run_id == self._pending).values(run_id=self.run)
             )
             conn.execute(
-                runs.update().where(runs.c.run_id == self._pending).values(run_id=self.run)
+                runs.update()
+                .where(runs.c.run_id == self._pending)
+                .values(run_id=self.run, ended=ended)
             )
 
     def abort(self) -> None:

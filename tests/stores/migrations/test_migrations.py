@@ -50,6 +50,7 @@ def test_a_database_of_schema_0001_upgrades_and_stops_doubling(tmp_path: Path) -
             ).scalar()
         assert [len(db.records(run)) for run in ("r1", "agent")] == [12, 3]
         assert keyed == 6 + 3
+        assert db.endings(["r1", "agent"]) == {}  # stored before endings were kept
         client = TestClient(create_app(db), base_url="http://127.0.0.1", headers=HEADERS)
         lines = [json.loads(line) for line in _fixture_lines()]
         again = client.post("/v1/lines", json=lines, params={"source": "runs/r1.jsonl"})

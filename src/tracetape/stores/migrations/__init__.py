@@ -21,7 +21,7 @@ from ...errors import ConfigError
 
 __all__ = ["HEAD", "upgrade"]
 
-HEAD = "0002"
+HEAD = "0003"
 _HERE = Path(__file__).parent
 _LOCK = 0x7472_6163  # "trac": the advisory lock id of schema upgrades
 
