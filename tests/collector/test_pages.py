@@ -326,3 +326,33 @@ def test_conversations_escape_what_a_recording_holds(client: TestClient, tmp_pat
     assert raw.headers["content-type"].startswith("application/json")
     assert raw.json()["out"]["content"] == hostile
     assert client.get("/runs/h1/raw/9").status_code == 404
+
+
+def test_the_run_list_reads_each_run_against_the_one_before_it(
+    client: TestClient, tmp_path: Path
+) -> None:
+    """Two recordings of one agent pushed from the same source: the later run's row links to
+    its verdict against the earlier one, and says that it failed; a run first of its source
+    has no such link."""
+    from tracetape import Tape
+
+    for run, fail in (("first", False), ("second", True)):
+        path = tmp_path / f"{run}.jsonl"
+        try:
+            with Tape(path, mode="record", harness_sha="t") as tape:
+                tape.call("tool", {"name": "w", "args": {"c": 1}, "step": 1}, lambda: "9")
+                if fail:
+                    raise ValueError("boom")
+        except ValueError:
+            pass
+        params = {"source": "runs/agent.jsonl", "run": run}
+        assert client.post("/v1/lines", content=path.read_bytes(), params=params).status_code == 200
+    page = client.get("/").text
+    rows = {row.split("href='/runs/")[1].split("'")[0]: row for row in page.split("<tr>")[2:]}
+    assert "href='/diff?a=first&amp;b=second'>vs first</a>" in rows["second"]
+    assert "<span class='badge fatal'>failed: ValueError</span>" in rows["second"]
+    assert "vs " not in rows["first"] and "badge fatal" not in rows["first"]
+    verdict = client.get("/diff", params={"a": "first", "b": "second"}).text
+    assert "B diverged from A at call #2: the runs made the same calls and ended differently" in (
+        verdict
+    )

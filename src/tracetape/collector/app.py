@@ -509,7 +509,8 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
                    "sort": sort, "order": order}  # fmt: skip
         more = pages.RunsPaging(filters, nxt, page if not keyset else None, len(found) == 50)
         numbers = {r["run_id"]: _steps(r["run_id"], stored) for r in found if r["run_id"] in stored}
-        return _html(pages.runs_page(found, findings, more, numbers), fresh)
+        previous = db.previous(r["run_id"] for r in found)
+        return _html(pages.runs_page(found, findings, more, numbers, previous), fresh)
 
     def _texts(found: list[dict[str, Any]]) -> dict[str, RecordTexts]:
         """The stored texts of each listed run, read once for the page; none when the page

@@ -188,6 +188,7 @@ _COLUMNS = (
     ("cost", "cost"),
     ("findings", "findings"),
     ("final", "final answer"),
+    ("verdict", "verdict"),
 )
 _DB_SORTED = frozenset({"run", "last_seen", "steps", "calls", "tokens"})
 
@@ -228,11 +229,14 @@ def runs_page(
     findings: dict[str, dict[str, int]],
     paging: RunsPaging,
     numbers: dict[str, list[StepView]] | None = None,
+    previous: dict[str, str] | None = None,
 ) -> str:
     """The runs list (``findings``: run -> severity -> count; ``numbers``: run -> its
-    decisions as read, for latency, tokens and cost), filtered and sorted as ``paging``
+    decisions as read, for latency, tokens and cost; ``previous``: run -> the run of its
+    source before it, which its verdict is read against), filtered and sorted as ``paging``
     says; a column the database does not hold (latency, cost) sorts this page."""
     numbers = numbers or {}
+    previous = previous or {}
     filters = paging.filters
     sort, order = filters.get("sort") or "last_seen", filters.get("order") or "desc"
     rows = list(runs)
@@ -259,12 +263,13 @@ def runs_page(
             f"<td class=num>{latency}</td><td class='num tokens'>{_e(tokens)}</td>"
             f"<td class='num cost'>{cost}</td>"
             f"<td>{_badges(findings.get(run, {}))}</td>"
-            f"<td class=final>{_final(views)}</td>"
+            f"<td class=final>{_final(views)}{_ending(r.get('ended'))}</td>"
+            f"<td class=verdict>{_versus(run, previous.get(run))}</td>"
             "</tr>"
         )
     heads = ["<th></th>"]
     for name, label in _COLUMNS:
-        if name in ("findings", "final"):
+        if name in ("findings", "final", "verdict"):
             heads.append(f"<th>{label}</th>")
             continue
         flip = "asc" if sort == name and order == "desc" else "desc"
@@ -290,7 +295,7 @@ def runs_page(
         f"{_filters_form(filters)}"
         "<p><button id=compare disabled>compare the two ticked runs</button></p>"
         f"<div class=scroll><table id=runs><thead><tr>{''.join(heads)}</tr></thead><tbody>"
-        + ("".join(body_rows) or f"<tr><td colspan=10 class=muted>{empty}</td></tr>")
+        + ("".join(body_rows) or f"<tr><td colspan=11 class=muted>{empty}</td></tr>")
         + f"</tbody></table></div>{more}"
     )
     return _page("runs", body, _RUNS_JS)
@@ -304,6 +309,21 @@ def _final(views: Sequence[StepView] | None) -> str:
     text = last.answer if last.answer is not None else "; ".join(last.calls)
     text = redacted(text)
     return _e(text if len(text) <= 80 else text[:79] + "…")
+
+
+def _ending(ended: str | None) -> str:
+    """How a run ended, where it did not complete (a run that completed says nothing)."""
+    if not ended or ended == "completed":
+        return ""
+    return f"<br><span class='badge fatal'>{_e(ended)}</span>"
+
+
+def _versus(run: str, before: str | None) -> str:
+    """The link to a run's verdict against the run of its source before it."""
+    if before is None:
+        return "<span class=muted>—</span>"
+    href = "/diff?" + urlencode({"a": before, "b": run})
+    return f"<a class=versus href='{_e(href)}'>vs {_e(before)}</a>"
 
 
 def _sort_value(row: dict[str, Any], sort: str, numbers: dict[str, list[StepView]]) -> Any:

@@ -319,6 +319,28 @@ class Database:
                 conn.execute(runs.update().where(runs.c.run_id.in_(runs_sent)).values(ended=ended))
         return Stored(len(rows), runs_sent, False, digest, len(records) - len(rows))
 
+    def previous(self, run_ids: Iterable[str]) -> dict[str, str]:
+        """For each of ``run_ids`` whose lines name a source, the run of the same source
+        first seen just before it (the baseline a diff of it would take)."""
+        wanted = sorted(set(run_ids))
+        if not wanted:
+            return {}
+        earlier = runs.alias("earlier")
+        before = (
+            sa.select(earlier.c.run_id)
+            .where(earlier.c.source == runs.c.source, earlier.c.first_seen < runs.c.first_seen)
+            .order_by(earlier.c.first_seen.desc(), earlier.c.run_id.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(runs.c.run_id, before).where(
+                    runs.c.run_id.in_(wanted), runs.c.source.is_not(None)
+                )
+            )
+            return {run: prev for run, prev in rows if prev is not None}
+
     def endings(self, run_ids: Iterable[str]) -> dict[str, str]:
         """How each of ``run_ids`` ended, where it was said (``store``'s ``ended``)."""
         wanted = sorted(set(run_ids))
