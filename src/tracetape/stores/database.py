@@ -3,7 +3,8 @@
 The collector stores every trace line it receives as an *event* (the redacted
 ``Record`` as JSON; rewritten only to redact a secret its run named later) in ``events``,
 keeps one summary row per run in ``runs`` (its source, first
-and last time seen, events, steps, tokens; findings are computed on demand) and one row per
+and last time seen, events, steps, tokens, how it ended where a trailer or a commit said;
+findings are computed on demand) and one row per
 received batch in ``batches``, whose key is the digest of the batch's lines. A record comes
 with its *line key* (a digest of its run and its place in it: see ``collector.ingest``),
 unique, so a line sent again, in any batching, is recognised and not stored twice; a batch
@@ -23,6 +24,10 @@ collector keeps no state of its own.
 ``DatabaseStore(db, run)`` is the tape's ``RecordStore`` over one run of a database.
 
 SQLAlchemy and Alembic are the ``[server]`` extra, imported only here.
+
+Why one module: it is the schema. The tables, the statements written in each driver's
+parameter style, the queries over them and the store that writes them change together
+whenever the schema does (a new column touches each of them, beside its migration).
 """
 
 from __future__ import annotations
