@@ -64,7 +64,7 @@ APART = True
 # into for a change of their own (an independent root); and of a root's explained calls,
 # those listed.
 WALK = 256
-INSPECT = 32
+INSPECT = 8
 EXPLAINS = 50
 
 # A run's calls are those of its first call (``rf``).
