@@ -13,6 +13,7 @@ from tracetape.analysis import (
     render_text,
     summary_lines,
 )
+from tracetape.analysis.render import verdict_text
 
 
 def test_the_seed_example_prints_the_seed_lines(tmp_path: Path) -> None:
@@ -38,3 +39,16 @@ def test_a_capped_pattern_ends_with_how_many_more(tmp_path: Path) -> None:
     assert lines[2] == more
     assert more in render_markdown(report)
     assert report.counts["duplicate-call"] == 5
+
+
+def test_the_verdict_in_two_lines(tmp_path: Path) -> None:
+    """A list of runs shows a diff as two lines: where B diverged and why, and what each run
+    came to; runs that do not diverge say so."""
+    report = diff(tmp_path, SEED_A, SEED_B)
+    assert verdict_text(report).splitlines() == [
+        "B diverged from A at step 1 (call #1): the tool search_issues returned another result "
+        "for the same call  [cause: tool]",
+        "B: 1 call (A 2), 817 tokens (A 1624)",
+    ]
+    same = diff(tmp_path, SEED_A, SEED_A)
+    assert verdict_text(same).splitlines()[0] == "B does not diverge from A"

@@ -331,9 +331,10 @@ def test_conversations_escape_what_a_recording_holds(client: TestClient, tmp_pat
 def test_the_run_list_reads_each_run_against_the_one_before_it(
     client: TestClient, tmp_path: Path
 ) -> None:
-    """Two recordings of one agent pushed from the same source: the later run's row links to
-    its verdict against the earlier one, and says that it failed; a run first of its source
-    has no such link."""
+    """Two recordings of one agent pushed from the same source: the later run's row shows its
+    verdict against the earlier one (computed when its cassette was stored, not on view) and
+    links to that diff, and says that it failed; a run first of its source has neither. Lines
+    added to a run later make its verdict go (until its recording is stored whole again)."""
     from tracetape import Tape
 
     for run, fail in (("first", False), ("second", True)):
@@ -350,9 +351,17 @@ def test_the_run_list_reads_each_run_against_the_one_before_it(
     page = client.get("/").text
     rows = {row.split("href='/runs/")[1].split("'")[0]: row for row in page.split("<tr>")[2:]}
     assert "href='/diff?a=first&amp;b=second'>vs first</a>" in rows["second"]
+    said = "B diverged from A at call #2: the runs made the same calls and ended differently"
+    assert f"<b>{said}  [cause: ending]</b>" in rows["second"]
+    assert "B: 1 call (A 1), 0 tokens (A 0)" in rows["second"]
+    assert "ended failed: ValueError (A completed)" in rows["second"]
     assert "<span class='badge fatal'>failed: ValueError</span>" in rows["second"]
     assert "vs " not in rows["first"] and "badge fatal" not in rows["first"]
     verdict = client.get("/diff", params={"a": "first", "b": "second"}).text
-    assert "B diverged from A at call #2: the runs made the same calls and ended differently" in (
-        verdict
-    )
+    assert said in verdict
+    more = jsonl(seed_line("second", 2))
+    added = {"source": "runs/agent.jsonl", "run": "second", "append": "true"}
+    assert client.post("/v1/lines", content=more, params=added).status_code == 200
+    page = client.get("/").text
+    row = next(r for r in page.split("<tr>") if "href='/runs/second'" in r)
+    assert "vs first</a>" in row and said not in row

@@ -21,6 +21,7 @@ __all__ = [
     "skipped_line",
     "summary_lines",
     "verdict_lines",
+    "verdict_text",
 ]
 
 
@@ -174,6 +175,16 @@ def verdict_lines(report: Report) -> list[str]:
         out.append(f"  (A is {report.baseline.get('run')}, B is {report.candidate.get('run')})")
     lines: list[str] = redacted(out)
     return lines
+
+
+def verdict_text(report: Report) -> str:
+    """A diff in two lines, as a list of runs shows it: where B diverged from A and why (or
+    that it did not), and what each run came to."""
+    lines = verdict_lines(report)
+    first = lines[0] if lines else "B does not diverge from A"
+    outcome = outcome_line(report.outcome) if report.outcome is not None else ""
+    text: str = redacted(f"{first}\n{outcome}".rstrip())
+    return text
 
 
 def _alike(report: Report, position: int) -> str:

@@ -57,6 +57,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .._version import __version__
 from ..analysis import AnalysisConfig, check_records, diff_records
 from ..analysis.engine import Workspace
+from ..analysis.render import verdict_text
 from ..analysis.report import redacted
 from ..config import load_config
 from ..errors import TapeError
@@ -269,6 +270,11 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             raise BadBatch(409, str(exc)) from None
         if batch.learned:
             await run_in_threadpool(_learned, batch)
+        if stored.events or batch.learned:
+            await run_in_threadpool(db.clear_verdicts, stored.runs)
+        if batch.ended is not None and stored.events:
+            # a recording's last lines: its verdict against the run of its source before it
+            await run_in_threadpool(_verdicts, stored.runs)
         return {
             "stored": stored.events,
             "known": stored.known,
@@ -285,6 +291,21 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             conf.registry.add(name, batch.learned)
             redactor = conf.redactor.fresh(conf.registry.known(name))
             db.rewrite(name, partial(redact_stored, redactor=redactor), list(batch.learned))
+
+    def _verdicts(run_ids: list[str]) -> None:
+        """Compute and keep each run's verdict against the run of its source before it (the
+        run list shows it, and never analyses on view). A run the analysis cannot read keeps
+        none: its lines are stored, and its diff page says why."""
+        for run, before in db.previous(run_ids).items():
+            ended = db.endings((before, run))
+            try:
+                report = diff_records(
+                    db.record_texts(before), db.record_texts(run), names=(before, run),
+                    config=conf.config, workspace=workspace(), endings=ended,
+                )  # fmt: skip
+            except Exception:
+                continue
+            db.set_verdict(run, before, verdict_text(report))
 
     def ping() -> None:
         with db.engine.connect() as conn:

@@ -264,7 +264,7 @@ def runs_page(
             f"<td class='num cost'>{cost}</td>"
             f"<td>{_badges(findings.get(run, {}))}</td>"
             f"<td class=final>{_final(views)}{_ending(r.get('ended'))}</td>"
-            f"<td class=verdict>{_versus(run, previous.get(run))}</td>"
+            f"<td class=verdict>{_versus(r, previous.get(run))}</td>"
             "</tr>"
         )
     heads = ["<th></th>"]
@@ -318,12 +318,18 @@ def _ending(ended: str | None) -> str:
     return f"<br><span class='badge fatal'>{_e(ended)}</span>"
 
 
-def _versus(run: str, before: str | None) -> str:
-    """The link to a run's verdict against the run of its source before it."""
+def _versus(row: dict[str, Any], before: str | None) -> str:
+    """A run's verdict against the run of its source before it, where it was computed when
+    its lines were stored, and the link to that diff."""
     if before is None:
         return "<span class=muted>—</span>"
-    href = "/diff?" + urlencode({"a": before, "b": run})
-    return f"<a class=versus href='{_e(href)}'>vs {_e(before)}</a>"
+    href = "/diff?" + urlencode({"a": before, "b": row["run_id"]})
+    link = f"<a class=versus href='{_e(href)}'>vs {_e(before)}</a>"
+    verdict = row.get("verdict") if row.get("verdict_of") == before else None
+    if not verdict:
+        return link
+    said, _, summary = str(verdict).partition("\n")
+    return f"{link}<br><b>{_e(said)}</b><br><span class=muted>{_e(summary)}</span>"
 
 
 def _sort_value(row: dict[str, Any], sort: str, numbers: dict[str, list[StepView]]) -> Any:

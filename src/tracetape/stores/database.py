@@ -82,6 +82,9 @@ runs = sa.Table(
     sa.Column("tokens", sa.BigInteger, nullable=False),
     # how the recording ended, where a trailer or a commit said (``migrations`` 0003)
     sa.Column("ended", sa.String(140), nullable=True),
+    # its verdict against the run of its source before it (``verdict_of``), once computed
+    sa.Column("verdict", sa.Text, nullable=True),
+    sa.Column("verdict_of", sa.String(200), nullable=True),
     sa.Index("runs_last_seen", "last_seen"),
 )
 # The columns the run list sorts by, as the page names them.
@@ -345,6 +348,26 @@ class Database:
                 )
             )
             return {run: prev for run, prev in rows if prev is not None}
+
+    def set_verdict(self, run: str, of: str, verdict: str) -> None:
+        """Keep ``run``'s verdict against the run ``of``."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                runs.update().where(runs.c.run_id == run).values(verdict=verdict, verdict_of=of)
+            )
+
+    def clear_verdicts(self, run_ids: Iterable[str]) -> None:
+        """Forget the verdicts that read any of ``run_ids`` (theirs, and those of the runs
+        that were compared against them): their lines changed."""
+        wanted = sorted(set(run_ids))
+        if not wanted:
+            return
+        with self.engine.begin() as conn:
+            conn.execute(
+                runs.update()
+                .where(sa.or_(runs.c.run_id.in_(wanted), runs.c.verdict_of.in_(wanted)))
+                .values(verdict=None, verdict_of=None)
+            )
 
     def endings(self, run_ids: Iterable[str]) -> dict[str, str]:
         """How each of ``run_ids`` ended, where it was said (``store``'s ``ended``)."""
