@@ -383,3 +383,52 @@ def test_any_two_outputs_compare_without_raising(
         assert set(row) == {"path", "before", "after"}
         assert all(v is None or (isinstance(v, str) and len(v) <= 120) for v in row.values())
     assert same_answer(ra, ra)
+
+
+def _chat_answer(text: str) -> dict[str, Any]:
+    return {"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]}
+
+
+# Each provider's answer as it sends it whole, saying ``text``, with an envelope id of its own.
+ANSWERS: dict[str, Any] = {
+    "openai": _chat_answer,
+    "openai-responses": lambda t: {"id": "resp_1", "object": "response", "output": [
+        {"type": "message", "content": [{"type": "output_text", "text": t}]}]},
+    "anthropic": lambda t: {"id": "msg_1", "content": [{"type": "text", "text": t}]},
+    "gemini": lambda t: {"responseId": "r1", "candidates": [
+        {"content": {"role": "model", "parts": [{"text": t}]}}]},
+    "bedrock": lambda t: {"output": {"message": {"role": "assistant", "content": [{"text": t}]}}},
+    "cohere": lambda t: {"id": "c1", "message": {"role": "assistant",
+                                                 "content": [{"type": "text", "text": t}]}},
+    "mistral": _chat_answer,
+    "ollama": lambda t: {"model": "m", "message": {"role": "assistant", "content": t}},
+    "ollama-generate": lambda t: {"model": "m", "response": t},
+    "groq": _chat_answer,
+}  # fmt: skip
+
+
+def test_another_answer_to_the_same_request_of_every_provider(tmp_path: Path) -> None:
+    """Cassettes of every provider's request answered twice: a new envelope id alone is no
+    difference (its answer's digest is what it says); another text is the origin, on the
+    output side, cause ``model``, its change named ``answer.text``."""
+    assert set(ANSWERS) == set(REQUESTS)
+    for name, (api, args, _) in sorted(REQUESTS.items()):
+        files = []
+        for run, text, rid in (("a", "Pack a coat.", "1"), ("b", "Pack a coat.", "2"),
+                               ("c", "Pack a hat.", "1")):  # fmt: skip
+            body = ANSWERS[name](text)
+            body = {**body, "id": f"id-{rid}"} if "id" in body else body
+            header = {"tracetape": 1, "version": "0.1.0", "run_id": run}
+            record = {"seq": 1, "key": "llm:0000000000000001", "kind": "llm", "name": "m",
+                      "step": 1, "api": api, "input": {**args, "step": 1},
+                      "out": {"status": 200, "body": body}}  # fmt: skip
+            files.append(tmp_path / f"{name}-{run}.jsonl")
+            files[-1].write_text(f"{json.dumps(header)}\n{json.dumps(record)}\n")
+        same = diff_traces(files[0], files[1]).to_dict()
+        assert same["origin"] is None and "model-drift" not in same["counts"], name
+        other = diff_traces(files[0], files[2]).to_dict()["origin"]
+        assert other is not None, name
+        assert (other["side"], other["cause"], other["call"]) == ("output", "model", 1), name
+        assert other["changes"] == [
+            {"path": "answer.text", "before": "Pack a coat.", "after": "Pack a hat."}
+        ], name
