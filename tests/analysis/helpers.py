@@ -111,3 +111,19 @@ def report_of(path: Path, **config: Any) -> dict[str, Any]:
     data = check_trace(path, config=AnalysisConfig(**config)).to_dict()
     data.pop("inputs")
     return data
+
+
+def record_tools(path: Path, outputs: list[str], *, fail: bool = False) -> Path:
+    """A cassette of one tool call a result of ``outputs`` (args ``{"c": 1}``, ``{"c": 2}``...),
+    its recording closed ``failed: ValueError`` after them with ``fail``."""
+    from tracetape import Tape
+
+    try:
+        with Tape(path, mode="record", harness_sha="t") as tape:
+            for i, out in enumerate(outputs, 1):
+                tape.call("tool", {"name": "w", "args": {"c": i}, "step": 1}, lambda o=out: o)
+            if fail:
+                raise ValueError("boom")
+    except ValueError:
+        pass
+    return path

@@ -17,6 +17,7 @@ from tracetape.analysis import diff_traces
 from tracetape.analysis.causes import (
     CAUSES,
     answer_changes,
+    brief_value,
     change_row,
     input_causes,
     output_cause,
@@ -432,3 +433,18 @@ def test_another_answer_to_the_same_request_of_every_provider(tmp_path: Path) ->
         assert other["changes"] == [
             {"path": "answer.text", "before": "Pack a coat.", "after": "Pack a hat."}
         ], name
+
+
+@pytest.mark.parametrize("lead", [50, 54, 56, 120], ids=lambda n: f"{n}-chars-before")
+def test_a_secret_cut_by_the_width_is_redacted_first(lead: int) -> None:
+    """A key where a short text is cut (a change's value, an excerpt around a change, a
+    final answer): redacted whole before the cut, so no piece of it is left to read."""
+    key = "sk-proj-" + "Q1w2E3r4T5y6U7i8O9p0A1s2D3f4"
+    text = "x " * lead + key + " tail"
+    shown = [
+        brief_value(text),
+        *change_row("p", text, text.replace("tail", "TAIL")).values(),
+        *change_row("p", text + " a" * 80, text + " b" * 80).values(),
+    ]
+    for value in shown:
+        assert value is not None and key[:11] not in value, value

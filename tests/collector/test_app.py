@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
+from tests.analysis.helpers import record_tools
 from tests.collector.conftest import TOKEN
 from tests.span.test_model import record_agent
 from tracetape.analysis import check_trace, diff_traces
@@ -310,20 +311,10 @@ def test_a_pushed_cassettes_ending_reaches_the_diff(client: TestClient, tmp_path
     """A cassette whose recording failed, pushed: the collector keeps its trailer's ending, so
     /v1/diff and the diff page say the candidate ended failed where the baseline went on, a
     fatal divergence, as tracetape diff does on the files."""
-    from tracetape import Tape
-
-    paths = []
-    for name, fail in (("good", False), ("bad", True)):
-        path = tmp_path / f"{name}.jsonl"
-        try:
-            with Tape(path, mode="record", harness_sha="t") as tape:
-                tape.call("tool", {"name": "w", "args": {"c": 1}, "step": 1}, lambda: "9")
-                if fail:
-                    raise ValueError("boom")
-                tape.call("tool", {"name": "w", "args": {"c": 2}, "step": 1}, lambda: "8")
-        except ValueError:
-            pass
-        paths.append(path)
+    paths = [
+        record_tools(tmp_path / "good.jsonl", ["9", "8"]),
+        record_tools(tmp_path / "bad.jsonl", ["9"], fail=True),
+    ]
     for path in paths:
         params = {"source": str(path), "run": path.stem}
         assert client.post("/v1/lines", content=path.read_bytes(), params=params).status_code == 200
@@ -341,11 +332,7 @@ def test_only_a_trailer_says_how_a_pushed_run_ended(client: TestClient, tmp_path
     """A cassette pushed without its trailer (as a live push sends its records: a header,
     then records) says nothing of its ending: the run's ending stays unknown, and the diff
     does not call it unfinished."""
-    from tracetape import Tape
-
-    path = tmp_path / "live.jsonl"
-    with Tape(path, mode="record", harness_sha="t") as tape:
-        tape.call("tool", {"name": "w", "args": {"c": 1}, "step": 1}, lambda: "9")
+    path = record_tools(tmp_path / "live.jsonl", ["9"])
     lines = path.read_bytes().splitlines(keepends=True)
     assert b'"ended"' in lines[-1]
     params = {"source": "live", "run": "live"}

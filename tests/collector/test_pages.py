@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from tests.analysis.helpers import record_tools
 from tests.collector.conftest import TOKEN
 from tests.collector.test_app import jsonl, seed_line
 from tests.collector.test_server import serving
@@ -335,17 +336,8 @@ def test_the_run_list_reads_each_run_against_the_one_before_it(
     verdict against the earlier one (computed when its cassette was stored, not on view) and
     links to that diff, and says that it failed; a run first of its source has neither. Lines
     added to a run later make its verdict go (until its recording is stored whole again)."""
-    from tracetape import Tape
-
     for run, fail in (("first", False), ("second", True)):
-        path = tmp_path / f"{run}.jsonl"
-        try:
-            with Tape(path, mode="record", harness_sha="t") as tape:
-                tape.call("tool", {"name": "w", "args": {"c": 1}, "step": 1}, lambda: "9")
-                if fail:
-                    raise ValueError("boom")
-        except ValueError:
-            pass
+        path = record_tools(tmp_path / f"{run}.jsonl", ["9"], fail=fail)
         params = {"source": "runs/agent.jsonl", "run": run}
         assert client.post("/v1/lines", content=path.read_bytes(), params=params).status_code == 200
     page = client.get("/").text

@@ -88,3 +88,18 @@ def test_rewrite_changes_only_the_rows_that_quote_the_text(db: Database) -> None
     assert len(seen) == 1
     assert [r.out for r in db.records("r1")] == ["said [gone]", "other"]
     assert [r.out for r in db.records("r2")] == ["said 100%_sure"]  # another run is untouched
+
+
+def test_a_verdict_is_kept_only_for_the_records_it_read(db: Database) -> None:
+    """A verdict computed from runs another writer added lines to meanwhile is not kept: the
+    counts it read must still be the runs' own; clearing forgets it for both runs it read."""
+    db.store([_rec("r1", 1)], digest="d1", source="s")
+    db.store([_rec("r2", 1)], digest="d2", source="s")
+    assert not db.set_verdict("r2", "r1", "stale", (1, 2))  # r2 holds 1 record, not 2
+    assert not db.set_verdict("r2", "r1", "stale", (3, 1))  # r1 holds 1 record, not 3
+    assert db.set_verdict("r2", "r1", "B diverged", (1, 1))
+    row = next(r for r in db.runs(limit=10) if r["run_id"] == "r2")
+    assert (row["verdict"], row["verdict_of"]) == ("B diverged", "r1")
+    db.clear_verdicts(["r1"])  # the run it was read against changed
+    row = next(r for r in db.runs(limit=10) if r["run_id"] == "r2")
+    assert (row["verdict"], row["verdict_of"]) == (None, None)

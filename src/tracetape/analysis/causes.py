@@ -35,6 +35,7 @@ from typing import Any
 from ..canonical import Normalizer, changed_paths, excerpt, fingerprint, normalize
 from ..integrations.providers import Provider, answer_of, provider_of, providers
 from ..record import Record
+from .report import redacted
 
 __all__ = [
     "CALL_IDS",
@@ -260,10 +261,15 @@ def json_text(value: Any) -> str:
 
 
 def brief_value(value: Any, width: int = 120) -> str | None:
-    """A value as a short text for a change's before/after (None stays None)."""
+    """A value as a short text for a change's before/after (None stays None), redacted
+    before it is cut (a secret cut short is no longer found).
+
+    >>> brief_value("x " * 54 + "sk-proj-" + "Q1w2E3r4T5y6U7i8O9p0A1s2D3f4")[-14:]
+    'x [REDACTED:o…'
+    """
     if value is None:
         return None
-    text = json_text(value)
+    text: str = redacted(json_text(value))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -339,5 +345,6 @@ def change_row(path: str, before: Any, after: Any, width: int = 120) -> dict[str
     '…fine fine fine fine fine the weather in Rome and more and more and more and more and…'
     """
     if isinstance(before, str) and isinstance(after, str) and max(len(before), len(after)) > width:
-        before, after = excerpt(before, after, (width - 40) // 2)
+        # redacted whole first: an excerpt cut through a secret would no longer be found
+        before, after = excerpt(redacted(before), redacted(after), (width - 40) // 2)
     return {"path": path, "before": brief_value(before, width), "after": brief_value(after, width)}

@@ -298,14 +298,15 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         none: its lines are stored, and its diff page says why."""
         for run, before in db.previous(run_ids).items():
             ended = db.endings((before, run))
+            ta, tb = db.record_texts(before), db.record_texts(run)
             try:
                 report = diff_records(
-                    db.record_texts(before), db.record_texts(run), names=(before, run),
-                    config=conf.config, workspace=workspace(), endings=ended,
+                    ta, tb, names=(before, run), config=conf.config, workspace=workspace(),
+                    endings=ended,
                 )  # fmt: skip
-            except Exception:
+            except Exception:  # the verdict is a convenience; the lines are stored
                 continue
-            db.set_verdict(run, before, verdict_text(report))
+            db.set_verdict(run, before, verdict_text(report), (len(ta.texts), len(tb.texts)))
 
     def ping() -> None:
         with db.engine.connect() as conn:

@@ -242,6 +242,10 @@ def runs_page(
     rows = list(runs)
     if sort not in _DB_SORTED:
         rows.sort(key=lambda r: _sort_value(r, sort, numbers), reverse=order == "desc")
+    # each run's last model answer, redacted once for the page
+    finals: dict[str, str | None] = redacted(
+        {r["run_id"]: _final(numbers.get(r["run_id"])) for r in rows}
+    )
     body_rows = []
     for r in rows:
         run = r["run_id"]
@@ -263,7 +267,7 @@ def runs_page(
             f"<td class=num>{latency}</td><td class='num tokens'>{_e(tokens)}</td>"
             f"<td class='num cost'>{cost}</td>"
             f"<td>{_badges(findings.get(run, {}))}</td>"
-            f"<td class=final>{_final(views)}{_ending(r.get('ended'))}</td>"
+            f"<td class=final>{_shown(finals[run])}{_ending(r.get('ended'))}</td>"
             f"<td class=verdict>{_versus(r, previous.get(run))}</td>"
             "</tr>"
         )
@@ -301,13 +305,18 @@ def runs_page(
     return _page("runs", body, _RUNS_JS)
 
 
-def _final(views: Sequence[StepView] | None) -> str:
+def _final(views: Sequence[StepView] | None) -> str | None:
     """A run's last model answer, short (the summary ``tracetape diff`` compares)."""
     last = next((v for v in reversed(views or ()) if v.kind == "llm"), None)
     if last is None:
+        return None
+    return last.answer if last.answer is not None else "; ".join(last.calls)
+
+
+def _shown(text: str | None) -> str:
+    """A run's last model answer as its row shows it (cut to 80 characters)."""
+    if text is None:
         return "<span class=muted>—</span>"
-    text = last.answer if last.answer is not None else "; ".join(last.calls)
-    text = redacted(text)
     return _e(text if len(text) <= 80 else text[:79] + "…")
 
 

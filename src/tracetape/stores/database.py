@@ -349,12 +349,19 @@ class Database:
             )
             return {run: prev for run, prev in rows if prev is not None}
 
-    def set_verdict(self, run: str, of: str, verdict: str) -> None:
-        """Keep ``run``'s verdict against the run ``of``."""
+    def set_verdict(self, run: str, of: str, verdict: str, read: tuple[int, int]) -> bool:
+        """Keep ``run``'s verdict against the run ``of``, computed from ``read`` records of
+        each (``of``'s, then ``run``'s): only while both still hold that many (lines another
+        writer stored meanwhile make it stale); whether it was kept."""
+        earlier = runs.alias("earlier")
+        still = sa.exists().where(earlier.c.run_id == of, earlier.c.events == read[0])
         with self.engine.begin() as conn:
-            conn.execute(
-                runs.update().where(runs.c.run_id == run).values(verdict=verdict, verdict_of=of)
+            done = conn.execute(
+                runs.update()
+                .where(runs.c.run_id == run, runs.c.events == read[1], still)
+                .values(verdict=verdict, verdict_of=of)
             )
+            return bool(done.rowcount)
 
     def clear_verdicts(self, run_ids: Iterable[str]) -> None:
         """Forget the verdicts that read any of ``run_ids`` (theirs, and those of the runs

@@ -31,6 +31,7 @@ from typing import Any
 
 from ..._enums import WRITES
 from ...canonical import Change, changed_paths, normalize
+from ...integrations.providers import answer_of
 from ...record import Record, call_text
 from ..causes import (
     CALL_IDS,
@@ -154,24 +155,21 @@ def find(ctx: Context) -> None:
         return
     db = ctx.calls
     a, b = (SIDE_A, ctx.baseline), (SIDE_B, ctx.candidate)
-    packed = dict(
-        db.rows(
-            "SELECT side, last - first + 1 = calls FROM runs "
+    # each run's calls, and whether they are one stretch of its input
+    both = {
+        side: (calls, packed)
+        for side, calls, packed in db.rows(
+            "SELECT side, calls, last - first + 1 = calls FROM runs "
             "WHERE (side = 1 AND run = $1) OR (side = 2 AND run = $2)",
             [ctx.baseline, ctx.candidate],
         )
-    )
-    pos = {side: _PACKED if packed.get(side) else _ORDERED for side in (SIDE_A, SIDE_B)}
+    }
+    pos = {s: _PACKED if both.get(s, (0, False))[1] else _ORDERED for s in (SIDE_A, SIDE_B)}
     rows = db.rows(_WALKED.format(a=pos[SIDE_A], b=pos[SIDE_B]), [*a, *b, WALK, _IDS])
     walked = [_Pos(row[:16]) for row in rows]
     differing, first_input = rows[0][16:] if rows else (0, None)
-    counts = dict(
-        db.rows(
-            "SELECT side, calls FROM runs WHERE (side = 1 AND run = $1) OR (side = 2 AND run = $2)",
-            [ctx.baseline, ctx.candidate],
-        )
-    )
-    ctx.aligned = (first_input - 1) if first_input is not None else counts.get(SIDE_A, 0)
+    calls_a = both.get(SIDE_A, (0, False))[0]
+    ctx.aligned = (first_input - 1) if first_input is not None else calls_a
     if first_input is not None:
         at = next((p for p in walked if p.pos == first_input), None)
         ctx.divergence = _divergence(ctx, first_input, at)
@@ -338,10 +336,9 @@ def _input_root(  # noqa: PLR0917 - the position's parts, as the walk has them
     if ca["kind"] == cb["kind"] == "llm":  # the causes' parts first, each in table order
         api = ra.api if ra else None
         order = {c: i for i, c in enumerate(causes)}
-        placed = [(order.get(PART_CAUSE[part_of(c.path, args_a, api)]), c) for c in found]
-        found = [c for _, c in sorted(
-            ((i, c) for i, c in placed if i is not None), key=lambda x: x[0]
-        )] or found  # fmt: skip
+        rank = {id(c): order.get(PART_CAUSE[part_of(c.path, args_a, api)], -1) for c in found}
+        ranked = sorted((c for c in found if rank[id(c)] >= 0), key=lambda c: rank[id(c)])
+        found = ranked or found
     changes = [change_row(c.path or "args", c.before, c.after) for c in found[:20]]
     said_a: str | None = _asked(ca, args_a)
     said_b: str | None = _asked(cb, args_b)
@@ -393,8 +390,6 @@ def _asked(call: dict[str, Any], args: Any) -> str:
 def _said(kind: str, name: str, rec: Record | None, digest: str | None) -> str | None:
     """What a call answered, in short: the tool calls a model asked for, or its final
     answer; a tool's result."""
-    from ...integrations.providers import answer_of
-
     if rec is None or rec.out is None:
         return f"output {digest}" if digest else None
     if kind == "llm":
