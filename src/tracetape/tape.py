@@ -44,6 +44,7 @@ from . import guard
 from ._enums import Effect, LoudEnum
 from .canonical import StreamKey, canonical_json, changed_paths, digest, field_digests, key_of
 from .config import load_config
+from .deprecated import DeprecatedTapeMethods
 from .diagnose import explain_miss
 from .errors import (
     CassetteError,
@@ -211,7 +212,7 @@ def current_tape() -> Tape | None:
     return _current.get()
 
 
-class Tape:
+class Tape(DeprecatedTapeMethods):
     """Record or replay the decisions of one agent run in a cassette file or another store.
 
     ``path`` is the cassette file (a ``FileStore``), or any ``RecordStore``. ``mode`` (see

@@ -14,8 +14,6 @@ from typing import TextIO
 
 import click
 
-from .._version import __version__
-
 # Each command's module, imported when the command is looked up: `tracetape run` does not
 # load the analysis, nor `tracetape diff` the runner (every process start pays for imports).
 COMMANDS = {
@@ -142,7 +140,8 @@ class _LazyGroup(click.Group):
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "-V", "--version", prog_name="tracetape")
+# The installed distribution's version (importlib.metadata, read only when asked for).
+@click.version_option(None, "-V", "--version", package_name="tracetape", prog_name="tracetape")
 def main() -> None:
     """Record agent runs, replay them offline, and diff runs."""
     warnings.showwarning = _one_line_warning
