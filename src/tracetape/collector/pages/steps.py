@@ -1,0 +1,141 @@
+"""One decision as the run and diff pages show it: its head (kind, name, step, numbers),
+its readable parts, its raw record one click away; a run's totals."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from decimal import Decimal
+from urllib.parse import quote
+
+import orjson
+from msgspec import to_builtins as msgspec_to_builtins
+
+from ...record import Record
+from ...views import StepView
+from .markup import esc
+from .text import diffed
+
+
+def money(view_cost: Decimal | None, priced: str) -> str:
+    if view_cost is None:
+        return f"<span class=muted>{esc(priced)}</span>"
+    return f"${view_cost:.6f}".rstrip("0").rstrip(".") if view_cost else "$0"
+
+
+def total_cost(views: Sequence[StepView]) -> str:
+    """A run's cost: the sum of its priced model calls, and how many it could not price."""
+    models = [v for v in views if v.kind == "llm"]
+    priced = [v.cost for v in models if v.cost is not None]
+    if not models:
+        return "$0"
+    if not priced:
+        return "<span class=muted>unknown</span>"
+    total = money(sum(priced, Decimal(0)), "priced")
+    missing = len(models) - len(priced)
+    return total + (f" <span class=muted>+ {missing} unknown</span>" if missing else "")
+
+
+def tokens_of(view: StepView) -> str:
+    if view.tokens is None:
+        return ""
+    if view.tokens_out is None:
+        return f"{view.tokens}"
+    return f"{view.tokens_in or 0} → {view.tokens_out}"
+
+
+RAW_SHOWN = 8192  # bytes of a raw record shown inline; the whole one is a link away
+
+
+def raw(view: StepView, run: str | None) -> str:
+    """The stored request and answer, one click away: inline up to ``RAW_SHOWN`` bytes (a
+    long conversation repeats every earlier message), whole at ``/runs/RUN/raw/N``."""
+    try:
+        blob = orjson.dumps(
+            {"input": view.raw_in, "output": view.raw_out},
+            option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+            default=str,
+        ).decode()
+    except TypeError:  # an integer beyond 64 bits
+        blob = json.dumps(
+            {"input": view.raw_in, "output": view.raw_out},
+            indent=2,
+            ensure_ascii=False,
+            default=str,
+        )
+    link = ""
+    if run is not None:
+        href = f"/runs/{quote(run, safe='')}/raw/{view.index}"
+        link = f" · <a class=whole href='{esc(href)}'>whole record (JSON)</a>"
+    if len(blob) > RAW_SHOWN:
+        cut = len(blob) - RAW_SHOWN
+        blob = blob[:RAW_SHOWN] + f"\n… {cut:,} more characters: open the whole record"
+    return (
+        f"<details class=raw><summary>raw request and answer</summary>{link}"
+        f"<pre>{esc(blob)}</pre></details>"
+    )
+
+
+def happened(
+    view: StepView, run: str | None = None, other: StepView | None = None, side: str = "a"
+) -> str:
+    """What one decision did, as it reads: the messages fed in, the answer, the calls, the
+    result; with ``other`` (its counterpart in the other run) the changed words marked."""
+    theirs = dict(labelled(other.texts())) if other is not None else {}
+    html_parts = []
+    for label, text in labelled(view.texts()):
+        shown = diffed(text, theirs.get(label), side) if other is not None else esc(text)
+        kind = label.split(" ", 1)[0].split("#", 1)[0]
+        role = label.split("(", 1)[1].split(")", 1)[0] if "(" in label else ""
+        css = f"part {kind}" + (f" role-{esc(role)}" if role else "")
+        head = f"<span class=label>{esc(role or kind)}</span>"
+        html_parts.append(f"<div class='{css}'>{head}<div class=text>{shown}</div></div>")
+    return "".join(html_parts) + raw(view, run)
+
+
+def labelled(parts: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Parts with labels made unique by their order (``call#2``), so two runs' steps pair
+    part for part."""
+    seen: dict[str, int] = {}
+    out = []
+    for label, text in parts:
+        seen[label] = seen.get(label, 0) + 1
+        out.append((label if seen[label] == 1 else f"{label}#{seen[label]}", text))
+    return out
+
+
+def head_cells(view: StepView) -> str:
+    ms = "" if view.ms is None else f"{view.ms:.0f} ms"
+    spent = money(view.cost, view.priced) if view.kind == "llm" else ""
+    return (
+        f"<div class=call><span class='kind kind-{esc(view.kind)}'>{esc(view.kind)}</span> "
+        f"<b>{esc(view.name)}</b></div>"
+        f"<div class=muted>step {esc(view.step)}{' · ' + esc(view.effect) if view.effect else ''}"
+        f"</div><div class=nums><span class=ms>{esc(ms)}</span> "
+        f"<span class=tokens>{esc(tokens_of(view))}</span> <span class=cost>{spent}</span></div>"
+    )
+
+
+def totals(views: Sequence[StepView]) -> str:
+    ms = sum(v.ms or 0.0 for v in views)
+    tokens_in = sum(v.tokens_in or 0 for v in views)
+    tokens_out = sum(v.tokens_out or 0 for v in views)
+    return (
+        f"<span class=total-ms>{ms:.0f} ms</span> · tokens <span class=total-tokens>"
+        f"{tokens_in} in, {tokens_out} out</span> · cost <span class=total-cost>"
+        f"{total_cost(views)}</span>"
+    )
+
+
+def raw_record(rec: Record) -> bytes:
+    """One record whole, as JSON (``/runs/RUN/raw/N``)."""
+    try:
+        return orjson.dumps(
+            msgspec_to_builtins(rec),
+            option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS,
+            default=str,
+        )
+    except TypeError:
+        return json.dumps(
+            msgspec_to_builtins(rec), indent=2, ensure_ascii=False, default=str
+        ).encode()
