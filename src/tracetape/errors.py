@@ -158,6 +158,21 @@ class ReplayMiss(TapeError):
         first = f"{key} was never recorded — the run diverged here"
         super().__init__(f"{first}\n{diagnosis}" if diagnosis else first)
 
+    # The miss this one is a copy of, raised as another type too (the hooks type a miss as an
+    # SDK's error so that no SDK wraps it); None: it is the miss the tape raised.
+    copy_of: ReplayMiss | None = None
+
+    def same(self, other: BaseException | None) -> bool:
+        """Whether ``other`` is this miss: itself, or a copy of it raised as another type.
+
+        >>> miss = ReplayMiss("llm:1", kind="llm", step=1, matched=0, recorded=1,
+        ...                   expected=None, changes=[])
+        >>> miss.same(miss), miss.same(ValueError())
+        (True, False)
+        """
+        origin = self.copy_of or self
+        return other is origin or getattr(other, "copy_of", None) is origin
+
 
 class UnplayedDecisionsError(TapeError):
     """Raised on closing a strict replay whose cassette holds decisions the run never played."""

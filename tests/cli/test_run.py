@@ -58,6 +58,7 @@ def test_json_report(tmp_path: Path, agent: Path) -> None:
     assert report["mode"] == "replay"
     assert report["miss"]["changes"] == ["args.b"]
     assert report["miss"]["caught"] is False
+    assert (report["miss"]["fate"], report["miss"]["turned_into"]) == ("stopped", None)
 
 
 def test_command_not_found_exits_127(tmp_path: Path) -> None:

@@ -10,12 +10,15 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.echo_server import fake_openai
-from tracetape import read_cassette
+from tracetape import ReplayMiss, read_cassette
+from tracetape.integrations.capture import sdk_compatible_miss
+from tracetape.integrations.runner import _miss_report
 
 TRACETAPE = str(Path(sys.executable).with_name("tracetape"))
 PYTHON = sys.executable
@@ -128,6 +131,8 @@ def test_replay_miss_exits_3_with_the_diagnosis(tmp_path: Path, agent: Path) -> 
     assert "Traceback" not in done.stderr
     assert f"ReplayMiss at {agent}:" in done.stderr
     assert "tracetape/tape.py" not in done.stderr
+    assert "the program stopped at the miss (it exited 1)" in done.stderr
+    assert "caught" not in done.stderr
 
 
 def test_a_caught_replay_miss_still_exits_3(tmp_path: Path, agent: Path) -> None:
@@ -389,6 +394,62 @@ def test_unmodified_openai_agent_replays_with_the_server_stopped(tmp_path: Path)
     assert "changed: messages[0].content" in edited.stderr
 
 
+# An OpenAI-SDK program that lets a failed call through, or catches the SDK's errors (a miss
+# is typed as one) and goes on. argv: <base url> <task> [catch].
+OPENAI_CATCHER = """
+import sys
+import openai
+
+client = openai.OpenAI(base_url=sys.argv[1], max_retries=0)
+ask = lambda: client.chat.completions.create(
+    model="gpt-4o-mini", messages=[{"role": "user", "content": sys.argv[2]}]
+)
+if sys.argv[3:] == ["catch"]:
+    try:
+        ask()
+    except openai.OpenAIError as exc:
+        print("caught", type(exc).__name__)
+else:
+    print(ask().choices[0].message.content)
+"""
+
+
+@pytest.mark.parametrize(
+    ("catch", "out", "said"),
+    [
+        pytest.param([], "", "the program stopped at the miss (it exited 1):", id="uncaught"),
+        pytest.param(
+            ["catch"],
+            "caught ReplayMiss\n",
+            "the program caught the ReplayMiss and went on (it exited 0)",
+            id="caught",
+        ),
+    ],
+)
+def test_an_sdk_miss_is_told_stopped_or_caught_as_it_was(
+    tmp_path: Path, catch: list[str], out: str, said: str
+) -> None:
+    """A miss an OpenAI-SDK call raises (typed as the SDK's error too) is reported as where
+    the program stopped when nothing caught it, and as caught only when the program caught it."""
+    script = tmp_path / "agent.py"
+    script.write_text(OPENAI_CATCHER)
+    env = {"OPENAI_API_KEY": "sk-test"}
+    with fake_openai() as url:
+        recorded = run(
+            tmp_path, "--tape", "t.jsonl", "--mode", "record", "--", PYTHON, str(script), url,
+            "hi", env=env,
+        )  # fmt: skip
+    assert recorded.returncode == 0, recorded.stderr
+    done = run(
+        tmp_path, "--tape", "t.jsonl", "--", PYTHON, str(script), url, "hey", *catch, env=env
+    )
+    assert (done.returncode, done.stdout) == (3, out), done.stderr
+    assert said in done.stderr
+    assert "changed: messages[0].content" in done.stderr
+    assert ("caught the ReplayMiss" in done.stderr) == bool(catch)
+    assert (f"ReplayMiss at {script}:" in done.stderr) == (not catch)
+
+
 def test_record_never_overwrites_and_rewrite_does(tmp_path: Path, agent: Path) -> None:
     """``--mode record`` on an existing cassette exits 2 without running the program, naming
     the ``--mode rewrite`` command; ``--mode rewrite`` records over it."""
@@ -497,3 +558,43 @@ def test_a_recording_that_taped_nothing_while_using_the_network_says_so(tmp_path
     )
     quiet = run(tmp_path, "--tape", "t2.jsonl", "--mode", "record", "--", PYTHON, "-c", "pass")
     assert "reached the network" not in quiet.stderr
+
+
+def _miss() -> ReplayMiss:
+    return ReplayMiss(
+        "tool:1", kind="tool", step=1, matched=0, recorded=1, expected=None, changes=[]
+    )
+
+
+def _raised_while_handling(miss: ReplayMiss) -> BaseException:
+    try:
+        try:
+            raise miss
+        except ReplayMiss:
+            raise ConnectionError("retries spent") from None
+    except ConnectionError as exc:
+        return exc
+
+
+@pytest.mark.parametrize(
+    ("stopped", "fate", "turned"),
+    [
+        pytest.param(lambda miss: miss, "stopped", None, id="uncaught"),
+        pytest.param(sdk_compatible_miss, "stopped", None, id="uncaught-as-the-sdks-error"),
+        pytest.param(_raised_while_handling, "turned", "ConnectionError", id="wrapped"),
+        pytest.param(lambda miss: ValueError("later"), "caught", None, id="caught-then-failed"),
+        pytest.param(lambda miss: None, "caught", None, id="caught-then-exited"),
+    ],
+)
+def test_the_report_tells_what_the_program_did_with_the_miss(
+    stopped: Callable[[ReplayMiss], BaseException | None], fate: str, turned: str | None
+) -> None:
+    """The miss's report says whether the error that ended the program is the miss (or its
+    SDK-typed copy), an error it was turned into, or none of them: the program caught it."""
+    miss = _miss()
+    report = _miss_report(miss, stopped(miss))
+    assert (report["fate"], report["turned_into"], report["caught"]) == (
+        fate,
+        turned,
+        fate != "stopped",
+    )

@@ -542,7 +542,9 @@ def sdk_compatible_miss(miss: ReplayMiss) -> ReplayMiss:
     """The same miss, also typed as the base error of each SDK this process imported that
     re-raises its own errors as they are (``Provider.errors``), so that no SDK wraps it into a
     connection error or retries it. An agent's ``except openai.OpenAIError`` may then catch a
-    miss: the tape raises it again when it closes, with its diagnosis."""
+    miss: the tape raises it again when it closes, with its diagnosis. The copy names the miss
+    it copies (``copy_of``, ``ReplayMiss.same``): a program that stopped at it stopped at the
+    tape's miss."""
     bases = tuple(
         cls
         for module, name in _sdk_errors()
@@ -555,6 +557,7 @@ def sdk_compatible_miss(miss: ReplayMiss) -> ReplayMiss:
     new = typed.__new__(typed)
     new.__dict__.update(miss.__dict__)
     new.args = miss.args
+    new.copy_of = miss.copy_of or miss
     return new
 
 

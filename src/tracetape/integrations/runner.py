@@ -103,15 +103,50 @@ def _write_report(path: str, report: dict[str, Any]) -> None:
     os.replace(tmp, path)  # noqa: PTH105
 
 
-def _miss_report(miss: ReplayMiss, caught: bool) -> dict[str, Any]:
+def _turned_into(miss: ReplayMiss, stopped: BaseException) -> bool:
+    """Whether the error that stopped the program was raised while handling ``miss`` (a
+    framework wrapped it into its own) or from it."""
+    seen: set[int] = set()
+    link: BaseException | None = stopped
+    while link is not None and id(link) not in seen:
+        if miss.same(link):
+            return True
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return False
+
+
+def _miss_report(miss: ReplayMiss, stopped: BaseException | None) -> dict[str, Any]:
+    """The first miss, and what the program did with it: ``stopped`` at it (uncaught, or a
+    copy of it raised as an SDK's error), ``turned`` it into the error that stopped it, or
+    ``caught`` it and went on."""
+    if stopped is not None and miss.same(stopped):
+        fate, turned = "stopped", None
+    elif stopped is not None and _turned_into(miss, stopped):
+        fate, turned = "turned", type(stopped).__name__
+    else:
+        fate, turned = "caught", None
     return {
         "key": miss.key,
         "kind": miss.kind,
         "step": miss.step,
         "changes": miss.changes,
         "message": str(miss),
-        "caught": caught,
+        "caught": fate != "stopped",
+        "fate": fate,
+        "turned_into": turned,
     }
+
+
+def _program_frame(frames: list[traceback.FrameSummary]) -> traceback.FrameSummary:
+    """The frame to name where a miss stopped the program: its own innermost one, not a
+    library's (an SDK raises the miss from deep in its client), else the innermost."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    libraries = tuple({paths["stdlib"], paths["purelib"], paths["platlib"]})
+    own = [f for f in frames if not f.filename.startswith(libraries)]
+    return (own or frames)[-1]
 
 
 def _inherit_context_in_threads() -> None:
@@ -235,7 +270,7 @@ def start_from_environment() -> None:
                 sys.stderr.write("".join(traceback.format_list(frames)))
                 sys.stderr.write(f"tracetape.ReplayMiss: {exc.key} (diagnosis below)\n")
             elif frames:
-                where = frames[-1]
+                where = _program_frame(frames)
                 sys.stderr.write(
                     f"ReplayMiss at {where.filename}:{where.lineno} in {where.name} "
                     "(--traceback shows the whole traceback; diagnosis below)\n"
@@ -282,7 +317,7 @@ def start_from_environment() -> None:
             final["network"] = [str(error) for error in guard.attempts]
         if tape.misses:
             first = tape.misses[0]
-            final["miss"] = _miss_report(first, caught=first not in failed)
+            final["miss"] = _miss_report(first, failed[0] if failed else None)
         _write_report(report_path, final)
 
     atexit.register(finish)
@@ -500,7 +535,15 @@ def _judge(
         return result
     miss = report.get("miss")
     if miss is not None:
-        if miss.get("caught"):
+        fate = miss.get("fate")
+        if fate == "stopped":
+            say(f"the program stopped at the miss (it exited {code}):")
+        elif fate == "turned":
+            say(
+                f"the program turned the ReplayMiss into {miss.get('turned_into')} and stopped "
+                f"(it exited {code}); the run diverged from the recording:"
+            )
+        else:
             say(
                 f"the program caught the ReplayMiss and went on (it exited {code}); the run "
                 "still diverged from the recording:"
