@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tracetape.canonical import canonical_json, field_digests, key_of
 from tracetape.diagnose import explain_miss, truncated_stream_miss
 from tracetape.errors import ReplayMiss
@@ -104,3 +106,58 @@ def test_a_stream_read_past_its_recorded_end() -> None:
     miss = truncated_stream_miss(_decision(live), rec, matched=1, recorded=4, rerecord=RERECORD)
     assert "stopped reading this stream after 2 event(s)" in str(miss)
     assert miss.expected is rec and (miss.matched, miss.recorded) == (1, 4)
+
+
+UUID_A, UUID_B = "0b7e1b2c-6a1f-4c1e-9a51-8f0b8f9b2a11", "3f1c9d2e-2b4a-4f6e-8c1d-5e7a9b0c1d2e"
+HINT = "would match"
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "rule"),
+    [
+        pytest.param(f"request {UUID_A}", f"request {UUID_B}", '["uuid"]', id="uuid"),
+        pytest.param(
+            "at 2026-01-02T03:04:05.123456", "at 2026-03-04T10:11:12.654321", '["ts"]', id="ts"
+        ),
+        pytest.param("sent 1767225600 ok", "sent 1767312000 ok", '["unix-time"]', id="unix-time"),
+        pytest.param(
+            "trace 4bf92f3577b34da6a3ce", "trace 00f067aa0ba902b7a3ce", '["hex-id"]', id="hex"
+        ),
+        pytest.param(
+            f"{UUID_A} at 2026-01-02T03:04:05",
+            f"{UUID_B} at 2026-01-02T09:04:05",
+            '["uuid", "ts"]',
+            id="uuid-and-ts",
+        ),
+    ],
+)
+def test_a_change_that_is_only_an_id_or_a_time_names_the_mask_rule(
+    before: str, after: str, rule: str
+) -> None:
+    """A miss whose only change is what a mask finds names the fewest masks, as a
+    ``[tool.tracetape.match]`` rule, that would match it."""
+    live = {"messages": [after], "step": 2}
+    text = str(_miss(live, _expected({"messages": [before], "step": 2})))
+    assert f"[tool.tracetape.match] mask = {rule} {HINT}" in text
+    assert "tracetape migrate" in text
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        pytest.param("find the flaky tests", "find the slow tests", id="a-word"),
+        pytest.param(f"find {UUID_A} flaky", f"find {UUID_B} slow", id="a-uuid-and-a-word"),
+        pytest.param(1767225600, 1767312000, id="a-number-no-mask-sees"),
+    ],
+)
+def test_a_change_beyond_what_masks_find_names_no_mask_rule(before: Any, after: Any) -> None:
+    """A miss that changes a word (beside a UUID or not), or a value no mask reads, has no hint."""
+    live = {"messages": [after], "step": 2}
+    assert HINT not in str(_miss(live, _expected({"messages": [before], "step": 2})))
+
+
+def test_the_mask_hint_holds_only_when_every_change_is_maskable() -> None:
+    """One maskable change beside one that is not gives no hint."""
+    live = {"messages": [f"id {UUID_B}"], "params": {"model": "b"}, "step": 2}
+    before = {"messages": [f"id {UUID_A}"], "params": {"model": "a"}, "step": 2}
+    assert HINT not in str(_miss(live, _expected(before)))

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .canonical import changed_paths, digest_changes, excerpt, field_digests
+from .canonical import Change, changed_paths, digest_changes, excerpt, field_digests
 from .errors import ReplayMiss
+from .matching import MASKS, Match
 from .record import Decision, Record
 
 __all__ = ["explain_miss", "truncated_stream_miss"]
@@ -163,4 +164,50 @@ def _explain(expected: Record, live: Any) -> tuple[list[str], list[str]]:
         lines.append(f"  ... and {len(changes) - 10} more changed paths")
     if not changes:
         lines.append("  the input equals the expected one: it was already played earlier")
-    return [c.path for c in changes], lines
+    return [c.path for c in changes], lines + _mask_hint(changes)
+
+
+# What each mask of ``matching.MASKS`` finds, as a miss names it.
+_FOUND = {
+    "uuid": "a UUID",
+    "tmp": "a temporary path",
+    "ts": "a timestamp",
+    "unix-time": "a Unix time",
+    "hex-id": "a hex id",
+}
+
+
+def _mask_hint(changes: list[Change]) -> list[str]:
+    """Where every change is a text that differs only in what masks find (a UUID, a time, a
+    hex id), the mask rule that would match them: the fewest masks that make each before
+    and after equal.
+
+    >>> from tracetape.canonical import Change
+    >>> _mask_hint([Change("messages[0].content", "run 0b7e1b2c-6a1f-4c1e-9a51-8f0b8f9b2a11",
+    ...                    "run 3f1c9d2e-2b4a-4f6e-8c1d-5e7a9b0c1d2e")])[0]
+    '  only a UUID differs: the mask rule [tool.tracetape.match] mask = ["uuid"] would match it'
+    >>> _mask_hint([Change("messages[0].content", "find the flaky tests", "find the slow tests")])
+    []
+    """
+    if not all(isinstance(c.before, str) and isinstance(c.after, str) for c in changes):
+        return []
+
+    def equal_under(names: list[str]) -> bool:
+        mask = Match(mask=names).mask_string
+        return all(mask(c.before) == mask(c.after) for c in changes)
+
+    needed = list(MASKS)
+    if not changes or not equal_under(needed):
+        return []
+    for name in list(needed):
+        fewer = [n for n in needed if n != name]
+        if fewer and equal_under(fewer):
+            needed = fewer
+    found = " and ".join(_FOUND.get(name, name) for name in needed)
+    masks = ", ".join(f'"{name}"' for name in needed)
+    them = "them" if len(needed) > 1 or len(changes) > 1 else "it"
+    return [
+        f"  only {found} {'differ' if len(needed) > 1 else 'differs'}: the mask rule "
+        f"[tool.tracetape.match] mask = [{masks}] would match {them}",
+        "    (in pyproject.toml; then re-key the cassette with `tracetape migrate`, or re-record)",
+    ]
