@@ -546,7 +546,7 @@ def test_fork_mode_goes_live_at_the_first_miss_into_a_branch(
     result.assert_outcomes(passed=1)
     assert ran(pytester) == ["Paris"]
     assert cassette.read_bytes() == recorded
-    branch = cassette.with_name("test_two.branch-1.jsonl")
+    branch = cassette.with_name("test_two.fork-miss.jsonl")
     result.stdout.fnmatch_lines([f"*forked at decision 2 (first miss)*{branch}*"])
     assert '"parent"' in branch.read_text().splitlines()[0]
     (pytester.path / "ran.txt").unlink()

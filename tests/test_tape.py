@@ -1064,7 +1064,7 @@ def test_a_fork_replays_until_the_first_miss_then_goes_live_into_a_branch(tmp_pa
         assert not tape.replaying
     assert live == ["test twice"]
     assert parent.read_bytes() == before
-    assert tape.branch == tmp_path / "run.branch-1.jsonl"
+    assert tape.branch == tmp_path / "run.fork-miss.jsonl"
     branch = read_cassette(tape.branch)
     assert branch.header is not None and branch.ended == "completed"
     assert branch.header["parent"]["path"] == str(parent)
@@ -1077,7 +1077,7 @@ def test_a_fork_replays_until_the_first_miss_then_goes_live_into_a_branch(tmp_pa
         assert _three_steps(again, "test twice") == "did test twice"
     with Tape(parent, mode="fork") as second:  # the next default name is free
         _three_steps(second, "test thrice")
-    assert second.branch == tmp_path / "run.branch-2.jsonl"
+    assert second.branch == tmp_path / "run.fork-miss-2.jsonl"
 
 
 def test_fork_at_goes_live_from_that_step_even_where_it_matches(tmp_path: Path) -> None:
@@ -1090,6 +1090,25 @@ def test_fork_at_goes_live_from_that_step_even_where_it_matches(tmp_path: Path) 
     assert live == ["edit", "test"]
     assert tape.fork_point is not None and tape.fork_point["reason"] == "fork_at 2"
     assert [r.step for r in read_cassette(tmp_path / "b.jsonl")] == [1, 2, 3]
+
+
+def test_a_fork_at_a_step_is_named_for_it_and_runs_under_a_run_id_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """``fork_at=3``'s branch is ``NAME.fork-3.jsonl``, then ``NAME.fork-3-2.jsonl`` while taken,
+    and its run id is the branch's, not the parent's with another suffix."""
+    parent = tmp_path / "run.jsonl"
+    with Tape(parent, mode="record") as tape:
+        _three_steps(tape, "test")
+    forks = []
+    for _ in range(2):
+        with Tape(parent, mode="fork", fork_at=3) as tape:
+            _three_steps(tape, "test")
+        forks.append(tape.branch)
+    assert forks == [tmp_path / "run.fork-3.jsonl", tmp_path / "run.fork-3-2.jsonl"]
+    run_ids = [(read_cassette(path).header or {})["run_id"] for path in [parent, *forks]]
+    assert [run_id.partition("@")[0] for run_id in run_ids] == ["run", "run.fork-3", "run.fork-3-2"]
+    assert (read_cassette(forks[0]).header or {})["parent"]["run_id"] == run_ids[0]
 
 
 def test_a_fork_that_never_diverges_writes_its_replay_as_the_branch(tmp_path: Path) -> None:

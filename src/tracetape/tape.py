@@ -134,12 +134,20 @@ def latency_factor(value: str | float | None) -> float:
     return factor
 
 
-def _branch_path(parent: Path) -> Path:
-    """The first free ``NAME.branch-N.jsonl`` next to ``parent``."""
-    stem = parent.name.removesuffix(".jsonl")
-    n = 1
-    while (found := parent.with_name(f"{stem}.branch-{n}.jsonl")).exists():
+def _branch_path(parent: Path, fork_at: int | None) -> Path:
+    """Where a fork of ``parent`` goes by default: named for its fork point,
+    ``NAME.fork-3.jsonl`` for step 3 (``NAME.fork-miss.jsonl`` at the first miss), then
+    ``NAME.fork-3-2.jsonl``... while taken.
+
+    >>> parent = Path("/nowhere/run.jsonl")
+    >>> _branch_path(parent, 3).name, _branch_path(parent, None).name
+    ('run.fork-3.jsonl', 'run.fork-miss.jsonl')
+    """
+    name = f"{parent.name.removesuffix('.jsonl')}.fork-{'miss' if fork_at is None else fork_at}"
+    found, n = parent.with_name(f"{name}.jsonl"), 1
+    while found.exists():
         n += 1
+        found = parent.with_name(f"{name}-{n}.jsonl")
     return found
 
 
@@ -234,7 +242,8 @@ class Tape(DeprecatedTapeMethods):
     ``match`` (a ``Match``, or ``[tool.tracetape.match]``) says what a key ignores and masks;
     a recording writes it into its header and replay uses the header's. ``mode="fork"``
     replays and goes live at the first miss, or at step ``fork_at``; the whole run goes to
-    ``branch`` (default: ``NAME.branch-N.jsonl`` next to the cassette; ``tape.branch``).
+    ``branch`` (default: ``NAME.fork-N.jsonl`` next to the cassette, for ``fork_at=N``;
+    ``tape.branch``) under a run id of its own.
     ``replay_latency`` makes replay wait each decision's recorded time (``"recorded"``) or a
     factor of it. In replay, no request goes live unnoticed: with no hook serving the tape
     (``patch_sdks``, ``patch_http``, ``patch``, ``http_transport``), a connection opened in
@@ -376,7 +385,7 @@ class Tape(DeprecatedTapeMethods):
             self._load(harness_sha)
         if forking:
             self.parent = Path(self.path)
-            self.branch = Path(branch) if branch is not None else _branch_path(self.parent)
+            self.branch = Path(branch) if branch is not None else _branch_path(self.parent, fork_at)
             if self.branch.resolve() == self.parent.resolve():
                 raise ValueError("the branch of a fork must not be its parent cassette")
             self.store = FileStore(self.branch, max_record_bytes)
@@ -637,7 +646,8 @@ class Tape(DeprecatedTapeMethods):
                 parent["run_id"] = self.header["run_id"]
             self.store.begin(
                 self._new_header(
-                    self._run_id or new_run_id(stem_of(self.store.name)),
+                    # the branch's own name (``NAME.fork-3``), not its parent's stem
+                    self._run_id or new_run_id(self.branch.name.removesuffix(".jsonl")),
                     parent=parent,
                     fork=self.fork_point,
                 )

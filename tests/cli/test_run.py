@@ -90,12 +90,12 @@ def test_fork_mode_replays_the_prefix_then_runs_live_into_a_branch(
     assert done.returncode == 0, done.stderr
     assert "add ran" in done.stderr and "sum 6" in done.stdout
     report = json.loads(done.stderr[done.stderr.index("{") :])
-    assert report["branch"] == str(tmp_path / "t.branch-1.jsonl")
+    assert report["branch"] == str(tmp_path / "t.fork-miss.jsonl")
     assert report["fork"]["seq"] == 1 and report["fork"]["reason"] == "first miss"
     assert report["ended"] == "completed"
     assert (tmp_path / "t.jsonl").read_bytes() == recorded
     again = run(
-        tmp_path, "--tape", "t.branch-1.jsonl", "--hook", "none", "--", PYTHON, str(agent), "5"
+        tmp_path, "--tape", "t.fork-miss.jsonl", "--hook", "none", "--", PYTHON, str(agent), "5"
     )
     assert again.returncode == 0 and "add ran" not in again.stderr, again.stderr
     named = run(

@@ -205,7 +205,7 @@ def test_fork_goes_live_at_the_first_changed_step(tmp_path: Path, server: FakeSe
     tape = _run_three(parent, server, "fork", "THIRD")
     assert [len(r["body"]["messages"]) for r in server.requests] == [5]
     assert server.requests[0]["body"]["messages"][-1]["content"] == "THIRD"
-    assert tape.branch == tmp_path / "run.branch-1.jsonl"
+    assert tape.branch == tmp_path / "run.fork-miss.jsonl"
     assert tape.fork_point is not None
     assert tape.fork_point["seq"] == 3
     assert tape.fork_point["step"] == 3
@@ -247,7 +247,7 @@ def test_fork_at_a_step_goes_live_from_it(tmp_path: Path, server: FakeServer) ->
     assert tape.fork_point["reason"] == "fork_at 2"
     assert [r.step for r in read_cassette(branch).records] == [1, 2, 3]
     assert parent.read_bytes() == before
-    assert not (tmp_path / "run.branch-1.jsonl").exists()
+    assert not (tmp_path / "run.fork-miss.jsonl").exists()
 
 
 def test_diff_of_parent_and_branch_shows_the_fork_point(tmp_path: Path, server: FakeServer) -> None:
@@ -312,7 +312,7 @@ def test_tracetape_run_fork(tmp_path: Path, server: FakeServer) -> None:
     assert "forked t.jsonl at decision 3 (step 3), first miss" in forked.stderr
     assert [len(r["body"]["messages"]) for r in server.requests] == [5]
     assert parent.read_bytes() == before
-    branch = tmp_path / "t.branch-1.jsonl"
+    branch = tmp_path / "t.fork-miss.jsonl"
     assert _header(branch)["fork"]["seq"] == 3
 
     server.stop()

@@ -56,7 +56,7 @@ EXIT_NOT_FOUND = 127
     "--branch",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="With --mode fork: the branch cassette (default: NAME.branch-N.jsonl beside it).",
+    help="With --mode fork: the branch cassette (default: NAME.fork-STEP.jsonl beside it).",
 )
 @click.option(
     "--latency",
