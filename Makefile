@@ -14,6 +14,10 @@ STRANDS := .venv-strands
 # module's asserts again, a third of the suite's time. Here Python keeps its bytecode, as it
 # does by default (site-packages are compiled when installed; the checkout is not).
 unexport PYTHONDONTWRITEBYTECODE
+# pip says what it installs (a line a package) and, on a terminal, how far its downloads are:
+# the dev extra takes minutes on a fresh machine. CI (which sets CI) gets the lines without
+# the progress bars.
+PIP_INSTALL = -m pip install$(if $(CI), --progress-bar off)
 
 .PHONY: demo test test-deep lint bench clean
 
@@ -22,11 +26,13 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[server]'
+	@echo "== installing tracetape with its server extra into $(VENV)"
+	$(BIN)/python $(PIP_INSTALL) -e '.[server]'
 	touch $@
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	@echo "== installing tracetape with its dev extra into $(VENV) (minutes on a fresh machine)"
+	$(BIN)/python $(PIP_INSTALL) -e '.[dev]'
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
@@ -35,19 +41,22 @@ demo: $(VENV)/.installed
 $(INSTRUCTOR)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(INSTRUCTOR)
 	$(INSTRUCTOR)/bin/python -m pip install -q --upgrade pip
-	$(INSTRUCTOR)/bin/python -m pip install -q -e '.[instructor]'
+	@echo "== installing tracetape with instructor into $(INSTRUCTOR)"
+	$(INSTRUCTOR)/bin/python $(PIP_INSTALL) -e '.[instructor]'
 	touch $@
 
 $(OLDEST)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(OLDEST)
 	$(OLDEST)/bin/python -m pip install -q --upgrade pip
-	$(OLDEST)/bin/python -m pip install -q -e '.[oldest-sdks]'
+	@echo "== installing tracetape with the oldest SDKs it supports into $(OLDEST)"
+	$(OLDEST)/bin/python $(PIP_INSTALL) -e '.[oldest-sdks]'
 	touch $@
 
 $(STRANDS)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(STRANDS)
 	$(STRANDS)/bin/python -m pip install -q --upgrade pip
-	$(STRANDS)/bin/python -m pip install -q -e '.[strands]'
+	@echo "== installing tracetape with strands-agents into $(STRANDS)"
+	$(STRANDS)/bin/python $(PIP_INSTALL) -e '.[strands]'
 	touch $@
 
 test: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed $(STRANDS)/.installed
@@ -67,7 +76,7 @@ test-deep: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed $(STRANDS)/.in
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -n auto --dist worksteal -m "deep or slow" --durations=5
 
 bench: $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python $(PIP_INSTALL) -e '.[dev,bench]'
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:

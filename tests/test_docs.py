@@ -6,6 +6,7 @@ import contextlib
 import io
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +141,27 @@ def test_option_choices_in_the_readme_are_the_clis() -> None:
     assert spelled
     for opt, values in spelled:
         assert set(values.split("|")) in choices.get(opt, []), (opt, values)
+
+
+@pytest.mark.parametrize(
+    ("ci", "progress"),
+    [pytest.param("", "", id="terminal"), pytest.param("true", " --progress-bar off", id="ci")],
+)
+def test_make_test_says_what_it_installs(ci: str, progress: str) -> None:
+    """Each environment ``make test`` installs is announced and pip is not silenced (its
+    progress bars are left out under CI)."""
+    if shutil.which("make") is None:
+        pytest.skip("no make here")
+    stamps = [".venv/.installed-dev", ".venv-instructor/.installed"]
+    stamps += [".venv-oldest-sdks/.installed", ".venv-strands/.installed"]
+    plan = subprocess.run(
+        ["make", "-n", "-B", *stamps, f"CI={ci}"],
+        cwd=README.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    installs = [line for line in plan if "pip install" in line and "-e '.[" in line]
+    assert len(installs) == 4
+    assert all(f"-m pip install{progress} -e '.[" in line for line in installs), installs
+    assert sum(line.startswith('echo "== installing tracetape') for line in plan) == 4
