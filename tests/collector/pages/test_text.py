@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import html
+import shutil
 from html.parser import HTMLParser
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.services import skip_or_fail
+from tracetape.collector.pages import frame
 from tracetape.collector.pages.markup import esc
 from tracetape.collector.pages.text import (
     CONTEXT,
@@ -22,6 +25,8 @@ from tracetape.collector.pages.text import (
     preformatted,
     shown,
 )
+from tracetape.collector.pages.timeline import timeline_svg
+from tracetape.views import StepView
 
 
 class _Box(HTMLParser):
@@ -280,3 +285,140 @@ def test_hostile_texts_stay_inert(hostile: str) -> None:
 def test_preformatted_texts_are_told_apart_from_prose(text: str, mono: bool) -> None:
     """Logs, code, tracebacks and drawn tables read best in monospace; prose does not."""
     assert preformatted(text) is mono
+
+
+def _chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        skip_or_fail("Chromium is not installed here (Debian: apt-get install chromium)")
+    return path
+
+
+# What the machine's closed network needs (no background connections) and root needs.
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+_BROWSER_VIEWS = [
+    StepView(1, "llm", "gpt-4o-mini-2024-07-18", 1, 812.0, None, tokens_in=900, tokens_out=50),
+    StepView(2, "tool", "read_file", 1, 40.0, None),
+    StepView(3, "llm", "gpt-4o-mini", 2, 2300.0, None),
+    StepView(4, "env", "time.time", 2, 0.0, None),
+    StepView(5, "tool", "run_pytest", 3, 3100.0, None),
+    StepView(6, "llm", "gpt-4o-mini", 3, 1204.0, None),
+]
+
+# What each row's box holds: a long answer changed at line 40, a pytest log, a 20 KB JSON
+# line changed in its middle, long texts alone.
+_PROSE = "\n".join(
+    f"line {i}: the agent read the file and found nothing of note" for i in range(60)
+)
+_LOG = "\n".join(f"tests/test_x.py::test_{i:03d} PASSED      [{i:3d}%]" for i in range(50))
+
+
+def _box(inner: str) -> str:
+    label = "<span class=label>answer</span>"
+    return f"<div class='part answer'>{label}<div class=text>{inner}</div></div>"
+
+
+def _browser_page() -> str:
+    after = _PROSE.replace("line 40: the agent read", "line 40: the agent wrote")
+    boxes = [
+        shown(after, _PROSE, "b"),
+        shown(LONG_JSON.replace("<300>", "<three hundred>"), LONG_JSON, "b"),
+        shown(_LOG),
+        shown(_PROSE),
+        shown(_PROSE + "\n" + _LOG),
+        shown("</details><script>alert(1)</script>" + _PROSE),
+    ]
+    rows = "".join(
+        f"<tr class=decision id=d{v.index}><td class=head>#{v.index}</td>"
+        f"<td class=what>{_box(inner)}</td></tr>"
+        for v, inner in zip(_BROWSER_VIEWS, boxes, strict=True)
+    )
+    body = (
+        timeline_svg(_BROWSER_VIEWS, label="timeline of r1", origin=3)
+        + timeline_svg([StepView(i, "llm", "claude", None, None, None) for i in (1, 2, 3)])
+        + f"<table class=decisions><tbody>{rows}</tbody></table>"
+    )
+    return frame.page("folds", body)
+
+
+def test_in_chromium_the_change_is_on_screen_and_the_map_leads_to_rows() -> None:
+    """Chromium at 390 and 1280 px, under the pages' CSP: the first mark is in the viewport
+    on load and not folded, nothing scrolls sideways, the timeline's text is at least 9 px
+    and inside the map, a bar's link moves to its row, and "expand all" opens a box."""
+    executable = _chromium()
+    from playwright.sync_api import ConsoleMessage, Dialog, Route, sync_playwright
+
+    markup = _browser_page()
+
+    def serve(route: Route) -> None:
+        if route.request.url.rstrip("/") == "http://pages.test":
+            route.fulfill(
+                body=markup,
+                content_type="text/html",
+                headers={"content-security-policy": frame.CSP},
+            )
+        else:
+            route.fulfill(status=204)
+
+    errors: list[str] = []  # console errors (a CSP violation is one) and dialogs
+
+    def console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            errors.append(message.text)
+
+    def dialog(opened: Dialog) -> None:
+        errors.append(opened.message)
+        opened.dismiss()
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        for width, height in ((390, 844), (1280, 800)):
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.on("console", console)
+            page.on("dialog", dialog)
+            page.route("http://pages.test/**", serve)
+            page.goto("http://pages.test/")
+            mark = page.evaluate(
+                """() => {const m = document.querySelector('ins, del');
+                const r = m.getBoundingClientRect();
+                return {top: r.top, bottom: r.bottom, left: r.left, right: r.right,
+                        folded: m.closest('details') !== null, text: m.textContent};}"""
+            )
+            assert mark["text"] == "wrote" and not mark["folded"], mark
+            assert mark["top"] >= 0 and mark["bottom"] <= height, (width, mark)
+            assert mark["left"] >= 0 and mark["right"] <= width, (width, mark)
+            sideways = page.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+            )
+            assert sideways[0] <= sideways[1], (width, sideways)
+            labels = page.evaluate(
+                """() => [...document.querySelectorAll('svg.timeline text')].map(t => {
+                  const r = t.getBoundingClientRect();
+                  const svg = t.ownerSVGElement.getBoundingClientRect();
+                  return {size: parseFloat(getComputedStyle(t).fontSize), height: r.height,
+                          inside: r.left >= svg.left - 1 && r.right <= svg.right + 1,
+                          text: t.textContent};})"""
+            )
+            assert labels and all(t["size"] >= 9 and t["height"] >= 9 for t in labels), labels
+            outside = [t["text"] for t in labels if not t["inside"]]
+            assert outside == [], (width, outside)
+            page.locator("svg.timeline a[href='#d5'] rect").click()
+            assert page.evaluate("location.hash") == "#d5"
+            top = page.evaluate("document.getElementById('d5').getBoundingClientRect().top")
+            assert -2 <= top < height / 2, (width, top)
+            first = page.locator("#d1 .text")
+            assert first.locator("button.expand").count() == 1
+            assert "line 0:" not in first.inner_text()
+            first.locator("button.expand").click()
+            assert page.evaluate(
+                "[...document.querySelectorAll('#d1 details.fold')].every(d => d.open)"
+            )
+            assert "line 0:" in first.inner_text()
+            assert "</details><script>alert(1)</script>line 0" in page.locator("#d6").inner_text()
+            page.close()
+        browser.close()
+    assert errors == [], errors
