@@ -48,7 +48,8 @@ details.fold>summary{cursor:pointer;color:#6b7580;font:12px system-ui,sans-serif
 white-space:normal;list-style-position:inside}
 details.fold[open]>summary{margin-bottom:2px}
 button.expand{float:right;margin:0 0 4px 8px;font:12px system-ui,sans-serif;cursor:pointer;
-padding:1px 8px;border:1px solid #c9ced5;border-radius:4px;background:#fff;color:#1d232a}
+padding:1px 8px;border:1px solid #c9ced5;border-radius:4px;background:#fff;color:#1d232a;
+user-select:none}
 """
 
 # Each box that holds folds gets one button opening (then closing) all of them; a page with
@@ -129,28 +130,32 @@ def _diff_lines(text: str, other: str, side: str) -> tuple[list[list[_Piece]], l
 
 def _render(lines: Sequence[list[_Piece]], keep: Sequence[bool], what: str) -> str:
     """The kept lines (long ones folded by characters), each longer run of the others in one
-    fold; a short run is shown as it is."""
+    fold; a short run is shown as it is. Each line break stays in the text (copied text is
+    the text), inside a fold when the fold ends its line."""
     out: list[str] = []
-    shown_lines: list[str] = []
+    n = len(lines)
     i = 0
-    while i < len(lines):
+    while i < n:
         j = i
-        while j < len(lines) and not keep[j]:
+        while j < n and not keep[j]:
             j += 1
         if j - i > SHOWN_RUN:
-            if shown_lines:
-                out.append("\n".join(shown_lines))
-                shown_lines = []
-            whole = "\n".join(_whole(line) for line in lines[i:j])
-            out.append(f"<details class=fold><summary>{j - i:,} {what}</summary>{whole}</details>")
+            whole = "".join(_whole(lines[k]) + _end(k, n) for k in range(i, j))
+            out.append(_details(f"{j - i:,} {what}", whole))
         else:
-            shown_lines.extend(_line(line) for line in lines[i:j])
-        if j < len(lines):
-            shown_lines.append(_line(lines[j]))
+            out.extend(_line(lines[k], _end(k, n)) for k in range(i, j))
+        if j < n:
+            out.append(_line(lines[j], _end(j, n)))
         i = j + 1
-    if shown_lines:
-        out.append("\n".join(shown_lines))
     return "".join(out)
+
+
+def _end(k: int, n: int) -> str:
+    return "\n" if k < n - 1 else ""
+
+
+def _details(summary: str, inner: str) -> str:
+    return f"<details class=fold><summary>{summary}</summary>{inner}</details>"
 
 
 def _piece(kind: str, part: str) -> str:
@@ -161,37 +166,37 @@ def _whole(line: Sequence[_Piece]) -> str:
     return "".join(_piece(kind, part) for kind, part in line if part)
 
 
-def _fold(part: str) -> str:
-    return (
-        f"<details class=fold><summary>{len(part):,} more characters</summary>{esc(part)}</details>"
-    )
+def _fold(part: str, end: str = "") -> str:
+    return _details(f"{len(part):,} more characters", esc(part + end))
 
 
-def _line(line: Sequence[_Piece]) -> str:
-    """One kept line; past ``LINE_MAX`` characters only its start, or the characters around
-    its changes, are shown, the rest folded."""
+def _line(line: Sequence[_Piece], end: str) -> str:
+    """One kept line and its line break; past ``LINE_MAX`` characters only its start, or the
+    characters around its changes, are shown, the rest folded."""
     if sum(len(part) for _, part in line) <= LINE_MAX:
-        return _whole(line)
+        return _whole(line) + end
     if all(kind == "=" for kind, _ in line):
         flat = "".join(part for _, part in line)
-        return esc(flat[:LINE_KEEP]) + _fold(flat[LINE_KEEP:])
-    return "".join(_around_changes(line))
+        return esc(flat[:LINE_KEEP]) + _fold(flat[LINE_KEEP:], end)
+    return "".join(_around_changes(line, end))
 
 
-def _around_changes(line: Sequence[_Piece]) -> Iterator[str]:
+def _around_changes(line: Sequence[_Piece], end: str) -> Iterator[str]:
     changes = [i for i, (kind, _) in enumerate(line) if kind != "="]
     for i, (kind, part) in enumerate(line):
         if kind != "=":
             yield _piece(kind, part) if part else ""
             continue
-        start = MARK_CONTEXT if changes[0] < i else 0  # a change before: keep its context
-        end = len(part) - MARK_CONTEXT if changes[-1] > i else len(part)
-        if end - start <= SHOWN_CHARS:
+        left = MARK_CONTEXT if changes[0] < i else 0  # a change before: keep its context
+        right = len(part) - MARK_CONTEXT if changes[-1] > i else len(part)
+        if right - left <= SHOWN_CHARS:
             yield esc(part)
-            continue
-        yield esc(part[:start])
-        yield _fold(part[start:end])
-        yield esc(part[end:])
+        elif right == len(part):  # the line ends folded: its break goes in the fold
+            yield esc(part[:left]) + _fold(part[left:], end)
+            return
+        else:
+            yield esc(part[:left]) + _fold(part[left:right]) + esc(part[right:])
+    yield end
 
 
 _FENCE = re.compile(r"^\s*(```|~~~)", re.M)
