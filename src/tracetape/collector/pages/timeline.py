@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from ...views import StepView
 from .markup import esc
 
-__all__ = ["STYLE", "timeline_svg"]
+__all__ = ["BAR", "STYLE", "duration", "ticks", "timeline_svg"]
 
 # The timeline's style (``frame`` adds it to every page).
 STYLE = """
@@ -86,7 +86,7 @@ def timeline_svg(
         end = min(at / scale, 1.0) if timed else 1.0
         marker = _marker(end, f"origin #{origin}: no call", height)
     return (
-        f"<svg class=timeline role=group aria-label='{esc(label or 'timeline')}' "
+        f"<svg class='timeline' role='group' aria-label='{esc(label or 'timeline')}' "
         f"width='100%' height='{height}' xmlns='http://www.w3.org/2000/svg'>"
         f"{marker}{''.join(parts)}</svg>"
     )
@@ -128,7 +128,7 @@ def _axis(scale: float, top: int, height: int) -> str:
         x = t / scale
         where = "start" if x < 0.05 else "end" if x > 0.9 else "middle"
         out.append(
-            f"<g class=tick><line x1='{_pc(x)}' x2='{_pc(x)}' y1='{AXIS - 4}' y2='{height}'/>"
+            f"<g class='tick'><line x1='{_pc(x)}' x2='{_pc(x)}' y1='{AXIS - 4}' y2='{height}'/>"
             f"<text x='{_pc(x)}' y='{AXIS - 6}' text-anchor='{where}'>{esc(duration(t))}</text>"
             "</g>"
         )
@@ -136,7 +136,7 @@ def _axis(scale: float, top: int, height: int) -> str:
 
 
 def _untimed_note() -> str:
-    return f"<text class=note x='0' y='{AXIS - 6}'>no times recorded: calls in order</text>"
+    return f"<text class='note' x='0' y='{AXIS - 6}'>no times recorded: calls in order</text>"
 
 
 def _bar(
@@ -170,7 +170,7 @@ def _bar(
         f"</title><rect class='{cls}' x='{_pc(start)}' "
         f"y='{y + (ROW - BAR_HEIGHT) // 2}' width='{_pc(width)}' height='{BAR_HEIGHT}' "
         f"fill='{color}' stroke='{color}' stroke-width='0'/>"
-        f"<text class=name x='{_pc(x)}' dx='{dx}' y='{y + ROW - 6}' text-anchor='{where}'>"
+        f"<text class='name' x='{_pc(x)}' dx='{dx}' y='{y + ROW - 6}' text-anchor='{where}'>"
         f"{esc(name)}</text></a>"
     )
 
@@ -179,7 +179,7 @@ def _marker(x: float, text: str, height: int) -> str:
     where = "end" if x > 0.7 else "start"
     dx = -4 if x > 0.7 else 4
     return (
-        f"<g class=origin><line x1='{_pc(x)}' x2='{_pc(x)}' y1='{AXIS}' y2='{height}'/>"
+        f"<g class='origin'><line x1='{_pc(x)}' x2='{_pc(x)}' y1='{AXIS}' y2='{height}'/>"
         f"<text x='{_pc(x)}' dx='{dx}' y='{AXIS + MARKER - 4}' text-anchor='{where}'>"
         f"{esc(text)}</text></g>"
     )
