@@ -38,19 +38,20 @@ import math
 import os
 import threading
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Annotated, Any, TypeVar
+from urllib.parse import urlencode
 
 import msgspec
 import sqlalchemy as sa
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -63,13 +64,13 @@ from ..config import load_config
 from ..errors import TapeError
 from ..record import INT64_MAX, RecordTexts
 from ..redact import Redactor, RedactRules
-from ..stores.database import RUN_ID, SORTABLE, Database, RunConflict
+from ..stores.database import RUN_ID, Database, RunConflict
 from ..stores.migrations import HEAD
-from ..views import StepView, read_steps
 from . import pages
 from .ingest import BadBatch, Batch, Registry, parse_batch, redact_stored
 from .memo import Analyses
 from .security import SESSION_S, Guard, allowed_hosts, check_session, clean_token, new_session
+from .summaries import RANK, Summaries, summarize
 
 __all__ = ["Settings", "create_app"]
 
@@ -103,6 +104,7 @@ def _error(status: int, message: str, **extra: Any) -> JSONResponse:
 
 # Checked whole by ``RUN_ID.fullmatch`` in the route (a ``Query`` pattern only searches).
 RunId = Annotated[str, Query(min_length=1, max_length=200)]
+MaybeRunId = Annotated[str | None, Query(min_length=1, max_length=200)]
 
 
 def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
@@ -124,9 +126,20 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     slots = threading.BoundedSemaphore(conf.max_analyses)
     analyses = Analyses()  # the last reports, by the texts they read (``memo``)
 
+    def summarized(run: str) -> None:
+        """Compute and keep one run's summary (``summaries``: the run list reads it)."""
+        texts = db.record_texts(run)
+        if texts.texts:
+            found = summarize(texts, run, config=_many(conf.config), workspace=workspace())
+            db.set_summary(run, found, len(texts.texts))
+
+    summaries = Summaries(summarized)
+    summaries.add(db.unsummarized())  # runs stored before, or by a collector stopped early
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
+        summaries.close()
         health_pool.shutdown(wait=False)
         for space in spaces:
             space.close()
@@ -157,6 +170,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         openapi_url=None,
     )
     app.state.db, app.state.settings, app.state.analyses = db, conf, analyses
+    app.state.summaries = summaries
     too_big = f"the body is over {conf.max_body} bytes; send smaller batches"
 
     class Limit:
@@ -215,25 +229,23 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         return JSONResponse(exc.body(), status_code=exc.status)
 
     @app.exception_handler(RequestValidationError)
-    async def bad_parameter(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def bad_parameter(request: Request, exc: RequestValidationError) -> Response:
         problems = [
             f"{'.'.join(str(p) for p in e.get('loc', ())[1:])}: {e.get('msg')}"
             for e in exc.errors()
         ]
-        return JSONResponse({"error": "; ".join(problems) or "bad request"}, status_code=400)
+        return _failure(request, 400, "; ".join(problems) or "bad request")
 
     @app.exception_handler(Exception)
-    async def failed(request: Request, exc: Exception) -> JSONResponse:
+    async def failed(request: Request, exc: Exception) -> Response:
         # Nothing was stored by a request that failed here (a batch is one transaction).
-        return JSONResponse(
-            {"error": f"the collector failed: {type(exc).__name__}; nothing was stored"},
-            status_code=500,
-        )
+        message = f"the collector failed: {type(exc).__name__}; nothing was stored"
+        return _failure(request, 500, message)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         # every error, a route's own and the framework's (404, 405), in the one shape
-        return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+        return _failure(request, exc.status_code, str(exc.detail), exc.headers)
 
     async def ingest(
         body: bytes,
@@ -272,6 +284,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             await run_in_threadpool(_learned, batch)
         if stored.events or batch.learned:
             await run_in_threadpool(db.clear_verdicts, stored.runs)
+            summaries.add(stored.runs)
         if batch.ended is not None and stored.events:
             # a recording's last lines: its verdict against the run of its source before it
             await run_in_threadpool(_verdicts, stored.runs)
@@ -470,6 +483,15 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             )
         return response
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> Response:
+        """The pages' icon (no token needed: a browser asks for it before any page)."""
+        return Response(
+            pages.FAVICON,
+            media_type="image/x-icon",
+            headers={"Cache-Control": "public, max-age=86400"},
+        )
+
     @app.get("/openapi.json", include_in_schema=False)
     def openapi(request: Request) -> JSONResponse:
         """The OpenAPI spec (behind the token when one is set)."""
@@ -499,74 +521,36 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         """The runs, newest first (or sorted by a column), with their latency, tokens, cost
         and findings by severity; filtered by text, time range and severity."""
         fresh = page_auth(request)
-        # latency and cost are read from the records: they sort a page of the newest runs
-        by_db = sort if sort in SORTABLE else "last_seen"
-        keyset = by_db == "last_seen" and order == "desc" and sort == by_db
+        keyset = sort == "last_seen" and order == "desc"
         before = _cursor(cursor) if cursor and keyset else None
-        found = db.runs(
-            before=before,
-            limit=50,
-            text=q or None,
-            since=_moment(since, "since"),
-            until=_moment(until, "until", end=True),
-            sort=by_db,
-            descending=order == "desc" or by_db != sort,
-            offset=0 if keyset else page * 50,
-        )
-        stored = _texts(found)
-        findings = _findings(stored)
-        if severity:
-            rank = pages.SEVERITY_ORDER[severity]
-            found = [
-                r
-                for r in found
-                if any(
-                    pages.SEVERITY_ORDER.get(k, 0) >= rank for k in findings.get(r["run_id"], {})
-                )
-            ]
+
+        def listed() -> list[dict[str, Any]]:
+            return db.runs(
+                before=before,
+                limit=50,
+                text=q or None,
+                since=_moment(since, "since"),
+                until=_moment(until, "until", end=True),
+                sort=sort,
+                descending=order == "desc",
+                offset=0 if keyset else page * 50,
+                worst=RANK[severity] if severity else None,
+            )
+
+        found = listed()
+        waiting = [r["run_id"] for r in found if r["summary_of"] != r["events"]]
+        if waiting:  # stored a moment ago: their summaries are being computed
+            summaries.add(waiting)
+            summaries.wait(waiting)
+            found = listed()
         nxt = None
         if keyset and len(found) == 50:
             nxt = f"{found[-1]['last_seen']!r}~{found[-1]['run_id']}"
         filters = {"q": q, "since": since, "until": until, "severity": severity,
                    "sort": sort, "order": order}  # fmt: skip
         more = pages.RunsPaging(filters, nxt, page if not keyset else None, len(found) == 50)
-        numbers = {r["run_id"]: _steps(r["run_id"], stored) for r in found if r["run_id"] in stored}
         previous = db.previous(r["run_id"] for r in found)
-        return _html(pages.runs_page(found, findings, more, numbers, previous), fresh)
-
-    def _texts(found: list[dict[str, Any]]) -> dict[str, RecordTexts]:
-        """The stored texts of each listed run, read once for the page; none when the page
-        lists too many calls to read on a page view."""
-        if sum(r["events"] for r in found) > _PAGE_CHECK_LIMIT:
-            return {}
-        return {r["run_id"]: db.record_texts(r["run_id"]) for r in found}
-
-    def _steps(run: str, stored: dict[str, RecordTexts]) -> list[StepView]:
-        """A listed run's decisions as read (their latency, tokens and cost)."""
-        texts = stored[run]
-        return analyses.get(
-            analyses.key("steps", (run,), texts), lambda: read_steps(texts.records())
-        )
-
-    def _findings(stored: dict[str, RecordTexts]) -> dict[str, dict[str, int]]:
-        """Findings by run and severity, from one check of the listed runs (none when they
-        hold too many calls to check on a page view)."""
-        names = [name for name in stored if RUN_ID.fullmatch(name)]
-        if not names:
-            return {}
-        runs = [stored[name] for name in names]
-
-        def counted() -> dict[str, dict[str, int]]:  # kept: the counts, not the report
-            texts = RecordTexts([text for run in runs for text in run.texts])
-            config = _many(conf.config)
-            report = check_records(texts, name="runs", config=config, workspace=workspace())
-            out: dict[str, dict[str, int]] = {}
-            for f in report.findings:
-                per = out.setdefault(f.run or "", {})
-                per[f.severity.value] = per.get(f.severity.value, 0) + 1
-            return out
-
-        return analyses.get(analyses.key("findings", tuple(names), *runs), counted)
+        return _html(pages.runs_page(found, more, previous), fresh)
 
     @app.get("/runs/{run_id}", response_class=HTMLResponse, tags=["pages"], dependencies=busy)
     def run_html(request: Request, run_id: str) -> HTMLResponse:
@@ -588,9 +572,25 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         return _cookie(answer, fresh)
 
     @app.get("/diff", response_class=HTMLResponse, tags=["pages"], dependencies=busy)
-    def diff_html(request: Request, a: RunId, b: RunId) -> HTMLResponse:
-        """Two runs side by side, aligned, with the divergence and findings highlighted."""
+    def diff_html(
+        request: Request,
+        a: MaybeRunId = None,
+        b: MaybeRunId = None,
+        run: Annotated[list[str] | None, Query(max_length=2)] = None,
+    ) -> Response:
+        """Two runs side by side, aligned, with the divergence and findings highlighted
+        (``a`` the baseline, ``b`` the candidate; or two ``run`` s, as the run list's compare
+        form sends them: the earlier is the baseline)."""
         fresh = page_auth(request)
+        if a is None or b is None:
+            picked = [_known(name) for name in dict.fromkeys(run or ())]
+            if len(picked) != 2:
+                raise HTTPException(
+                    400, f"tick two runs to compare, not {len(picked)} (or give ?a=RUN&b=RUN)"
+                )
+            rows = sorted(db.runs_by_id(picked), key=lambda r: (_ran(r), r["run_id"]))
+            href = "/diff?" + urlencode({"a": rows[0]["run_id"], "b": rows[1]["run_id"]})
+            return _cookie(RedirectResponse(href, status_code=303), fresh)
         _known(a)
         _known(b)
         ta, tb = db.record_texts(a), db.record_texts(b)
@@ -616,6 +616,24 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     return app
 
 
+def _failure(
+    request: Request, status: int, message: str, headers: Mapping[str, str] | None = None
+) -> Response:
+    """An error in the one shape, ``{"error": message}``; a page opened in a browser (it
+    accepts HTML, and the path is not the ``/v1`` API) gets it as a small page instead."""
+    path = request.url.path
+    browser = "text/html" in request.headers.get("accept", "")
+    if browser and not path.startswith("/v1/") and path != "/openapi.json":
+        return HTMLResponse(pages.error_page(status, message), status, headers=headers)
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _ran(row: dict[str, Any]) -> float:
+    """When a run ran: its records' own time where they say it, else when it was stored."""
+    began = row.get("began")
+    return float(began if began is not None else row["first_seen"])
+
+
 def _ended_key(ended: dict[str, str], *runs: str) -> tuple[str, ...]:
     """The runs' endings, as part of a kept analysis's key (a trailer may come alone)."""
     return tuple(f"ended:{ended.get(run, '')}" for run in runs)
@@ -623,7 +641,6 @@ def _ended_key(ended: dict[str, str], *runs: str) -> tuple[str, ...]:
 
 R = TypeVar("R", bound=Response)
 _COOKIE = "tracetape_session"
-_PAGE_CHECK_LIMIT = 200_000
 
 
 def _decoded(body: bytes, encoding: str, limit: int) -> bytes:

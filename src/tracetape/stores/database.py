@@ -4,7 +4,8 @@ The collector stores every trace line it receives as an *event* (the redacted
 ``Record`` as JSON; rewritten only to redact a secret its run named later) in ``events``,
 keeps one summary row per run in ``runs`` (its source, first
 and last time seen, events, steps, tokens, how it ended where a trailer or a commit said;
-findings are computed on demand) and one row per
+its numbers and findings once the collector's worker computed them: ``set_summary``) and
+one row per
 received batch in ``batches``, whose key is the digest of the batch's lines. A record comes
 with its *line key* (a digest of its run and its place in it: see ``collector.ingest``),
 unique, so a line sent again, in any batching, is recognised and not stored twice; a batch
@@ -85,6 +86,16 @@ runs = sa.Table(
     # its verdict against the run of its source before it (``verdict_of``), once computed
     sa.Column("verdict", sa.Text, nullable=True),
     sa.Column("verdict_of", sa.String(200), nullable=True),
+    # its numbers and findings, computed from ``summary_of`` events after they were stored
+    # (``migrations`` 0004: what each column holds)
+    sa.Column("summary", sa.Text, nullable=True),
+    sa.Column("summary_of", sa.BigInteger, nullable=True),
+    sa.Column("began", sa.Float, nullable=True),
+    sa.Column("finished", sa.Float, nullable=True),
+    sa.Column("latency_ms", sa.Float, nullable=True),
+    sa.Column("cost", sa.Float, nullable=True),
+    sa.Column("worst", sa.Integer, nullable=True),
+    sa.Column("names", sa.Text, nullable=True),
     sa.Index("runs_last_seen", "last_seen"),
 )
 # The columns the run list sorts by, as the page names them.
@@ -94,6 +105,8 @@ SORTABLE = {
     "steps": runs.c.steps,
     "calls": runs.c.events,
     "tokens": runs.c.tokens,
+    "latency": runs.c.latency_ms,
+    "cost": runs.c.cost,
 }
 events = sa.Table(
     "events",
@@ -376,6 +389,32 @@ class Database:
                 .values(verdict=None, verdict_of=None)
             )
 
+    def unsummarized(self) -> list[str]:
+        """The runs whose summary was not computed from all their events (stale or none)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(runs.c.run_id)
+                .where(sa.or_(runs.c.summary_of.is_(None), runs.c.summary_of != runs.c.events))
+                .order_by(runs.c.last_seen.desc())
+            )
+            return [run for (run,) in rows]
+
+    def set_summary(self, run: str, summary: Mapping[str, Any], read: int) -> bool:
+        """Keep ``run``'s summary (``summary``: the JSON object, with the columns the run
+        list sorts and filters by: ``began``, ``finished``, ``latency_ms``, ``cost``,
+        ``worst``, ``names``), computed from ``read`` events: only while the run still holds
+        that many (lines stored meanwhile make it stale); whether it was kept."""
+        columns = {k: summary.get(k) for k in _SUMMARY_COLUMNS}
+        body = {k: v for k, v in summary.items() if k != "names"}  # the filter's, not shown
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                runs.update()
+                .where(runs.c.run_id == run, runs.c.events == read)
+                .values(summary=_text(msgspec.json.encode(body).decode()), summary_of=read,
+                        **columns)
+            )  # fmt: skip
+            return bool(done.rowcount)
+
     def endings(self, run_ids: Iterable[str]) -> dict[str, str]:
         """How each of ``run_ids`` ended, where it was said (``store``'s ``ended``)."""
         wanted = sorted(set(run_ids))
@@ -468,8 +507,8 @@ class Database:
     def runs_by_id(self, ids: Sequence[str]) -> list[dict[str, Any]]:
         """The summary rows of the runs ``ids`` (those that exist)."""
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(runs).where(runs.c.run_id.in_(list(ids))))
-            return [dict(row._mapping) for row in rows]
+            rows = conn.execute(sa.select(*_SHOWN).where(runs.c.run_id.in_(list(ids))))
+            return [_summarized(row._mapping) for row in rows]
 
     def runs(
         self,
@@ -483,31 +522,43 @@ class Database:
         sort: str = "last_seen",
         descending: bool = True,
         offset: int = 0,
+        worst: int | None = None,
     ) -> list[dict[str, Any]]:
-        """Runs, newest first (by last event): seen in ``[since, until]``, that called
-        ``tool``, whose id or a call's tool or model holds ``text``; ``before`` is the
-        (last_seen, run_id) of the previous page's last run. ``sort`` (a column of
-        ``SORTABLE``) and ``descending`` order them otherwise, paged by ``offset``."""
+        """Runs, newest first (by last event): that ran in ``[since, until]`` (their records'
+        own time where they say it, else when they were stored), that called ``tool``,
+        whose id or a called tool or model holds ``text``, whose worst finding ranks at
+        least ``worst``; ``before`` is the (last_seen, run_id) of the previous page's last
+        run. ``sort`` (a column of ``SORTABLE``) and ``descending`` order them otherwise,
+        paged by ``offset``. A row's ``summary`` is its JSON object, decoded (None until
+        computed)."""
         column = SORTABLE.get(sort)
         if column is None:
             raise ValueError(f"runs sort by one of {', '.join(SORTABLE)}, not {sort!r}")
         first = column.desc() if descending else column.asc()
         tie = runs.c.run_id.desc() if descending else runs.c.run_id.asc()
-        query = sa.select(runs).order_by(first, tie)
+        query = sa.select(*_SHOWN).order_by(first.nulls_last(), tie)
         if text:
-            like = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            like = "%" + _like(text) + "%"
             query = query.where(
                 sa.or_(
                     runs.c.run_id.ilike(like, escape="\\"),
-                    sa.exists().where(
-                        events.c.run_id == runs.c.run_id, events.c.name.ilike(like, escape="\\")
+                    runs.c.names.ilike(like, escape="\\"),
+                    # a run not summarized yet: its calls' names
+                    sa.and_(
+                        runs.c.names.is_(None),
+                        sa.exists().where(
+                            events.c.run_id == runs.c.run_id,
+                            events.c.name.ilike(like, escape="\\"),
+                        ),
                     ),
                 )
             )
         if since is not None:
-            query = query.where(runs.c.last_seen >= since)
+            query = query.where(sa.func.coalesce(runs.c.finished, runs.c.last_seen) >= since)
         if until is not None:
-            query = query.where(runs.c.first_seen <= until)
+            query = query.where(sa.func.coalesce(runs.c.began, runs.c.first_seen) <= until)
+        if worst:
+            query = query.where(runs.c.worst >= worst)
         if tool is not None:
             query = query.where(
                 sa.exists().where(events.c.name == tool, events.c.run_id == runs.c.run_id)
@@ -522,7 +573,20 @@ class Database:
         if offset:
             query = query.offset(offset)
         with self.engine.connect() as conn:
-            return [dict(row._mapping) for row in conn.execute(query.limit(limit))]
+            return [_summarized(row._mapping) for row in conn.execute(query.limit(limit))]
+
+
+# The columns of a run as the API shows it (not the run list's internal ones).
+_SHOWN = [c for c in runs.c if c.name != "names"]
+_SUMMARY_COLUMNS = ("began", "finished", "latency_ms", "cost", "worst", "names")
+
+
+def _summarized(row: Any) -> dict[str, Any]:
+    """A ``runs`` row as a dict, its summary decoded."""
+    out = dict(row)
+    if out.get("summary") is not None:
+        out["summary"] = msgspec.json.decode(out["summary"])
+    return out
 
 
 _RUN_COLUMNS = ("run_id", "source", "first_seen", "last_seen", "events", "steps", "tokens")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ def test_pages_render_runs_a_timeline_and_a_diff(client: TestClient, tmp_path: P
     assert run.status_code == 200 and run.text.count("class=step") == 4
     diff = client.get("/diff", params={"a": "good", "b": "bad"})
     assert diff.status_code == 200
-    assert "<b id=first-divergence>call #1</b>" in diff.text
+    assert "<a id=first-divergence href='#p1'>call #1</a>" in diff.text
     assert "<div class='pair divergence' id=p1>" in diff.text
     # the verdict on top, the summary under it, the origin's changed values shown
     assert (
@@ -108,7 +109,7 @@ def test_a_user_compares_two_runs_in_a_real_browser(tmp_path: Path) -> None:
     """Chromium: open the runs page with the token, filter, tick two runs, compare, and read
     the divergence and the highlighted findings; a run's timeline; screenshots of each."""
     executable = _chromium()
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     db_url = f"sqlite:///{tmp_path / 'c.db'}"
     good = record_agent(tmp_path / "good.jsonl")
@@ -131,14 +132,16 @@ def test_a_user_compares_two_runs_in_a_real_browser(tmp_path: Path) -> None:
             assert headers["x-content-type-options"] == "nosniff"
             assert headers["referrer-policy"] == "no-referrer"
             assert page.locator("#runs tbody tr").count() == 2
-            page.fill("#filter", "goo")
-            assert page.locator("#runs tbody tr:visible").count() == 1
+            page.fill("#filter", "goo")  # typed: the server's answer to ?q=goo
+            expect(page.locator("#runs tbody tr")).to_have_count(1)
+            expect(page).to_have_url(re.compile(r"/\?q=goo(&|$)"))
             page.fill("#filter", "")
+            expect(page.locator("#runs tbody tr")).to_have_count(2)
             page.screenshot(path=str(tmp_path / "shots" / "runs.png"), full_page=True)
-            assert page.is_disabled("#compare")
+            assert page.is_disabled("#compare-button")
             page.check("input.pick[value='good']")
             page.check("input.pick[value='bad']")
-            page.click("#compare")
+            page.click("#compare-button")
             page.wait_for_url("**/diff?**")
             assert page.text_content("#first-divergence") == "call #1"
             assert page.locator(".pair.divergence").count() == 1
@@ -242,7 +245,7 @@ def test_a_conversation_reads_as_one_and_the_change_is_marked(tmp_path: Path) ->
             tokens_in = int(page.inner_text(".total-tokens").split(" in")[0])
             assert tokens_in > 0
             assert page.inner_text(".total-cost").startswith("$")
-            assert page.locator("svg.timeline g.bar").count() == 3  # llm, tool, llm
+            assert page.locator("svg.timeline a.bar").count() == 3  # llm, tool, llm
             assert page.locator("details.raw").count() == 3  # the raw, one click away
             page.screenshot(path=str(shots / "run-1280.png"), full_page=True)
             page.set_viewport_size({"width": 390, "height": 844})
@@ -257,7 +260,7 @@ def test_a_conversation_reads_as_one_and_the_change_is_marked(tmp_path: Path) ->
             assert "messages[0].content" in page.inner_text("#changed-paths")
             timelines = page.locator("svg.timeline")
             assert timelines.count() == 2
-            assert [timelines.nth(i).locator("g.bar").count() for i in (0, 1)] == [3, 3]
+            assert [timelines.nth(i).locator("a.bar").count() for i in (0, 1)] == [3, 3]
             page.screenshot(path=str(shots / "diff-1280.png"), full_page=True)
             page.set_viewport_size({"width": 390, "height": 844})
             page.screenshot(path=str(shots / "diff-390.png"), full_page=True)

@@ -20,7 +20,7 @@ and folded texts) and ``timeline``.
 from __future__ import annotations
 
 from .diff import diff_page
-from .frame import CSP, SEVERITY_ORDER, docs_page, error_page
+from .frame import CSP, FAVICON, SEVERITY_ORDER, docs_page, error_page
 from .run import run_page
 from .runs import RunsPaging, runs_page
 from .steps import raw_record
@@ -28,6 +28,7 @@ from .timeline import timeline_svg
 
 __all__ = [
     "CSP",
+    "FAVICON",
     "SEVERITY_ORDER",
     "RunsPaging",
     "diff_page",

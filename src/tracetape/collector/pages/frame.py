@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
+import struct
 from typing import Any
 
 from . import text, timeline
@@ -23,7 +24,7 @@ th,td{border-bottom:1px solid #e3e6ea;padding:5px 8px;text-align:left;vertical-a
 th{background:#eef0f3;font-weight:600;position:sticky;top:0}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 code,pre{font:12px/1.4 ui-monospace,monospace}
-pre{margin:0;white-space:pre-wrap;word-break:break-word;max-height:12em;overflow:auto}
+pre{margin:0;white-space:pre-wrap;word-break:break-word}
 .badge{display:inline-block;border-radius:9px;padding:0 7px;font-size:12px;margin-right:3px}
 .fatal{background:#fde2e1}.badge.fatal{background:#c62828;color:#fff}
 .suspicious{background:#fff4d6}.badge.suspicious{background:#e6a100;color:#fff}
@@ -32,15 +33,21 @@ tr.divergence td{border-top:3px solid #c62828}
 tr.step td{background:#eef0f3;font-weight:600}
 .kind-llm{color:#5b3cc4}.kind-tool{color:#0b6b8a}
 .muted{color:#6b7580}
-input[type=search]{padding:5px 8px;width:320px}
+input[type=search]{padding:5px 8px;width:320px;max-width:100%;box-sizing:border-box}
+.scroll{overflow-x:auto;max-width:100%}
+#compare{margin:8px 0}
+#runs td.final{min-width:10em;max-width:26em}
+form#filters{display:flex;flex-wrap:wrap;gap:6px;align-items:center}
 .badge.diverged{background:#c62828;color:#fff}
 .pair .num .badge{display:table;margin-top:3px}
 table.decisions td.head{width:15em}
 .part{margin:0 0 6px;display:flex;gap:8px}
 .part .label{flex:0 0 5.5em;font-size:12px;color:#6b7580;text-align:right;padding-top:1px}
-.part .text{white-space:pre-wrap;word-break:break-word;max-height:24em;overflow:auto;flex:1}
+.part .text{white-space:pre-wrap;word-break:break-word;flex:1;min-width:0}
+.text.mono{font:12px/1.4 ui-monospace,monospace}
+.part.echo .text{font-size:12px}
+.who{display:none}
 .part.answer .text{font-weight:500}
-.part.call .text,.part.result .text{font:12px/1.4 ui-monospace,monospace}
 .role-tool .label{color:#0b6b8a}
 del{background:#fde2e1;color:#8e1b1b}
 ins{background:#d9f2dc;color:#1b5e20;text-decoration:none}
@@ -59,6 +66,10 @@ main{padding:10px}
 table.decisions td{display:block;width:auto}
 table.decisions td.head{width:auto;border-bottom:none}
 #diff .pair{grid-template-columns:1fr}
+#diff .pair.heads{display:none}
+.who{display:block;font-size:12px;font-weight:600;color:#6b7580;margin-bottom:2px}
+.side.b{border-left:3px solid #5b3cc4;padding-left:6px}
+.side.a{border-left:3px solid #9aa3ad;padding-left:6px}
 .part{flex-direction:column;gap:0}
 .part .label{text-align:left;flex:none}
 .part .text{flex:none}
@@ -66,22 +77,31 @@ input[type=search]{width:100%}
 }
 """
 
+# The run list: the compare button waits for two ticked runs; typing in the filter asks the
+# server the same question the form submits (one answer, typed or submitted) and shows its
+# rows. Without JavaScript, both are plain GET forms.
 _RUNS_SCRIPT = """
-const boxes=[...document.querySelectorAll('input.pick')];
-boxes.forEach(b=>b.addEventListener('change',()=>{
-  const picked=boxes.filter(x=>x.checked).map(x=>x.value);
-  const go=document.getElementById('compare');
-  go.disabled=picked.length!==2;
-  if(picked.length===2){go.dataset.href='/diff?a='+encodeURIComponent(picked[1])+
-    '&b='+encodeURIComponent(picked[0]);}
-}));
-document.getElementById('compare').addEventListener('click',e=>{
-  location.href=e.target.dataset.href;});
-document.getElementById('filter').addEventListener('input',e=>{
-  const q=e.target.value.toLowerCase();
-  document.querySelectorAll('tbody tr').forEach(r=>{
-    r.hidden=!r.textContent.toLowerCase().includes(q);});
-});
+(()=>{const runs=document.getElementById('runs');if(!runs)return;
+const go=document.getElementById('compare-button');
+const sync=()=>{go.disabled=document.querySelectorAll('input.pick:checked').length!==2;};
+document.addEventListener('change',e=>{if(e.target.classList.contains('pick'))sync();});
+sync();
+const form=document.getElementById('filters');let timer=0,asked=0;
+document.getElementById('filter').addEventListener('input',()=>{
+clearTimeout(timer);timer=setTimeout(async()=>{
+const params=new URLSearchParams();
+for(const [k,v] of new FormData(form))if(v)params.append(k,v);
+const url='/?'+params.toString();const mine=++asked;
+const answer=await fetch(url,{headers:{Accept:'text/html'}});
+if(mine!==asked||!answer.ok)return;
+const doc=new DOMParser().parseFromString(await answer.text(),'text/html');
+if(mine!==asked)return;
+const picked=new Set([...document.querySelectorAll('input.pick:checked')].map(x=>x.value));
+runs.tHead.replaceWith(doc.querySelector('#runs thead'));
+runs.tBodies[0].replaceWith(doc.querySelector('#runs tbody'));
+document.getElementById('paging').replaceWith(doc.getElementById('paging'));
+document.querySelectorAll('input.pick').forEach(x=>{x.checked=picked.has(x.value);});
+history.replaceState(null,'',url);sync();},250);});})();
 """
 
 
@@ -103,11 +123,13 @@ CSP = (
 )
 
 
-def page(title: str, body: str, script: str = "") -> str:
-    js = f"<script>{script}</script>" if script else ""
+def page(title: str, body: str) -> str:
+    """``body`` in the page frame, with the one style sheet and the one script."""
+    js = f"<script>{SCRIPT}</script>"
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         "<meta name=viewport content='width=device-width,initial-scale=1'>"
+        "<link rel=icon href='/favicon.ico'>"
         f"<title>{esc(title)} · tracetape</title><style>{STYLE}</style></head><body>"
         "<header><a href='/'>tracetape</a><span>collector</span></header>"
         f"<main>{body}</main>{js}</body></html>"
@@ -152,6 +174,29 @@ def docs_page(spec: dict[str, Any]) -> str:
         "<th>what it does</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
     )
     return page("API", body)
+
+
+def _icon() -> bytes:
+    """The pages' icon: a 16x16 cassette (two reels over a band), as a 32-bit ICO file."""
+    dark, light, band = b"\x2a\x23\x1d\xff", b"\xff\xff\xff\xff", b"\xc4\x3c\x5b\xff"
+    rows = []
+    for y in range(16):  # top row first; an ICO's bitmap is stored bottom-up
+        row = b""
+        for x in range(16):
+            reel = 4 <= y <= 8 and (3 <= x <= 6 or 9 <= x <= 12)
+            row += light if reel else band if 11 <= y <= 12 and 2 <= x <= 13 else dark
+        rows.append(row)
+    pixels = b"".join(reversed(rows)) + bytes(16 * 4)  # and the AND mask: all shown
+    header = struct.pack("<IiiHHIIiiII", 40, 16, 32, 1, 32, 0, len(pixels), 0, 0, 0, 0)
+    image = header + pixels
+    return (
+        struct.pack("<HHH", 0, 1, 1)
+        + struct.pack("<BBBBHHII", 16, 16, 0, 0, 1, 32, len(image), 22)
+        + image
+    )
+
+
+FAVICON = _icon()
 
 
 def error_page(status: int, message: str) -> str:

@@ -8,11 +8,9 @@ from decimal import Decimal
 from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
-from ...analysis.report import redacted
-from ...views import StepView
-from .frame import SCRIPT, badges, page, when
+from .frame import badges, page, when
 from .markup import esc
-from .steps import total_cost
+from .steps import money
 
 
 class RunsPaging(NamedTuple):
@@ -38,7 +36,6 @@ COLUMNS = (
     ("final", "final answer"),
     ("verdict", "verdict"),
 )
-DB_SORTED = frozenset({"run", "last_seen", "steps", "calls", "tokens"})
 
 
 def _link(filters: dict[str, str | None], **changes: Any) -> str:
@@ -74,51 +71,17 @@ def _filters_form(filters: dict[str, str | None]) -> str:
 
 def runs_page(
     runs: Sequence[dict[str, Any]],
-    findings: dict[str, dict[str, int]],
     paging: RunsPaging,
-    numbers: dict[str, list[StepView]] | None = None,
     previous: dict[str, str] | None = None,
 ) -> str:
-    """The runs list (``findings``: run -> severity -> count; ``numbers``: run -> its
-    decisions as read, for latency, tokens and cost; ``previous``: run -> the run of its
-    source before it, which its verdict is read against), filtered and sorted as ``paging``
-    says; a column the database does not hold (latency, cost) sorts this page."""
-    numbers = numbers or {}
+    """The runs list: each run's row as the database keeps it (its ``summary``: numbers,
+    findings and final answer, computed when its lines were stored; None while pending),
+    filtered and sorted as ``paging`` says; ``previous``: run -> the run of its source
+    before it, which its verdict is read against."""
     previous = previous or {}
     filters = paging.filters
     sort, order = filters.get("sort") or "last_seen", filters.get("order") or "desc"
-    rows = list(runs)
-    if sort not in DB_SORTED:
-        rows.sort(key=lambda r: _sort_value(r, sort, numbers), reverse=order == "desc")
-    # each run's last model answer, redacted once for the page
-    finals: dict[str, str | None] = redacted(
-        {r["run_id"]: _final(numbers.get(r["run_id"])) for r in rows}
-    )
-    body_rows = []
-    for r in rows:
-        run = r["run_id"]
-        views = numbers.get(run)
-        latency = f"{sum(v.ms or 0 for v in views):.0f} ms" if views is not None else ""
-        tokens = (
-            f"{sum(v.tokens_in or 0 for v in views)} → {sum(v.tokens_out or 0 for v in views)}"
-            if views
-            else str(r["tokens"])
-        )
-        cost = total_cost(views) if views is not None else "<span class=muted>—</span>"
-        body_rows.append(
-            "<tr>"
-            f"<td><input type=checkbox class=pick value='{esc(run)}' "
-            f"aria-label='pick {esc(run)}'></td>"
-            f"<td><a href='/runs/{esc(run)}'>{esc(run)}</a></td>"
-            f"<td>{esc(when(r['last_seen']))}</td>"
-            f"<td class=num>{r['steps']}</td><td class=num>{r['events']}</td>"
-            f"<td class=num>{latency}</td><td class='num tokens'>{esc(tokens)}</td>"
-            f"<td class='num cost'>{cost}</td>"
-            f"<td>{badges(findings.get(run, {}))}</td>"
-            f"<td class=final>{_shown(finals[run])}{_ending(r.get('ended'))}</td>"
-            f"<td class=verdict>{_versus(r, previous.get(run))}</td>"
-            "</tr>"
-        )
+    body_rows = [_row(r, previous.get(r["run_id"])) for r in runs]
     heads = ["<th></th>"]
     for name, label in COLUMNS:
         if name in ("findings", "final", "verdict"):
@@ -130,13 +93,9 @@ def runs_page(
         heads.append(f"<th><a class=sort href='{esc(href)}'>{label}{arrow}</a></th>")
     more = ""
     if paging.cursor:
-        more = (
-            f"<p><a id=more href='{esc(_link(filters, cursor=paging.cursor))}'>older runs →</a></p>"
-        )
+        more = f"<a id=more href='{esc(_link(filters, cursor=paging.cursor))}'>older runs →</a>"
     elif paging.page is not None and paging.more:
-        more = (
-            f"<p><a id=more href='{esc(_link(filters, page=paging.page + 1))}'>next page →</a></p>"
-        )
+        more = f"<a id=more href='{esc(_link(filters, page=paging.page + 1))}'>next page →</a>"
     empty = (
         "no runs match these filters"
         if any(filters.get(k) for k in ("q", "since", "until", "severity"))
@@ -145,20 +104,68 @@ def runs_page(
     body = (
         "<h1>Runs</h1>"
         f"{_filters_form(filters)}"
-        "<p><button id=compare disabled>compare the two ticked runs</button></p>"
+        "<form id=compare method=get action='/diff'><button id=compare-button type=submit>"
+        "compare the two ticked runs</button></form>"
         f"<div class=scroll><table id=runs><thead><tr>{''.join(heads)}</tr></thead><tbody>"
-        + ("".join(body_rows) or f"<tr><td colspan=11 class=muted>{empty}</td></tr>")
-        + f"</tbody></table></div>{more}"
+        + ("".join(body_rows) or f"<tr class=empty><td colspan=11 class=muted>{empty}</td></tr>")
+        + f"</tbody></table></div><p id=paging>{more}</p>"
     )
-    return page("runs", body, SCRIPT)
+    return page("runs", body)
 
 
-def _final(views: Sequence[StepView] | None) -> str | None:
-    """A run's last model answer, short (the summary ``tracetape diff`` compares)."""
-    last = next((v for v in reversed(views or ()) if v.kind == "llm"), None)
-    if last is None:
-        return None
-    return last.answer if last.answer is not None else "; ".join(last.calls)
+def _row(r: dict[str, Any], before: str | None) -> str:
+    """One run's row (its numbers from its summary; "…" while the summary is pending)."""
+    run = r["run_id"]
+    s: dict[str, Any] | None = r.get("summary")
+    pending = "<span class=muted title='being computed'>…</span>"
+    ran = r.get("began")
+    own = f"<br><span class=muted>ran {esc(when(ran))}</span>" if ran is not None else ""
+    if s is None:
+        latency = tokens = cost = findings = final = pending
+    else:
+        latency = f"{s.get('latency_ms') or 0:.0f} ms"
+        tokens = esc(_tokens(s))
+        cost = _cost(s)
+        findings = badges(s.get("findings") or {})
+        if s.get("problem"):
+            findings = f"<span class=muted title='{esc(s['problem'])}'>check failed</span>"
+        final = _shown(s.get("final"))
+    return (
+        "<tr>"
+        f"<td><input type=checkbox class=pick name=run form=compare value='{esc(run)}' "
+        f"aria-label='pick {esc(run)}'></td>"
+        f"<td><a href='/runs/{esc(run)}'>{esc(run)}</a></td>"
+        f"<td>{esc(when(r['last_seen']))}{own}</td>"
+        f"<td class=num>{r['steps']}</td><td class=num>{r['events']}</td>"
+        f"<td class=num>{latency}</td><td class='num tokens'>{tokens}</td>"
+        f"<td class='num cost'>{cost}</td>"
+        f"<td class=findings>{findings}</td>"
+        f"<td class=final>{final}{_ending(r.get('ended'))}</td>"
+        f"<td class=verdict>{_versus(r, before)}</td>"
+        "</tr>"
+    )
+
+
+def _tokens(s: dict[str, Any]) -> str:
+    """A run's tokens: in → out where its model answers said them, else all it recorded (a
+    seed trace's ``tokens``)."""
+    if s.get("tokens_in") is not None or s.get("tokens_out") is not None:
+        return f"{s.get('tokens_in') or 0:,} → {s.get('tokens_out') or 0:,}"
+    return f"{s.get('tokens') or 0:,}"
+
+
+def _cost(s: dict[str, Any]) -> str:
+    """A run's cost: its priced model calls' sum and how many it could not price; unknown
+    (never $0) where tokens were spent that no price covers."""
+    models, unpriced = s.get("models") or 0, s.get("unpriced") or 0
+    if not models:
+        if s.get("tokens"):
+            return "<span class=muted title='tokens without a priced model'>unknown</span>"
+        return "<span class=muted title='no model calls'>—</span>"
+    if s.get("cost_text") is None:
+        return "<span class=muted>unknown</span>"
+    total = money(Decimal(s["cost_text"]), "priced")
+    return total + (f" <span class=muted>+ {unpriced} unknown</span>" if unpriced else "")
 
 
 def _shown(text: str | None) -> str:
@@ -187,10 +194,3 @@ def _versus(row: dict[str, Any], before: str | None) -> str:
         return link
     said, _, summary = str(verdict).partition("\n")
     return f"{link}<br><b>{esc(said)}</b><br><span class=muted>{esc(summary)}</span>"
-
-
-def _sort_value(row: dict[str, Any], sort: str, numbers: dict[str, list[StepView]]) -> Any:
-    views = numbers.get(row["run_id"]) or []
-    if sort == "latency":
-        return sum(v.ms or 0 for v in views)
-    return sum((v.cost for v in views if v.cost is not None), Decimal(0))

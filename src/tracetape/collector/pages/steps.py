@@ -4,7 +4,7 @@ its readable parts, its raw record one click away; a run's totals."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from urllib.parse import quote
 
@@ -14,7 +14,7 @@ from msgspec import to_builtins as msgspec_to_builtins
 from ...record import Record
 from ...views import StepView
 from .markup import esc
-from .text import diffed
+from .text import preformatted, shown
 
 
 def money(view_cost: Decimal | None, priced: str) -> str:
@@ -44,7 +44,7 @@ def tokens_of(view: StepView) -> str:
     return f"{view.tokens_in or 0} → {view.tokens_out}"
 
 
-RAW_SHOWN = 8192  # bytes of a raw record shown inline; the whole one is a link away
+RAW_SHOWN = 2048  # bytes of a raw record shown inline; the whole one is a link away
 
 
 def raw(view: StepView, run: str | None) -> str:
@@ -76,20 +76,54 @@ def raw(view: StepView, run: str | None) -> str:
     )
 
 
+def echoes(views: Sequence[StepView]) -> dict[int, dict[str, int]]:
+    """For each model call, the tool results it was fed that a tool call of the run shows
+    already: view index -> part label -> the tool call's index (shown once, not twice)."""
+    results: dict[str, int] = {}
+    out: dict[int, dict[str, int]] = {}
+    for v in views:
+        if v.kind == "tool" and v.result:
+            results[v.result] = v.index
+        elif v.kind == "llm":
+            found = {
+                label: results[text]
+                for label, text in labelled(v.texts())
+                if label.startswith("said (tool)") and text in results
+            }
+            if found:
+                out[v.index] = found
+    return out
+
+
 def happened(
-    view: StepView, run: str | None = None, other: StepView | None = None, side: str = "a"
+    view: StepView,
+    run: str | None = None,
+    other: StepView | None = None,
+    side: str = "a",
+    *,
+    echoed: Mapping[str, int] | None = None,
+    anchor: str = "d",
 ) -> str:
     """What one decision did, as it reads: the messages fed in, the answer, the calls, the
-    result; with ``other`` (its counterpart in the other run) the changed words marked."""
+    result; with ``other`` (its counterpart in the other run) the changed words marked. A
+    tool's result the model was fed that its tool call shows already (``echoed``: label ->
+    that call's index) is a link to it (``anchor``: the rows' id prefix)."""
     theirs = dict(labelled(other.texts())) if other is not None else {}
+    echoed = echoed or {}
     html_parts = []
     for label, text in labelled(view.texts()):
-        shown = diffed(text, theirs.get(label), side) if other is not None else esc(text)
         kind = label.split(" ", 1)[0].split("#", 1)[0]
         role = label.split("(", 1)[1].split(")", 1)[0] if "(" in label else ""
         css = f"part {kind}" + (f" role-{esc(role)}" if role else "")
         head = f"<span class=label>{esc(role or kind)}</span>"
-        html_parts.append(f"<div class='{css}'>{head}<div class=text>{shown}</div></div>")
+        if label in echoed and theirs.get(label, text) == text:
+            n = echoed[label]
+            inner = f"<a class=echo href='#{esc(anchor)}{n}'>↑ the result of #{n}</a>"
+            html_parts.append(f"<div class='{css} echo'>{head}<div class=text>{inner}</div></div>")
+            continue
+        inner = shown(text, theirs.get(label) if other is not None else None, side)
+        mono = " mono" if kind in ("call", "result") or preformatted(text) else ""
+        html_parts.append(f"<div class='{css}'>{head}<div class='text{mono}'>{inner}</div></div>")
     return "".join(html_parts) + raw(view, run)
 
 
@@ -110,10 +144,18 @@ def head_cells(view: StepView) -> str:
     return (
         f"<div class=call><span class='kind kind-{esc(view.kind)}'>{esc(view.kind)}</span> "
         f"<b>{esc(view.name)}</b></div>"
-        f"<div class=muted>step {esc(view.step)}{' · ' + esc(view.effect) if view.effect else ''}"
-        f"</div><div class=nums><span class=ms>{esc(ms)}</span> "
+        f"<div class=muted>{_where(view)}</div><div class=nums><span class=ms>{esc(ms)}</span> "
         f"<span class=tokens>{esc(tokens_of(view))}</span> <span class=cost>{spent}</span></div>"
     )
+
+
+def _where(view: StepView) -> str:
+    """A decision's step as its record says it (none: no step shown), and a tool call's
+    effect (``read``, ``write``...: what it does to the world)."""
+    parts = [] if view.step is None else [f"step {esc(view.step)}"]
+    if view.kind == "tool" and view.effect:
+        parts.append(esc(view.effect))
+    return " · ".join(parts)
 
 
 def totals(views: Sequence[StepView]) -> str:

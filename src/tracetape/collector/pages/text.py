@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from ...views import word_diff
 from .markup import esc
 
-__all__ = ["SCRIPT", "STYLE", "diffed", "preformatted", "shown"]
+__all__ = ["SCRIPT", "STYLE", "preformatted", "shown"]
 
 CONTEXT = 3  # unchanged lines kept before and after each changed line
 SHOWN_RUN = 3  # a run of unchanged lines this short is shown, not folded
@@ -96,11 +96,6 @@ def shown(text: str, other: str | None = None, side: str = "a") -> str:
             for j in range(max(0, i - CONTEXT), min(len(lines), i + CONTEXT + 1)):
                 near[j] = True
     return _render(lines, near, "unchanged lines")
-
-
-def diffed(text: str, other: str | None, side: str) -> str:
-    """Deprecated name of ``shown``, kept while the pages move to it."""
-    return shown(text, other, side)
 
 
 def _diff_lines(text: str, other: str, side: str) -> tuple[list[list[_Piece]], list[bool]]:

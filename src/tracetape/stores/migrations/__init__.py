@@ -21,7 +21,7 @@ from ...errors import ConfigError
 
 __all__ = ["HEAD", "upgrade"]
 
-HEAD = "0003"
+HEAD = "0004"
 _HERE = Path(__file__).parent
 _LOCK = 0x7472_6163  # "trac": the advisory lock id of schema upgrades
 
