@@ -18,35 +18,22 @@ Only the key sees the rules: the full payload is recorded. They are written into
 cassette's header (``as_header``) and replay uses the header's, so a cassette replays the
 same way wherever it goes. A tape with no rules keys exactly as before.
 
-This module imports nothing else of tracetape's but ``canonical`` and ``errors``.
+This module parses the rules and applies them to payloads; the keys under them are
+``canonical.keys``'s, masking with ``mask_string``. It imports nothing else of
+tracetape's but ``canonical`` and ``errors``.
 """
 
 from __future__ import annotations
 
-import bisect
-import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from .canonical import (
-    _MESSAGES_FIRST,
-    _PARAMS_AFTER_MESSAGES,
-    ISO_TIME,
-    TMP_PATH,
-    UUID,
-    StreamKey,
-    _orjson,
-    _plain,
-    _reference,
-    common_prefix,
-)
+from .canonical import ISO_TIME, TMP_PATH, UUID
 from .errors import ConfigError
 
-__all__ = ["MASKS", "MaskedKey", "Match"]
+__all__ = ["MASKS", "Match"]
 
 MASKS: dict[str, re.Pattern[str]] = {
     "uuid": UUID,
@@ -195,11 +182,6 @@ class Match:
         value = self.ignored(payload) if self._paths else payload
         return self._masked(value) if self._subs else value
 
-    def stream_key(self, kind: str) -> StreamKey:
-        """The incremental keys of a stream of ``ignored`` payloads of ``kind``: masked in
-        their canonical text (``MaskedKey``) where there are masks."""
-        return MaskedKey(kind, self.mask_string) if self._subs else StreamKey(kind)
-
     def ignored(self, payload: Any) -> Any:
         """``payload`` without the ignored paths (copied only where something goes)."""
         value = payload
@@ -285,93 +267,3 @@ def _drop(value: Any, path: tuple[str | int | None, ...], at: int) -> Any:
         if inner is not value[i]:
             out[i], changed = inner, True
     return out if changed else value
-
-
-# A JSON string token of a compact canonical text (ASCII: a non-ASCII text is the reference's).
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-
-
-class MaskedKey(StreamKey):
-    """``StreamKey`` under masks: the key of each payload's canonical text with every string
-    value masked, which is the canonical text of the masked payload (``Match.keyed``;
-    property-tested). The masking is incremental too: a payload's text shares a prefix with
-    the one before, whose masked text is kept with a mark after each string token (its
-    offset and how much masking moved the text by then); only the text after the last mark
-    in the shared prefix is searched for strings, and only its values are masked.
-
-    >>> keys = MaskedKey("llm", Match(mask=["uuid"]).mask_string)
-    >>> keys.key({"q": "id 0b7e1b2c-6a1f-4c1e-9a51-8f0b8f9b2a11"})[0]
-    b'{"q":"id <uuid>"}'
-    """
-
-    __slots__ = ("_marks", "_mask", "_raw", "_raw_head", "_text")
-
-    def __init__(self, kind: str, mask: Callable[[str], str]):
-        super().__init__(kind)
-        self._mask = mask
-        self._raw = b""  # the last payload's canonical text, before masking
-        self._raw_head: bytes | memoryview = b""  # its messages (a model request's), a view
-        self._text = bytearray()  # its masked text
-        self._marks: list[tuple[int, int]] = [(0, 0)]  # (offset after a string, text - raw)
-
-    def key(self, payload: Any, *, finite: bool = False) -> tuple[bytes, str]:
-        raw = _orjson(payload)
-        fast = raw is not None
-        if raw is not None:
-            same = self._shared(raw)
-            fast = _plain(raw[max(0, same - 32) :], payload, finite, raw)
-        if raw is None or not fast:
-            raw = _reference(payload).encode()
-            same = self._shared(raw)
-        text = self._masked(raw, same, fast)
-        prefix = self._prefix
-        at = len(prefix) if text.startswith(prefix) else 0
-        shared = text.rfind(_PARAMS_AFTER_MESSAGES) if text.startswith(_MESSAGES_FIRST) else -1
-        if shared <= at:
-            shared = common_prefix(self._last, text, at)
-        return text, self._hash(text, at, shared)
-
-    def _shared(self, raw: bytes) -> int:
-        """How many first bytes ``raw`` shares with the last text: a conversation grows by
-        appending, so most often all of the last one's messages (one memcmp)."""
-        head = self._raw_head
-        if head and raw.startswith(head):
-            return len(head)
-        return common_prefix(self._raw, raw)
-
-    def _masked(self, raw: bytes, shared: int, fast: bool) -> bytes:
-        """``raw`` with its string values masked, from the last mark before ``shared`` on (a
-        mark strictly inside the shared prefix: the byte after its string decides whether
-        that string was a key)."""
-        marks = self._marks
-        at = max(0, bisect.bisect_right(marks, (shared - 1, 1 << 62)) - 1)
-        start, moved = marks[at]
-        del marks[at + 1 :]
-        text = self._text
-        del text[start + moved :]
-        pos = start
-        for found in _STRING.finditer(raw, start):
-            begin, end = found.span()
-            if raw[end : end + 1] == b":":
-                continue  # a mapping key: never masked
-            token = found.group()
-            masked = self._token(token, fast)
-            if masked is not token:
-                text += raw[pos:begin]
-                text += masked
-                moved += len(masked) - len(token)
-                pos = end
-            marks.append((end, moved))
-        text += raw[pos:]
-        split = raw.rfind(_PARAMS_AFTER_MESSAGES) if raw.startswith(_MESSAGES_FIRST) else -1
-        self._raw, self._raw_head = raw, memoryview(raw)[: max(0, split)]
-        return bytes(text)
-
-    def _token(self, token: bytes, fast: bool) -> bytes:
-        """A string token masked, encoded as the canonical text encodes it (``token`` itself
-        when nothing in it is masked)."""
-        value = json.loads(token) if b"\\" in token else token[1:-1].decode()
-        masked = self._mask(value)
-        if masked == value:
-            return token
-        return orjson.dumps(masked) if fast else _reference(masked).encode()

@@ -42,7 +42,15 @@ import msgspec
 
 from . import guard
 from ._enums import Effect, LoudEnum
-from .canonical import StreamKey, canonical_json, changed_paths, digest, field_digests, key_of
+from .canonical import (
+    StreamKey,
+    canonical_json,
+    changed_paths,
+    digest,
+    field_digests,
+    key_of,
+    keyer,
+)
 from .config import load_config
 from .deprecated import DeprecatedTapeMethods
 from .diagnose import explain_miss
@@ -329,8 +337,7 @@ class Tape(DeprecatedTapeMethods):
         self.env_allow = tuple(env_allow)
         given = match if match is not None else load_config("match") or None
         self._given_match = None if given is None else Match.coerce(given)
-        self.match = self._given_match or Match()
-        self._rules = self.match or None  # None: no rules, keyed as before (no call made)
+        self._use_rules(self._given_match or Match())
         self.latency = latency_factor(replay_latency)
         self._harness = (harness_sha, harness)
         self._run_id = run_id
@@ -444,8 +451,14 @@ class Tape(DeprecatedTapeMethods):
                 f"ones with `tracetape migrate {self.store.name}`, or re-record it: "
                 f"{self.rerecord}"
             )
-        self.match = recorded
-        self._rules = recorded or None
+        self._use_rules(recorded)
+
+    def _use_rules(self, match: Match) -> None:
+        """Key under ``match``: the rules (``_rules``: None for none, keyed as before, no
+        call made) and the keyer of every kind's replay keys, chosen once here."""
+        self.match = match
+        self._rules = match or None
+        self._new_keys = keyer(match.mask_string if match.mask else None)
 
     def _index(self) -> None:
         """Build the replay state of ``records``: a queue per key, the records of each kind."""
@@ -465,11 +478,7 @@ class Tape(DeprecatedTapeMethods):
                 by_kind[kind] = lst = []
             lst.append(i)
         # Replay keys each kind incrementally; made now, so the first call pays no setup.
-        self._keys = {kind: self._stream(kind) for kind in by_kind}
-
-    def _stream(self, kind: str) -> StreamKey:
-        """Replay's incremental keys of ``kind``, under this tape's match rules."""
-        return StreamKey(kind) if self._rules is None else self._rules.stream_key(kind)
+        self._keys = {kind: self._new_keys(kind) for kind in by_kind}
 
     def _env_digest(self, name: str) -> str | None:
         value = os.environ.get(name)
@@ -523,7 +532,7 @@ class Tape(DeprecatedTapeMethods):
         shadow._queues = {key: deque([first])}
         shadow._played = bytearray(len(self.records))
         shadow._cursor = {}
-        shadow._keys = {kind: self._stream(kind) for kind in self._keys}
+        shadow._keys = {kind: self._new_keys(kind) for kind in self._keys}
         shadow.misses = []
         shadow._forking, shadow.latency = False, 0.0
         return shadow
@@ -608,7 +617,7 @@ class Tape(DeprecatedTapeMethods):
         only when it was never recorded."""
         keys = self._keys.get(kind)
         if keys is None:
-            keys = self._keys[kind] = self._stream(kind)
+            keys = self._keys[kind] = self._new_keys(kind)
         # under rules: the ignored paths left out here, the masks applied by the keys
         rules = self._rules
         text, key = keys.key(payload if rules is None else rules.ignored(payload), finite=finite)

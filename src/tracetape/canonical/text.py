@@ -1,8 +1,7 @@
-"""Canonical JSON, decision keys, per-field digests, normalization and fingerprints.
+"""Canonical JSON, decision keys by definition, per-field digests, path diffs, normalization
+and fingerprints.
 
-The only keying code of tracetape: the tape, the SDK and HTTP hooks, the readers and the
-analysis all encode and hash here. The canonical form of a payload is the one the seed's
-reference ``Tape`` hashes::
+The canonical form of a payload is the one the seed's reference ``Tape`` hashes::
 
     json.dumps(payload, sort_keys=True, separators=(",", ":"), default=...)
 
@@ -25,7 +24,7 @@ bytes). Non-finite floats are written as the seed writes them, ``NaN``, ``Infini
 arguments across runs: volatile fields (timestamps, ids, durations), UUIDs, temp paths and
 ISO timestamps are dropped or masked first so a fresh request id does not look like drift.
 
-This module imports nothing else of tracetape's.
+This module imports nothing else of tracetape's; ``keys`` keys streams of payloads on it.
 """
 
 from __future__ import annotations
@@ -49,7 +48,6 @@ __all__ = [
     "UUID",
     "Change",
     "Normalizer",
-    "StreamKey",
     "all_finite",
     "canonical_json",
     "changed_paths",
@@ -254,104 +252,6 @@ def key_of(kind: str, blob: str) -> str:
     'tool:7d66ff5c9b68eeda'
     """
     return f"{kind}:{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
-
-
-# A model request's canonical text (``llm_payload``): its messages first, then its params.
-_MESSAGES_FIRST = b'{"messages":['
-_PARAMS_AFTER_MESSAGES = b'],"params":'
-# Its step, after the params: a whole integer (followed by the next key or the end).
-_STEP = re.compile(rb',"step":([0-9]+)[,}]')
-
-
-class StreamKey:
-    """The keys of one stream of payloads (a tape's decisions of one kind), computed
-    incrementally: ``key_of(kind, canonical_json(payload))`` for each, at a cost that follows
-    what changed since the stream's previous payload rather than its size.
-
-    A conversation grows by appending, so each payload's canonical text extends a prefix of
-    the previous one's. The stream keeps the SHA-256 state after the prefix its last text
-    shared with the text before it; when the new text starts with that prefix (one memcmp),
-    only the bytes after it are checked (``_plain``) and hashed, from a copy of the saved
-    state. Anything else (a new conversation, an edited message, a text the fast encoder
-    cannot write) is keyed whole: the key is always the full path's (property-tested).
-
-    >>> keys = StreamKey("llm")
-    >>> text, key = keys.key({"messages": ["hi"], "step": 1})
-    >>> text, key == key_of("llm", text.decode())
-    (b'{"messages":["hi"],"step":1}', True)
-    """
-
-    __slots__ = ("_head", "_last", "_prefix", "_rest", "_state", "kind")
-
-    def __init__(self, kind: str):
-        self.kind = kind
-        self._last = b""  # the last text keyed on the fast path
-        # its first bytes (a view: not copied), also a prefix of the text before it
-        self._prefix: bytes | memoryview = b""
-        self._state = hashlib.sha256()  # the state after hashing ``_prefix``
-        # A model request's text after its messages, checked: up to its step number, and
-        # after it (``None``: no such text kept). The next request's has the same params and
-        # tools, most often, and a new step: then only that number is new.
-        self._head: bytes | None = None
-        self._rest = b""
-
-    def key(self, payload: Any, *, finite: bool = False) -> tuple[bytes, str]:
-        """The canonical text of ``payload`` (ASCII bytes) and its key."""
-        raw = _orjson(payload)
-        if raw is None:
-            return self._whole(payload)
-        prefix = self._prefix
-        at = len(prefix) if raw.startswith(prefix) else 0
-        # Save the state where the next text of a growing conversation will stop sharing
-        # this one: a model request's messages end where its params start (one search from
-        # the end), else the prefix this text shares with the last one. Any prefix of this
-        # text is right; a longer shared one saves hashing.
-        shared = raw.rfind(_PARAMS_AFTER_MESSAGES) if raw.startswith(_MESSAGES_FIRST) else -1
-        # What follows the messages need not be checked again where only its step is new.
-        end = shared if shared > at and self._same_after(raw, shared) else len(raw)
-        if not _plain(raw[max(0, at - 32) : end], payload, finite, raw):
-            return self._whole(payload)
-        if shared <= at:
-            shared = common_prefix(self._last, raw, at)
-            self._head = None
-        elif end != shared:
-            self._keep_after(raw, shared)
-        return raw, self._hash(raw, at, shared)
-
-    def _hash(self, raw: bytes, at: int, shared: int) -> str:
-        """The key of ``raw``, whose first ``at`` bytes the saved state hashed; the state is
-        saved again after its first ``shared`` bytes."""
-        state = self._state if at else hashlib.sha256()  # the saved state moves on
-        view = memoryview(raw)
-        state.update(view[at:shared])
-        self._last, self._prefix, self._state = raw, view[:shared], state
-        final = state.copy()
-        final.update(view[shared:])
-        return f"{self.kind}:{final.hexdigest()[:16]}"
-
-    def _whole(self, payload: Any) -> tuple[bytes, str]:
-        """The full path, for a text the fast encoder cannot write; the stream starts over."""
-        self._last, self._prefix, self._state = b"", b"", hashlib.sha256()
-        self._head = None
-        text = _reference(payload)
-        return text.encode(), key_of(self.kind, text)
-
-    def _same_after(self, raw: bytes, shared: int) -> bool:
-        """Whether ``raw`` after its messages is the text kept by ``_keep_after`` but for the
-        step number: the kept head, digits, the kept rest (which starts where a number ends)."""
-        head = self._head
-        if head is None or not raw.startswith(head, shared) or not raw.endswith(self._rest):
-            return False
-        return raw[shared + len(head) : len(raw) - len(self._rest)].isdigit()
-
-    def _keep_after(self, raw: bytes, shared: int) -> None:
-        """Keep the checked text after the messages, split around its step number."""
-        after = raw[shared:]
-        found = _STEP.search(after)
-        if found is None:
-            self._head = None
-        else:
-            self._head, self._rest = after[: found.start(1)], after[found.end(1) :]
 
 
 def digest(value: Any) -> str:
