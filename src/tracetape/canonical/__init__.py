@@ -13,50 +13,8 @@ stream of payloads incrementally, plain (``StreamKey``) or under masks (``Masked
 
 from __future__ import annotations
 
-from .keys import MaskedKey, StreamKey, keyer
-from .text import (
-    DEFAULT_VOLATILE_KEYS,
-    ISO_TIME,
-    TMP_PATH,
-    UUID,
-    Change,
-    Normalizer,
-    all_finite,
-    canonical_json,
-    changed_paths,
-    common_prefix,
-    digest,
-    digest_changes,
-    excerpt,
-    field_digests,
-    fingerprint,
-    json_default,
-    key_of,
-    normalize,
-    reference_json,
-)
+from . import keys, text
+from .keys import *  # noqa: F403 - the package's face: each module's public names, as listed
+from .text import *  # noqa: F403
 
-__all__ = [
-    "DEFAULT_VOLATILE_KEYS",
-    "ISO_TIME",
-    "TMP_PATH",
-    "UUID",
-    "Change",
-    "MaskedKey",
-    "Normalizer",
-    "StreamKey",
-    "all_finite",
-    "canonical_json",
-    "changed_paths",
-    "common_prefix",
-    "digest",
-    "digest_changes",
-    "excerpt",
-    "field_digests",
-    "fingerprint",
-    "json_default",
-    "key_of",
-    "keyer",
-    "normalize",
-    "reference_json",
-]
+__all__ = keys.__all__ + text.__all__
