@@ -31,7 +31,7 @@ from .integrations.providers import answer_of, provider_of
 from .prices import cost
 from .record import Record, call_args, call_text
 
-__all__ = ["Said", "StepView", "call_text", "cost", "read_steps", "word_diff"]
+__all__ = ["Said", "StepView", "call_text", "cost", "final_answer", "read_steps", "word_diff"]
 
 _ASSISTANT = frozenset({"assistant", "model", "chatbot"})
 _NOT_SAID = frozenset({"function_call", "reasoning", "tool_use", "functionCall", "toolUse"})
@@ -67,12 +67,13 @@ class StepView:
     priced: str = "unknown"
     raw_in: Any = None
     raw_out: Any = None
+    spent: int | None = None  # tokens a record says with no in/out split (a seed line's)
 
     @property
     def tokens(self) -> int | None:
-        """Input and output tokens, where the answer said them."""
+        """Input and output tokens, where the answer said them (else the record's own)."""
         if self.tokens_in is None and self.tokens_out is None:
-            return None
+            return self.spent
         return (self.tokens_in or 0) + (self.tokens_out or 0)
 
     def texts(self) -> list[tuple[str, str]]:
@@ -190,8 +191,22 @@ def read_steps(records: Sequence[Record]) -> list[StepView]:
                 view.calls = [view.name]
             out = rec.out if rec.out is not None else rec.out_digest
             view.result = None if out is None else _short(out)
+            view.spent = rec.tokens
         views.append(view)
     return views
+
+
+def final_answer(views: Sequence[StepView] | None) -> str | None:
+    """A run's last model answer (its text, else the calls it asked for): what a diff's
+    summary compares.
+
+    >>> final_answer([StepView(1, "llm", "m", 1, None, None, answer="Done.")])
+    'Done.'
+    """
+    last = next((v for v in reversed(views or ()) if v.kind == "llm"), None)
+    if last is None:
+        return None
+    return last.answer if last.answer is not None else "; ".join(last.calls)
 
 
 _WORD = re.compile(r"\s+|\w+|[^\w\s]")

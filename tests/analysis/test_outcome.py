@@ -95,3 +95,24 @@ def test_cassettes_read_again_or_kept_summarize_alike(
     ]
     finding = next(f for f in kept["findings"] if f["pattern"] == "divergence")
     assert finding["severity"] == "fatal"
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "changed"),
+    [
+        pytest.param("x" * 300 + "A", "x" * 300 + "B", True, id="differs-past-the-width"),
+        pytest.param("x" * 300 + "A", "x" * 300 + "A", False, id="same-long-answer"),
+        pytest.param("x" * 198 + "A", "x" * 198 + "B", True, id="differs-at-the-width"),
+    ],
+)
+def test_a_final_answer_that_changes_past_its_brief_is_changed(
+    before: str, after: str, changed: bool
+) -> None:
+    """Whether the final answer changed is read from the whole answers; where they differ
+    past the brief's width, the briefs are cut around the first difference, so they show it."""
+    final = diff_records(_run("a", before, 1), _run("b", after, 1)).to_dict()["summary"]["final"]
+    assert final["changed"] is changed
+    assert (final["before"] != final["after"]) is changed
+    if changed:
+        assert final["before"].endswith("A") and final["after"].endswith("B")
+        assert len(final["before"]) <= 200

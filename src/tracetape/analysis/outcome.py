@@ -38,6 +38,7 @@ def outcome(ctx: Context) -> Outcome | None:
             return None
         found.append((run, *rows[0]))
     facts = [run_facts(ctx, first) for _, _, first, *_ in found]
+    finals = _briefs(facts[0][2], facts[1][2])
     return Outcome(
         calls=(found[0][3], found[1][3]),
         steps=(found[0][4], found[1][4]),
@@ -45,13 +46,32 @@ def outcome(ctx: Context) -> Outcome | None:
         cost=(facts[0][0], facts[1][0]),
         duration_ms=(facts[0][1], facts[1][1]),
         ending=(db.endings.get(found[0][0]), db.endings.get(found[1][0])),
-        final=(facts[0][2], facts[1][2]),
+        final=finals,
+        final_differs=facts[0][2] != facts[1][2],
+    )
+
+
+_FINAL_WIDTH = 200
+
+
+def _briefs(a: str | None, b: str | None) -> tuple[str | None, str | None]:
+    """Two final answers as short texts (``brief_value``); where they differ past the
+    width, both cut around the first difference, so the briefs show it."""
+    shown = (brief_value(a, _FINAL_WIDTH), brief_value(b, _FINAL_WIDTH))
+    if a is None or b is None or a == b or shown[0] != shown[1]:
+        return shown
+    pairs = enumerate(zip(a, b, strict=False))
+    at = next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))
+    start = max(0, at - 40)
+    return (
+        "…" + (brief_value(a[start:], _FINAL_WIDTH - 1) or ""),
+        "…" + (brief_value(b[start:], _FINAL_WIDTH - 1) or ""),
     )
 
 
 def run_facts(ctx: Context, first: int) -> tuple[float | None, float | None, str | None]:
-    """The cost, duration (ms) and last model answer of the run whose first call is at
-    ``first``, from its records (None each where they hold none)."""
+    """The cost, duration (ms) and last model answer (whole) of the run whose first call is
+    at ``first``, from its records (None each where they hold none)."""
     db = ctx.calls
     files = sorted(db.starts)
     if not files:
@@ -85,5 +105,5 @@ def run_facts(ctx: Context, first: int) -> tuple[float | None, float | None, str
     answer: Record | None = records_at(db, [last]).get(last) if last is not None else None
     if answer is not None:
         text, calls = answer_of(answer.out, answer.api)
-        final = brief_value(text if text is not None else "; ".join(calls) or None, 200)
+        final = text if text is not None else "; ".join(calls) or None
     return (float(priced) if total else None), (round(ms, 3) if timed else None), final

@@ -163,12 +163,16 @@ class Outcome:
     duration_ms: tuple[float | None, float | None]
     ending: tuple[str | None, str | None]
     final: tuple[str | None, str | None]
+    # whether the whole answers differ (``final`` holds them short); None: compare ``final``
+    final_differs: bool | None = None
 
     @property
     def final_changed(self) -> bool | None:
         """Whether the last model answer changed; None where the records hold none."""
         if self.final == (None, None):
             return None
+        if self.final_differs is not None:
+            return self.final_differs
         return self.final[0] != self.final[1]
 
     @property

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -25,24 +25,15 @@ from ..analysis import AnalysisConfig, check_records
 from ..analysis.engine import Workspace
 from ..analysis.report import redacted
 from ..record import INT64_MAX, Record, RecordTexts
-from ..views import StepView, read_steps
+from ..views import final_answer, read_steps
 
-__all__ = ["RANK", "WAIT_S", "Summaries", "final_answer", "summarize"]
+__all__ = ["RANK", "WAIT_S", "Summaries", "summarize"]
 
 # A finding's severity as the ``worst`` column ranks it (0: no finding).
 RANK = {"fatal": 3, "suspicious": 2, "expected": 1}
 WAIT_S = 10.0
 _FINAL_CHARS = 300  # of a run's final answer kept for its row
 _NAMES_CHARS = 64 << 10  # of the names a run called, kept for the text filter
-
-
-def final_answer(views: Sequence[StepView] | None) -> str | None:
-    """A run's last model answer (its text, else the calls it asked for): what a diff's
-    summary compares."""
-    last = next((v for v in reversed(views or ()) if v.kind == "llm"), None)
-    if last is None:
-        return None
-    return last.answer if last.answer is not None else "; ".join(last.calls)
 
 
 def _moment(ts: str | None) -> float | None:

@@ -15,9 +15,8 @@ from urllib.parse import urlencode
 from ...analysis import Report
 from ...analysis.render import verdict_lines
 from ...analysis.report import Finding, Outcome, redacted
-from ...canonical import canonical_json
 from ...record import Record, call_args
-from ...views import StepView, read_steps
+from ...views import StepView, final_answer, read_steps
 from .frame import SEVERITY_ORDER, badges, page
 from .markup import esc
 from .steps import echoes, happened, head_cells, totals
@@ -54,8 +53,8 @@ def diff_page(a: str, b: str, ra: Sequence[Record], rb: Sequence[Record], report
         y = vb[i] if i < len(vb) else None
         at = i + 1
         diverged, root = position == at, at in roots
-        mark_a = _mark(marks, a, ra[i] if i < len(ra) else None)
-        mark_b = _mark(marks, b, rb[i] if i < len(rb) else None)
+        mark_a = marks.of(a, ra[i] if i < len(ra) else None)
+        mark_b = marks.of(b, rb[i] if i < len(rb) else None)
         badge = (
             "<span class='badge diverged'>origin</span>"
             if diverged
@@ -84,7 +83,7 @@ def diff_page(a: str, b: str, ra: Sequence[Record], rb: Sequence[Record], report
         f"<h1>Diff: <a href='/runs/{esc(a)}'>{esc(a)}</a> → "
         f"<a href='/runs/{esc(b)}'>{esc(b)}</a></h1>"
         f"<section id=answer>{_verdict(report, position)}"
-        f"{_outcome(report.outcome, a, b)}</section>"
+        f"{_outcome(report.outcome, a, b, (va, vb))}</section>"
         f"<p>findings: {badges(counts)} · <a href='{esc(json_href)}'>JSON</a></p>"
         f"<ul id=findings>{''.join(items)}</ul>"
         f"<div class=timelines><p class=muted>A: {esc(a)} (baseline) · {totals(va)}</p>"
@@ -135,16 +134,23 @@ def _delta(x: float | None, y: float | None, unit: str = "", digits: int = 0) ->
     d = y - x
     if not d:
         return "<span class=muted>same</span>"
-    pct = f" ({d / x:+.0%})" if x else ""
-    return f"<b>{d:+,.{digits}f}{unit}</b>{pct}"
+    pct = f" ({d / x:+.1%})" if x and abs(d / x) >= 0.001 else ""
+    sign = "+" if d > 0 else "−"
+    said = f"{sign}${abs(d):,.{digits}f}" if unit == "$" else f"{sign}{abs(d):,.{digits}f}{unit}"
+    return f"<b>{said}</b>{pct}"
 
 
 def _number(x: float | None, unit: str = "", digits: int = 0) -> str:
-    return "<span class=muted>unknown</span>" if x is None else f"{x:,.{digits}f}{unit}"
+    if x is None:
+        return "<span class=muted>unknown</span>"
+    return f"${x:,.{digits}f}" if unit == "$" else f"{x:,.{digits}f}{unit}"
 
 
-def _outcome(outcome: Outcome | None, a: str, b: str) -> str:
-    """What each run came to, side by side, with the deltas."""
+def _outcome(
+    outcome: Outcome | None, a: str, b: str, finals: tuple[list[StepView], list[StepView]]
+) -> str:
+    """What each run came to, side by side, with the deltas; the final answers whole (read
+    from ``finals``, each run's decisions), their changed words marked, the rest folded."""
     if outcome is None:
         return ""
     rows = []
@@ -152,7 +158,7 @@ def _outcome(outcome: Outcome | None, a: str, b: str) -> str:
         ("calls", outcome.calls, "", 0),
         ("steps", outcome.steps, "", 0),
         ("tokens", outcome.tokens, "", 0),
-        ("cost", outcome.cost, " $", 6),
+        ("cost", outcome.cost, "$", 6),
         ("duration", outcome.duration_ms, " ms", 0),
     ):
         x, y = pair
@@ -167,18 +173,20 @@ def _outcome(outcome: Outcome | None, a: str, b: str) -> str:
         f"<tr class=ending><th>ending</th><td>{esc(ea or 'unknown')}</td>"
         f"<td>{esc(eb or 'unknown')}</td><td class=delta>{ending}</td></tr>"
     )
-    fa, fb = redacted(list(outcome.final))
-    changed = outcome.final_changed
-    final = "<span class=muted>same</span>" if not changed else "<b>changed</b>"
-    rows.append(
-        f"<tr class=final><th>final answer</th><td><div class=text>{_final(fa, fb, 'a')}</div>"
-        f"</td><td><div class=text>{_final(fb, fa, 'b')}</div></td><td class=delta>{final}</td>"
-        "</tr>"
-    )
-    return (
+    table = (
         f"<table id=summary><thead><tr><th></th><th>A: {esc(a)}</th><th>B: {esc(b)}</th>"
         f"<th>B − A</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
+    fa, fb = redacted([final_answer(views) for views in finals])
+    said = "<b>changed</b>" if outcome.final_changed else "<span class=muted>same</span>"
+    answers = (
+        f"<div id=final><p class=head>final answer: {said}</p><div class=pair>"
+        f"<div class='side a'><div class=who>A: {esc(a)}</div>"
+        f"<div class=text>{_final(fa, fb, 'a')}</div></div>"
+        f"<div class='side b'><div class=who>B: {esc(b)}</div>"
+        f"<div class=text>{_final(fb, fa, 'b')}</div></div></div></div>"
+    )
+    return table + answers
 
 
 def _final(text: str | None, other: str | None, side: str) -> str:
@@ -189,22 +197,18 @@ def _final(text: str | None, other: str | None, side: str) -> str:
 
 def _findings(
     report: Report, a: str, b: str, ra: Sequence[Record], rb: Sequence[Record]
-) -> tuple[dict[tuple[str | None, Any], str], list[str]]:
+) -> tuple[_Marks, list[str]]:
     """The calls each finding highlights (``(run, step)`` or ``(tool, args)`` -> severity)
     and the findings' list items, each a link to its row."""
-    marks: dict[tuple[str | None, Any], str] = {}
+    marks = _Marks()
     items = []
     for f in report.findings:
         sev = f.severity.value
-        keys: list[tuple[str | None, Any]] = []
         if f.run is not None:
-            keys.append((f.run, f.step))
+            marks.step(f.run, f.step, sev)
         drift = "tool" in f.evidence and "args" in f.evidence
         if drift:  # the call, in both runs
-            keys.append((str(f.evidence["tool"]), canonical_json(f.evidence["args"])))
-        for key in keys:
-            if SEVERITY_ORDER.get(sev, 0) > SEVERITY_ORDER.get(marks.get(key, ""), 0):
-                marks[key] = sev
+            marks.call(str(f.evidence["tool"]), f.evidence["args"], sev)
         links = _rows_of(f, (a, b), ra, rb, drift)
         where = f" (run {esc(f.run)}, step {esc(f.step)})" if f.run and f.step is not None else ""
         items.append(
@@ -227,12 +231,10 @@ def _rows_of(
         records = ra if f.run == a else rb if f.run == b else ()
         found += [i for i, rec in enumerate(records, 1) if rec.step == f.step][:1]
     if drift:
-        args = canonical_json(f.evidence["args"])
+        tool, args = f.evidence["tool"], f.evidence["args"]
         for records in (ra, rb):
             found += [
-                i
-                for i, rec in enumerate(records, 1)
-                if rec.name == f.evidence["tool"] and canonical_json(call_args(rec)) == args
+                i for i, rec in enumerate(records, 1) if rec.name == tool and call_args(rec) == args
             ][:1]
     unique = sorted(set(found))
     if not unique:
@@ -256,12 +258,32 @@ def _side(  # noqa: PLR0917 - one side of a pair, as the pair reads it
     return f"<div class='{cls}'>{who}{head_cells(view)}{what}</div>"
 
 
-def _mark(marks: dict[tuple[str | None, Any], str], run: str, rec: Record | None) -> str | None:
-    """The severity a call is highlighted with: its run's step's, or its call's (drift)."""
-    if rec is None:
-        return None
-    found = [marks.get((run, rec.step))]
-    if any(key[0] == rec.name for key in marks):  # drift of this tool: its call's key
-        found.append(marks.get((rec.name, canonical_json(call_args(rec)))))
-    ranked = [m for m in found if m]
-    return max(ranked, key=lambda m: SEVERITY_ORDER.get(m, 0)) if ranked else None
+class _Marks:
+    """The severity each call is highlighted with: its run's step's (a finding's run and
+    step), or its own (drift: a tool and its arguments, in both runs); the worst wins."""
+
+    def __init__(self) -> None:
+        self.steps: dict[tuple[str, int | None], str] = {}
+        self.calls: dict[str, list[tuple[Any, str]]] = {}
+
+    def step(self, run: str, step: int | None, sev: str) -> None:
+        self.steps[run, step] = _worse(self.steps.get((run, step)), sev)
+
+    def call(self, tool: str, args: Any, sev: str) -> None:
+        self.calls.setdefault(tool, []).append((args, sev))
+
+    def of(self, run: str, rec: Record | None) -> str | None:
+        if rec is None:
+            return None
+        found = self.steps.get((run, rec.step))
+        wanted = self.calls.get(rec.name or "")
+        if wanted:  # compared as data: no canonical text of each request
+            args = call_args(rec)
+            for expected, sev in wanted:
+                if args == expected:
+                    found = _worse(found, sev)
+        return found
+
+
+def _worse(a: str | None, b: str) -> str:
+    return b if SEVERITY_ORDER.get(b, 0) > SEVERITY_ORDER.get(a or "", 0) else a or b

@@ -22,7 +22,7 @@ main{padding:16px 20px}
 table{border-collapse:collapse;background:#fff;width:100%;margin:8px 0 20px}
 th,td{border-bottom:1px solid #e3e6ea;padding:5px 8px;text-align:left;vertical-align:top}
 th{background:#eef0f3;font-weight:600;position:sticky;top:0}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 code,pre{font:12px/1.4 ui-monospace,monospace}
 pre{margin:0;white-space:pre-wrap;word-break:break-word}
 .badge{display:inline-block;border-radius:9px;padding:0 7px;font-size:12px;margin-right:3px}
@@ -58,6 +58,11 @@ details.unchanged{background:#eef0f3;padding:4px 8px;margin:4px 0}
 padding:6px;border-bottom:1px solid #e3e6ea}
 #diff .pair.heads{font-weight:600;background:#eef0f3}
 #diff .pair.divergence{border-top:3px solid #c62828}
+#final .pair{display:grid;grid-template-columns:1fr 1fr;gap:8px;background:#fff;padding:6px}
+#final .who{display:block;font-size:12px;font-weight:600;color:#6b7580}
+#summary{width:auto;min-width:50%}
+#summary thead th{word-break:break-all}
+#summary tbody th{white-space:nowrap}
 .nums{font-size:12px;color:#6b7580}
 .nums span{margin-right:6px}
 svg.timeline{background:#fff;margin:6px 0 14px;max-width:900px;display:block}
@@ -65,7 +70,10 @@ svg.timeline{background:#fff;margin:6px 0 14px;max-width:900px;display:block}
 main{padding:10px}
 table.decisions td{display:block;width:auto}
 table.decisions td.head{width:auto;border-bottom:none}
-#diff .pair{grid-template-columns:1fr}
+#diff .pair,#final .pair{grid-template-columns:1fr}
+#summary{width:100%}
+#summary td,#summary th{padding:4px}
+#summary td.delta{white-space:normal}
 #diff .pair.heads{display:none}
 .who{display:block;font-size:12px;font-weight:600;color:#6b7580;margin-bottom:2px}
 .side.b{border-left:3px solid #5b3cc4;padding-left:6px}

@@ -27,8 +27,10 @@ def total_cost(views: Sequence[StepView]) -> str:
     """A run's cost: the sum of its priced model calls, and how many it could not price."""
     models = [v for v in views if v.kind == "llm"]
     priced = [v.cost for v in models if v.cost is not None]
-    if not models:
-        return "$0"
+    if not models:  # unknown where tokens were spent that no price covers; never $0
+        if any(v.tokens for v in views):
+            return "<span class=muted title='tokens without a priced model'>unknown</span>"
+        return "<span class=muted title='no model calls'>—</span>"
     if not priced:
         return "<span class=muted>unknown</span>"
     total = money(sum(priced, Decimal(0)), "priced")
@@ -159,13 +161,19 @@ def _where(view: StepView) -> str:
 
 
 def totals(views: Sequence[StepView]) -> str:
+    """A run's time, tokens (in and out where its answers said them, else all its records
+    say) and cost, in one line."""
     ms = sum(v.ms or 0.0 for v in views)
-    tokens_in = sum(v.tokens_in or 0 for v in views)
-    tokens_out = sum(v.tokens_out or 0 for v in views)
+    split = any(v.tokens_in is not None or v.tokens_out is not None for v in views)
+    if split:
+        tokens_in = sum(v.tokens_in or 0 for v in views)
+        tokens_out = sum(v.tokens_out or 0 for v in views)
+        tokens = f"{tokens_in} in, {tokens_out} out"
+    else:
+        tokens = str(sum(v.tokens or 0 for v in views))
     return (
         f"<span class=total-ms>{ms:.0f} ms</span> · tokens <span class=total-tokens>"
-        f"{tokens_in} in, {tokens_out} out</span> · cost <span class=total-cost>"
-        f"{total_cost(views)}</span>"
+        f"{tokens}</span> · cost <span class=total-cost>{total_cost(views)}</span>"
     )
 
 
