@@ -11,9 +11,13 @@ call, priced model, usage on every answer):
 
 Each page is timed as a first view (the collector's kept analyses forgotten before each GET),
 the diff page and the run list also as views again (their analysis kept) and as the first
-GET of a collector in a new process (DuckDB not yet opened).
+GET of a collector in a new process (DuckDB not yet opened). The run list is also timed with
+``RUNS`` runs stored (each 5 steps of a model call and a tool call), as the first GET of a new
+process: it reads the numbers and findings computed when the lines were stored.
 
-Goal: each page under 300 ms. Run: ``python benchmarks/bench_pages.py``.
+Goals (issue 52): the run list's first view in a new process under 150 ms with 200 runs; the
+diff page's under 400 ms on the friendly shape and 1.2 s on the adversarial one. Run:
+``python benchmarks/bench_pages.py``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from tracetape.collector import Settings, create_app
 from tracetape.stores.database import Database
 
 STEPS = 200
+RUNS = 200
+API = "openai.chat.completions"
 TOKEN = "bench-token-0123456789"
 WORDS = ["the", "weather", "report", "says", "wind", "from", "the", "west", "with", "showers"]
 
@@ -115,7 +121,41 @@ def cold(url: str, page: str, repeat: int = 3) -> float:
     return statistics.median(times)
 
 
+def many_runs(folder: Path, client: TestClient) -> str:
+    """``RUNS`` short runs stored, their summaries computed; the database's URL."""
+    for i in range(RUNS):
+        path = folder / f"r{i}.jsonl"
+        with Tape(path, mode="record", harness_sha="bench") as tape:
+            for step in range(1, 6):
+                payload = {"messages": [{"role": "user", "content": f"task {i} step {step}"}],
+                           "params": {"model": "gpt-4o-mini"}, "step": step}  # fmt: skip
+                body = {"choices": [{"message": {"content": f"answer {i}.{step}"}}],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": 20}}  # fmt: skip
+                decision = tape.prepare("llm", payload)
+                usage = {"input": 100, "output": 20}
+                answer = {"status": 200, "body": body}
+                tape.record(decision, answer, ms=50.0, usage=usage, api=API)
+                tape.call("tool", {"name": "lookup", "args": {"i": i, "s": step}, "step": step},
+                          lambda: "found")  # fmt: skip
+        params = {"source": f"agent-{i % 20}.jsonl", "run": f"r{i}"}
+        assert client.post("/v1/lines", content=path.read_bytes(), params=params).status_code == 200
+    assert client.app.state.summaries.wait([f"r{i}" for i in range(RUNS)], 300)  # type: ignore[attr-defined]
+    return f"sqlite:///{folder / 'c.db'}"
+
+
 def main(repeat: int = 7) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        db = Database.open(f"sqlite:///{folder / 'c.db'}")
+        client = TestClient(
+            create_app(db, Settings(token=TOKEN)),
+            base_url="http://127.0.0.1",
+            headers={"Authorization": f"Bearer {TOKEN}", "content-type": "application/x-ndjson"},
+        )
+        url = many_runs(folder, client)
+        listed = cold(url, "/", repeat=5)
+        print(f"{RUNS} runs: the run list as the first page of a new process {listed:.0f} ms "
+              "(goal: under 150 ms)")  # fmt: skip
     for shape in ("friendly", "adversarial"):
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
@@ -145,14 +185,15 @@ def main(repeat: int = 7) -> None:
             diff_json_ms = timed(client, "/v1/diff?a=a&b=b", repeat)
             diff_again = timed(page_client, "/diff?a=a&b=b", repeat, first=False)
             list_again = timed(page_client, "/", repeat, first=False)
-            diff_cold, list_cold = cold(url, "/diff?a=a&b=b"), cold(url, "/")
+            diff_cold, list_cold = cold(url, "/diff?a=a&b=b", repeat=5), cold(url, "/")
             print(
                 f"{shape}: 200-step run page {run_ms:.0f} ms ({run_ms / json_ms:.1f}x the run's "
                 f"JSON, {json_ms:.0f} ms); diff page {diff_ms:.0f} ms "
                 f"({diff_ms / diff_json_ms:.2f}x the diff's JSON, {diff_json_ms:.0f} ms); "
                 f"run list {list_ms:.0f} ms; viewed again: diff page {diff_again:.0f} ms, "
                 f"run list {list_again:.0f} ms; the first of a new process: diff page "
-                f"{diff_cold:.0f} ms, run list {list_cold:.0f} ms (goal: each page under 300 ms)"
+                f"{diff_cold:.0f} ms, run list {list_cold:.0f} ms (goals: the diff page "
+                f"{'400 ms' if shape == 'friendly' else '1.2 s'}, the run list 150 ms)"
             )
 
 
