@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.collector.conftest import TOKEN
 from tests.collector.test_app import jsonl, seed_line
 from tracetape.collector import app as app_module
 from tracetape.collector.memo import Analyses
@@ -122,3 +123,34 @@ def test_a_secret_redacted_since_is_not_shown_from_a_kept_page(client: TestClien
     for url in [*PAGES, "/runs/r1"]:
         page = client.get(url)
         assert page.status_code == 200 and PASSWORD not in page.text, url
+
+
+def test_a_recordings_diff_page_is_drawn_when_stored_and_read_back_in_a_new_process(
+    client: TestClient, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The diff of a recording against the run of its source before it is drawn when its
+    last lines are stored: a collector started afresh serves it (gzipped to a client that
+    accepts it) without analysing; a line stored later forgets it, and it is drawn again."""
+    from tests.analysis.helpers import record_tools
+    from tracetape.collector import Settings, create_app
+
+    for run, out in (("first", "9"), ("second", "10")):
+        path = record_tools(tmp_path / f"{run}.jsonl", [out])
+        params = {"source": "runs/agent.jsonl", "run": run}
+        assert client.post("/v1/lines", content=path.read_bytes(), params=params).status_code == 200
+    app = client.app
+    assert app.state.summaries.wait(["first", "second"])  # type: ignore[attr-defined]
+    made = _spy(monkeypatch)
+    fresh = TestClient(create_app(app.state.db, Settings(token=TOKEN)),  # type: ignore[attr-defined]
+                       base_url="http://127.0.0.1", headers=client.headers)  # fmt: skip
+    page = fresh.get("/diff", params={"a": "first", "b": "second"})
+    assert page.status_code == 200 and made == []
+    assert page.headers["content-encoding"] == "gzip" and "id=verdict" in page.text
+    assert fresh.get("/diff", params={"a": "second", "b": "first"}).status_code == 200
+    assert made == ["diff_records"]  # another pair: drawn on view, and kept
+    fresh.get("/diff", params={"a": "second", "b": "first"})
+    assert made == ["diff_records"]
+    more = {"source": "runs/agent.jsonl", "run": "second", "append": "true"}
+    fresh.post("/v1/lines", content=jsonl(seed_line("second", 2, q="later")), params=more)
+    again = fresh.get("/diff", params={"a": "first", "b": "second"})
+    assert "later" in again.text and made == ["diff_records", "diff_records"]

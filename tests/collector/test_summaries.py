@@ -82,7 +82,7 @@ def test_the_worker_does_each_run_once_per_pass_and_outlives_a_failure() -> None
     done: list[str] = []
     release = threading.Event()
 
-    def compute(run: str) -> None:
+    def compute(run: str, diff: bool) -> None:
         if run == "slow":
             release.wait(5)
         if run == "bad":

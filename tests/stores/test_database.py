@@ -103,3 +103,19 @@ def test_a_verdict_is_kept_only_for_the_records_it_read(db: Database) -> None:
     db.clear_verdicts(["r1"])  # the run it was read against changed
     row = next(r for r in db.runs(limit=10) if r["run_id"] == "r2")
     assert (row["verdict"], row["verdict_of"]) == (None, None)
+
+
+def test_kept_pages_are_read_back_forgotten_with_their_runs_and_bounded(db: Database) -> None:
+    """A kept page reads back whole; forgetting a run forgets every page that read it (as
+    either side) and no other; past ``KEPT_PAGES`` the oldest go, the newest stay."""
+    db.keep_page("k1", ("r1", "r2"), b"one")
+    db.keep_page("k2", ("r3", "r1"), b"two")
+    db.keep_page("k3", ("r3", "r4"), b"three")
+    db.keep_page("k3", ("r3", "r4"), b"three again")  # the same key: replaced
+    assert (db.page("k1"), db.page("k3"), db.page("nope")) == (b"one", b"three again", None)
+    db.forget_pages(["r1"])
+    assert (db.page("k1"), db.page("k2"), db.page("k3")) == (None, None, b"three again")
+    db.KEPT_PAGES = 2
+    for i in range(4):
+        db.keep_page(f"n{i}", ("a", "b"), str(i).encode())
+    assert [db.page(k) for k in ("k3", "n0", "n1", "n2", "n3")] == [None, None, None, b"2", b"3"]

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import gzip
+import hashlib
 import hmac
 import json
 import math
@@ -126,12 +128,49 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     slots = threading.BoundedSemaphore(conf.max_analyses)
     analyses = Analyses()  # the last reports, by the texts they read (``memo``)
 
-    def summarized(run: str) -> None:
-        """Compute and keep one run's summary (``summaries``: the run list reads it)."""
+    def summarized(run: str, diff: bool) -> None:
+        """Compute and keep one run's summary (``summaries``: the run list reads it) and,
+        with ``diff`` (its recording's last lines were stored), its verdict against the run
+        of its source before it and that diff's page. The summary is stored last: a page
+        that sees it finds the rest done."""
         texts = db.record_texts(run)
-        if texts.texts:
-            found = summarize(texts, run, config=_many(conf.config), workspace=workspace())
-            db.set_summary(run, found, len(texts.texts))
+        if not texts.texts:
+            return
+        if diff:
+            before = db.previous([run]).get(run)
+            if before is not None:
+                _verdict(before, run, texts)
+        found = summarize(texts, run, config=_many(conf.config), workspace=workspace())
+        db.set_summary(run, found, len(texts.texts))
+
+    def _verdict(before: str, run: str, texts: RecordTexts) -> None:
+        """Keep ``run``'s verdict against ``before`` and their diff page (the run list shows
+        the one and links the other, and neither is analysed on view). A pair the analysis
+        cannot read keeps none: its lines are stored, and its diff page says why."""
+        ended = db.endings((before, run))
+        ta = db.record_texts(before)
+        ra, rb = ta.records(), texts.records()
+        try:
+            report = diff_records(
+                ra, rb, names=(before, run), config=_many(conf.config), workspace=workspace(),
+                endings=ended,
+            )  # fmt: skip
+        except Exception:  # the verdict is a convenience; the lines are stored
+            return
+        read = (len(ta.texts), len(texts.texts))
+        if db.set_verdict(run, before, verdict_text(report), read):
+            html = pages.diff_page(before, run, ra, rb, report)
+            key = page_key((before, run), read, ended)
+            db.keep_page(key, (before, run), gzip.compress(html.encode(), 5))
+
+    # what a kept diff page depends on besides its runs: this collector's code and settings
+    made_by = hashlib.sha256(f"{__version__}\n{conf.config!r}\n{pages.CSP}".encode()).hexdigest()
+
+    def page_key(runs: tuple[str, str], events: tuple[int, int], ended: dict[str, str]) -> str:
+        """The key of a diff page of ``runs``: what it read (``events`` of each, how each
+        ended) and what drew it."""
+        said = [made_by, *runs, *map(str, events), *(ended.get(r, "") for r in runs)]
+        return hashlib.sha256("\x00".join(said).encode()).hexdigest()
 
     summaries = Summaries(summarized)
     summaries.add(db.unsummarized())  # runs stored before, or by a collector stopped early
@@ -284,10 +323,9 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             await run_in_threadpool(_learned, batch)
         if stored.events or batch.learned:
             await run_in_threadpool(db.clear_verdicts, stored.runs)
-            summaries.add(stored.runs)
-        if batch.ended is not None and stored.events:
+            await run_in_threadpool(db.forget_pages, stored.runs)
             # a recording's last lines: its verdict against the run of its source before it
-            await run_in_threadpool(_verdicts, stored.runs)
+            summaries.add(stored.runs, diff=batch.ended is not None and bool(stored.events))
         return {
             "stored": stored.events,
             "known": stored.known,
@@ -304,22 +342,6 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             conf.registry.add(name, batch.learned)
             redactor = conf.redactor.fresh(conf.registry.known(name))
             db.rewrite(name, partial(redact_stored, redactor=redactor), list(batch.learned))
-
-    def _verdicts(run_ids: list[str]) -> None:
-        """Compute and keep each run's verdict against the run of its source before it (the
-        run list shows it, and never analyses on view). A run the analysis cannot read keeps
-        none: its lines are stored, and its diff page says why."""
-        for run, before in db.previous(run_ids).items():
-            ended = db.endings((before, run))
-            ta, tb = db.record_texts(before), db.record_texts(run)
-            try:
-                report = diff_records(
-                    ta, tb, names=(before, run), config=conf.config, workspace=workspace(),
-                    endings=ended,
-                )  # fmt: skip
-            except Exception:  # the verdict is a convenience; the lines are stored
-                continue
-            db.set_verdict(run, before, verdict_text(report), (len(ta.texts), len(tb.texts)))
 
     def ping() -> None:
         with db.engine.connect() as conn:
@@ -593,8 +615,13 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
             return _cookie(RedirectResponse(href, status_code=303), fresh)
         _known(a)
         _known(b)
-        ta, tb = db.record_texts(a), db.record_texts(b)
+        counts = {r["run_id"]: r["events"] for r in db.runs_by_id([a, b])}
         ended = db.endings((a, b))
+        key = page_key((a, b), (counts[a], counts[b]), ended)
+        kept = db.page(key)
+        if kept is not None:  # drawn when it was stored, or viewed before
+            return _cookie(_zipped(request, kept), fresh)
+        ta, tb = db.record_texts(a), db.record_texts(b)
 
         def page() -> str:
             ra, rb = ta.records(), tb.records()
@@ -607,13 +634,26 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         try:
             # the whole page is kept: it depends on nothing but the texts and the runs'
             # endings (no clock, no nonce)
-            key = analyses.key("diff page", (a, b, *_ended_key(ended, a, b)), ta, tb)
-            text = analyses.get(key, page)
+            memo = analyses.key("diff page", (a, b, *_ended_key(ended, a, b)), ta, tb)
+            text = analyses.get(memo, page)
         except TapeError as exc:
             raise HTTPException(400, str(exc)) from None
+        if (len(ta.texts), len(tb.texts)) == (counts[a], counts[b]):
+            db.keep_page(key, (a, b), gzip.compress(text.encode(), 5))
         return _html(text, fresh)
 
     return app
+
+
+def _zipped(request: Request, body: bytes) -> Response:
+    """A kept page (gzipped HTML) as sent: as it is to a client that accepts gzip."""
+    if "gzip" in request.headers.get("accept-encoding", "").lower():
+        return Response(
+            body,
+            media_type="text/html; charset=utf-8",
+            headers={"Content-Encoding": "gzip", "Vary": "Accept-Encoding"},
+        )
+    return HTMLResponse(gzip.decompress(body))
 
 
 def _failure(

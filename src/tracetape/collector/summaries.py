@@ -118,21 +118,23 @@ def _cut(text: str | None) -> str | None:
 
 class Summaries:
     """The background worker (see the module docstring): ``add`` queues runs, ``wait``
-    waits until given runs are done; ``compute(run)`` does one (and stores it)."""
+    waits until given runs are done; ``compute(run, diff)`` does one (and stores it), with
+    ``diff`` when a batch that ended the run's recording asked for its diff too."""
 
-    def __init__(self, compute: Callable[[str], None]):
+    def __init__(self, compute: Callable[[str, bool], None]):
         self._compute = compute
-        self._pending: dict[str, None] = {}  # in order, without repeats
+        self._pending: dict[str, bool] = {}  # in order, without repeats: run -> diff
         self._busy: str | None = None
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
 
-    def add(self, runs: Iterable[str]) -> None:
-        """Queue ``runs`` (again: their lines changed), and start the worker if idle."""
+    def add(self, runs: Iterable[str], *, diff: bool = False) -> None:
+        """Queue ``runs`` (again: their lines changed), with ``diff`` when their recordings
+        ended, and start the worker if idle."""
         with self._cond:
             for run in runs:
-                self._pending[run] = None
+                self._pending[run] = self._pending.get(run, False) or diff
             if self._pending and self._thread is None and not self._closed:
                 self._thread = threading.Thread(
                     target=self._work, name="tracetape-summaries", daemon=True
@@ -165,10 +167,10 @@ class Summaries:
                     self._cond.notify_all()
                     return
                 run = next(iter(self._pending))
-                del self._pending[run]
+                diff = self._pending.pop(run)
                 self._busy = run
             try:
-                self._compute(run)
+                self._compute(run, diff)
             except Exception:
                 pass
             finally:

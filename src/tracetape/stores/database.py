@@ -98,6 +98,18 @@ runs = sa.Table(
     sa.Column("names", sa.Text, nullable=True),
     sa.Index("runs_last_seen", "last_seen"),
 )
+# Diff pages kept whole, gzipped, by a key of what they read (``migrations`` 0004).
+pages = sa.Table(
+    "pages",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("run_a", sa.String(200), nullable=False),
+    sa.Column("run_b", sa.String(200), nullable=False),
+    sa.Column("made", sa.Float, nullable=False),
+    sa.Column("body", sa.LargeBinary, nullable=False),
+    sa.Index("pages_run_a", "run_a"),
+    sa.Index("pages_run_b", "run_b"),
+)
 # The columns the run list sorts by, as the page names them.
 SORTABLE = {
     "run": runs.c.run_id,
@@ -414,6 +426,39 @@ class Database:
                         **columns)
             )  # fmt: skip
             return bool(done.rowcount)
+
+    KEPT_PAGES = 500  # diff pages kept; the oldest beyond go
+
+    def keep_page(self, key: str, runs: tuple[str, str], body: bytes) -> None:
+        """Keep a diff page of ``runs`` (``body``: gzipped HTML) under ``key``; forget the
+        oldest beyond ``KEPT_PAGES``."""
+        row = {"key": key, "run_a": runs[0], "run_b": runs[1], "made": time.time(), "body": body}
+        with self.engine.begin() as conn:
+            conn.execute(pages.delete().where(pages.c.key == key))
+            conn.execute(pages.insert(), row)
+            old = (
+                sa.select(pages.c.key)
+                .order_by(pages.c.made.desc(), pages.c.key)
+                .offset(self.KEPT_PAGES)
+                .scalar_subquery()
+            )
+            conn.execute(pages.delete().where(pages.c.key.in_(old)))
+
+    def page(self, key: str) -> bytes | None:
+        """The kept page under ``key`` (gzipped HTML), or None."""
+        with self.engine.connect() as conn:
+            found = conn.execute(sa.select(pages.c.body).where(pages.c.key == key)).first()
+            return None if found is None else bytes(found[0])
+
+    def forget_pages(self, run_ids: Iterable[str]) -> None:
+        """Forget the kept pages that read any of ``run_ids`` (their lines changed)."""
+        wanted = sorted(set(run_ids))
+        if not wanted:
+            return
+        with self.engine.begin() as conn:
+            conn.execute(
+                pages.delete().where(sa.or_(pages.c.run_a.in_(wanted), pages.c.run_b.in_(wanted)))
+            )
 
     def endings(self, run_ids: Iterable[str]) -> dict[str, str]:
         """How each of ``run_ids`` ended, where it was said (``store``'s ``ended``)."""
