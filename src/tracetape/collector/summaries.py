@@ -6,8 +6,10 @@ never analyses on view.
 seed trace's ``tokens`` included), cost (and the model calls it could not price), findings
 by severity, its final answer (redacted, short), the tools and models it called, and its own
 time (its records' ``ts``). ``Summaries`` is the one background worker that computes them
-after each stored batch, a run at a time, newest first; a run whose lines keep coming is
-computed once per pass, not once per batch. The database keeps a summary only while the run
+after each stored batch, a run at a time, in the order queued; a run whose lines keep coming
+is computed once per pass, not once per batch. After a batch that ended a recording, the
+worker also computes the run's verdict against the run of its source before it and draws
+that diff's page (the collector's ``app`` says how), before the summary. The database keeps a summary only while the run
 holds the events it read (``Database.set_summary``): a batch stored meanwhile queues the run
 again. A page that lists runs whose summary is not there yet waits for them once
 (``Summaries.wait``), at most ``WAIT_S`` seconds.

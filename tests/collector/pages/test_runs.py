@@ -61,3 +61,5 @@ def test_the_compare_form_is_a_plain_get_form(client: TestClient) -> None:
     assert one.status_code == 400 and "tick two runs to compare, not 1" in one.text
     missing = client.get("/diff", params=[("run", "first"), ("run", "gone")])
     assert missing.status_code == 404
+    three = client.get("/diff", params=[("run", "first"), ("run", "second"), ("run", "x")])
+    assert three.status_code == 400 and "at most 2" in three.json()["error"]
