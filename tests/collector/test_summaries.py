@@ -192,3 +192,26 @@ def test_the_text_filter_and_the_severity_filter_read_the_summaries(client: Test
     assert "/runs/loop" in worst and "/runs/calm" not in worst
     none = client.get("/", params={"q": "no-such-tool"}).text
     assert "no runs match these filters" in none
+
+
+def test_a_page_waits_for_a_slow_summary_once_then_shows_it_pending() -> None:
+    """A run whose summary takes long stalls one wait of at most its timeout; the next
+    page does not wait for it again (it shows it pending); lines stored again make it
+    waitable again."""
+    import time
+
+    release = threading.Event()
+    worker = Summaries(lambda run, diff: release.wait(5))
+    worker.add(["slow"])
+    start = time.perf_counter()
+    assert worker.wait_once(["slow"], timeout=0.2) is False
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    assert worker.wait_once(["slow"], timeout=5) is False  # not waited for again
+    again = time.perf_counter() - start
+    assert 0.2 <= first < 2 and again < 0.1
+    assert worker.queued("slow")
+    worker.add(["slow"])  # its lines changed: a page may wait once more
+    release.set()
+    assert worker.wait_once(["slow"], timeout=5) is True
+    assert not worker.queued("slow")

@@ -562,8 +562,8 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         found = listed()
         waiting = [r["run_id"] for r in found if r["summary_of"] != r["events"]]
         if waiting:  # stored a moment ago: their summaries are being computed
-            summaries.add(waiting)
-            summaries.wait(waiting)
+            summaries.add([r for r in waiting if not summaries.queued(r)])
+            summaries.wait_once(waiting)
             found = listed()
         nxt = None
         if keyset and len(found) == 50:

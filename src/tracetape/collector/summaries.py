@@ -9,10 +9,11 @@ time (its records' ``ts``). ``Summaries`` is the one background worker that comp
 after each stored batch, a run at a time, in the order queued; a run whose lines keep coming
 is computed once per pass, not once per batch. After a batch that ended a recording, the
 worker also computes the run's verdict against the run of its source before it and draws
-that diff's page (the collector's ``app`` says how), before the summary. The database keeps a summary only while the run
-holds the events it read (``Database.set_summary``): a batch stored meanwhile queues the run
-again. A page that lists runs whose summary is not there yet waits for them once
-(``Summaries.wait``), at most ``WAIT_S`` seconds.
+that diff's page (the collector's ``app`` says how), before the summary. The database keeps
+a summary only while the run holds the events it read (``Database.set_summary``): a batch
+stored meanwhile queues the run again. A page that lists runs whose summary is not there yet
+waits for them once (``Summaries.wait_once``), at most ``WAIT_S`` seconds; later pages show
+them pending.
 """
 
 from __future__ import annotations
@@ -130,6 +131,7 @@ class Summaries:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._waited: set[str] = set()  # queued runs a page has waited for already
 
     def add(self, runs: Iterable[str], *, diff: bool = False) -> None:
         """Queue ``runs`` (again: their lines changed), with ``diff`` when their recordings
@@ -137,6 +139,7 @@ class Summaries:
         with self._cond:
             for run in runs:
                 self._pending[run] = self._pending.get(run, False) or diff
+                self._waited.discard(run)
             if self._pending and self._thread is None and not self._closed:
                 self._thread = threading.Thread(
                     target=self._work, name="tracetape-summaries", daemon=True
@@ -153,6 +156,20 @@ class Summaries:
 
         with self._cond:
             return self._cond.wait_for(done, timeout)
+
+    def queued(self, run: str) -> bool:
+        """Whether ``run`` is queued or being computed."""
+        with self._cond:
+            return run in self._pending or run == self._busy
+
+    def wait_once(self, runs: Iterable[str], timeout: float = WAIT_S) -> bool:
+        """``wait`` for the runs no page has waited for since they were queued: a page
+        waits for a run's summary once, and later pages show it pending instead of waiting
+        again (a run that takes long to compute stalls one view, not every one)."""
+        with self._cond:
+            fresh = set(runs) - self._waited
+            self._waited |= fresh
+        return self.wait(fresh, timeout) if fresh else False
 
     def close(self) -> None:
         """Stop after the run being computed; forget the queue."""
