@@ -42,11 +42,6 @@ LAYERS: dict[str, int] = {
     "__main__": 8,
 }
 
-# Upward imports allowed at call time only: the deprecated aliases of Tape's removed methods
-# (``tape.patch_sdks()``...) load the hooks when called; they go in 0.3, and this with them.
-LAZY_UPWARD: set[tuple[str, str]] = {("deprecated", "integrations")}
-
-
 def _layer(module: str) -> str:
     return module.split(".", maxsplit=1)[0]
 
@@ -77,15 +72,15 @@ def _modules() -> list[Path]:
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_imports_run_downward(path: Path) -> None:
-    """No module imports a higher layer (the hooks' lazy loading by ``Tape`` excepted)."""
+    """No module imports a higher layer, at module level or in a function."""
     own = _layer(str(path.relative_to(PACKAGE).with_suffix("")).replace("/", "."))
     if own == "bootstrap":
         return
-    for target, module_level in _imports(path):
+    for target, _ in _imports(path):
         other = _layer(target)
         if other not in LAYERS or own not in LAYERS or LAYERS[other] <= LAYERS[own]:
             continue
-        assert not module_level and (own, other) in LAZY_UPWARD, (
+        raise AssertionError(
             f"{path.relative_to(PACKAGE)} imports {target} (layer {LAYERS[other]}) from "
             f"layer {LAYERS[own]}"
         )
@@ -95,3 +90,54 @@ def test_every_module_has_a_layer() -> None:
     """Each top-level module or package of tracetape is placed in a layer."""
     names = {p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in _modules()}
     assert names - {"py.typed"} <= set(LAYERS)
+
+
+def _file(target: str) -> Path | None:
+    """The module file an import names (``integrations.capture``; a package: its
+    ``__init__.py``; a name imported from a module: that module)."""
+    parts = target.split(".")
+    while parts:
+        base = PACKAGE.joinpath(*parts)
+        if base.with_suffix(".py").is_file():
+            return base.with_suffix(".py")
+        if (base / "__init__.py").is_file():
+            return base / "__init__.py"
+        parts.pop()
+    return None
+
+
+def test_no_module_imports_itself_back() -> None:
+    """No circle of imports, counting every import (in a function, or for types only): a
+    module reached from another never reaches it back."""
+    graph = {
+        path: {found for t, _ in _imports(path) if (found := _file(t)) and found != path}
+        for path in _modules()
+    }
+    index: dict[Path, int] = {}
+    low: dict[Path, int] = {}
+    stack: list[Path] = []
+    circles: list[list[str]] = []
+
+    def visit(node: Path) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                top = stack.pop()
+                part.append(str(top.relative_to(PACKAGE)))
+                if top == node:
+                    break
+            if len(part) > 1:
+                circles.append(sorted(part))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    assert circles == []

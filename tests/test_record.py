@@ -141,3 +141,22 @@ def test_a_decision_gives_its_text_and_input_from_str_or_bytes() -> None:
         assert decision.blob == text
         assert decision.input() == {"args": {"q": "x"}, "step": 1}
         assert decision.payload is None
+
+
+def test_a_raised_exception_is_recorded_and_raised_again_as_it_was() -> None:
+    """A call's exception is recorded in place of its output (its type, arguments and
+    message) and raised again from it; an output that is not one passes through; a type
+    that cannot be rebuilt comes back as a RuntimeError that names it."""
+    import pytest
+
+    from tracetape.record import RAISED, raised_record, reraise
+
+    out = raised_record(FileNotFoundError(2, "No such file", "/tmp/x"))
+    assert out[RAISED]["type"] == "builtins.FileNotFoundError"
+    with pytest.raises(FileNotFoundError) as caught:
+        reraise(out)
+    assert caught.value.filename == "/tmp/x"
+    assert reraise({"ok": 1}) == {"ok": 1}
+    gone = {RAISED: {"type": "nowhere.Gone", "args": [], "message": "lost"}}
+    with pytest.raises(RuntimeError, match=r"nowhere\.Gone: lost \(replayed tool error\)"):
+        reraise(gone)

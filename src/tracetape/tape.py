@@ -77,7 +77,7 @@ from .formats.cassette import (
 )
 from .harness import environment_drift, git_sha, harness_digest
 from .matching import Match
-from .record import Decision, Record
+from .record import RAISED, Decision, Record
 from .redact import Redactor, RedactRules
 from .stores import FileStore, RecordStore
 
@@ -190,7 +190,6 @@ _current: contextvars.ContextVar[Tape | None] = contextvars.ContextVar("tracetap
 # The key of the output recorded in place of a result when the call raised (a tool's error, a
 # request that got no response); a result holding exactly this key would replay as an error,
 # which is why the name is namespaced.
-RAISED = "tracetape:raised"
 
 
 def _failure(rec: Record) -> bool:

@@ -14,7 +14,7 @@ import pytest
 import tracetape
 from tests.span.helpers import Decider, tool_call_reply
 from tracetape import Tape, read_cassette
-from tracetape.integrations.tools import RAISED
+from tracetape.record import RAISED
 
 sys.path.insert(0, str(Path(__file__).parent))
 

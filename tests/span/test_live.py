@@ -142,7 +142,7 @@ def test_a_python_tool_runs_live_through_the_named_callable() -> None:
 
 def test_a_python_tool_that_raises_compares_as_the_tape_records_it() -> None:
     """An exception becomes the tape's raised-record, so a recorded failure replays equal."""
-    from tracetape.integrations.tools import raised_record
+    from tracetape.record import raised_record
 
     recorded = raised_record(FileNotFoundError(2, "No such file or directory", "a.txt"))
     span = python_tool(recorded, path="a.txt")

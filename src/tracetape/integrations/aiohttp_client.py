@@ -53,6 +53,7 @@ import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
+from ..record import RAISED
 from ..tape import Tape
 from .capture import (
     Capture,
@@ -72,7 +73,6 @@ from .capture import (
 from .framing import content_type_of, framing_of
 from .install import patch_attr
 from .providers import dig
-from .tools import RAISED
 
 __all__ = ["patch_module", "tape_middleware"]
 

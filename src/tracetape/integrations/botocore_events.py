@@ -44,7 +44,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..tape import RAISED, Tape
+from ..record import RAISED
+from ..tape import Tape
 from .capture import (
     Capture,
     Keyed,

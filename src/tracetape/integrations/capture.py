@@ -36,18 +36,18 @@ import orjson
 
 from ..diagnose import truncated_stream_miss
 from ..errors import CassetteError, ReplayMiss, TapeError, TapeWarning
-from ..record import Decision, Record
+from ..record import RAISED, Decision, Record, raised_record, reraise
 from ..tape import Effect, Tape
 from .framing import framing_for
 from .providers import Match, match_route, providers
-from .state import capture_var, http_tape, resolve_tape, state_of
-from .tools import RAISED, raised_record, reraise
+from .state import http_tape, resolve_tape, state_of
 
 __all__ = [
     "Capture",
     "Keyed",
     "Tap",
     "beyond_recording",
+    "capture_var",
     "clean_url",
     "flush_pending",
     "key_request",
@@ -61,6 +61,12 @@ __all__ = [
     "sdk_compatible_miss",
     "taker",
 ]
+
+# Set while an SDK-level hook runs the real call in record mode: the transports then pass
+# the request through (it is already being recorded once) and tap its response into it.
+capture_var: contextvars.ContextVar[Capture | None] = contextvars.ContextVar(
+    "tracetape_capture", default=None
+)
 
 
 # -- keying ----------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ Every client's ``send`` is patched at the class while a hook level is installed 
 the clients' public method), so a client built before the tape became active (an SDK client, a
 framework's own client) is taped all the same:
 
-* while an SDK fast path records a call (``state.capture_var``), its response is tapped as
+* while an SDK fast path records a call (``capture.capture_var``), its response is tapped as
   it is read;
 * inside ``patch_http(tape)``, every request of this thread or task is a decision;
 * under the SDK hooks alone, a request to a model route that no fast path handled
@@ -45,6 +45,7 @@ from .capture import (
     Capture,
     Keyed,
     beyond_recording,
+    capture_var,
     failed,
     flush_pending,
     key_request,
@@ -58,7 +59,7 @@ from .capture import (
 )
 from .framing import content_type_of, framing_of
 from .install import install, patch_attr, uninstall
-from .state import capture_var, http_tape
+from .state import http_tape
 
 __all__ = [
     "async_http_transport",

@@ -71,10 +71,10 @@ from mcp_types import (
 from pydantic import TypeAdapter
 
 from ..errors import IrreversibleEffectError
-from ..tape import RAISED, Effect, Tape
+from ..record import RAISED, reraise
+from ..tape import Effect, Tape
 from .install import patch_attr
 from .state import current_step, http_tape, resolve_tape, state_of
-from .tools import reraise
 
 __all__ = ["patch_module", "tool_effect"]
 

@@ -35,10 +35,10 @@ from typing import Any, NamedTuple
 from ..errors import ReplayMiss
 from ..record import Record
 from ..tape import Tape
-from .capture import Capture, Keyed, failed, model_decision, play, rebuilt
+from .capture import Capture, Keyed, capture_var, failed, model_decision, play, rebuilt
 from .install import patch_attr
 from .providers import Match, Provider, SdkTarget, providers
-from .state import capture_var, resolve_tape, state_of
+from .state import resolve_tape, state_of
 
 __all__ = ["REHEARSALS", "patch_client", "patch_package", "patch_resources", "warm_up"]
 

@@ -9,23 +9,27 @@ import contextvars
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..tape import Tape, current_tape
 from .steps import StepBook
 
-if TYPE_CHECKING:
-    from .capture import Capture
-
 __all__ = [
     "HookState",
-    "capture_var",
+    "Pending",
     "current_step",
     "http_tape",
     "resolve_tape",
     "set_default_tape",
     "state_of",
 ]
+
+
+class Pending(Protocol):
+    """A response still being read and recorded as it is (``capture.Capture``)."""
+
+    def abandon(self) -> None:
+        """Record it as far as it was read."""
 
 
 @dataclass
@@ -35,7 +39,7 @@ class HookState:
     (found once), whether each one's first call was rehearsed, and the SDKs a client was
     built for."""
 
-    pending: set[Capture] = field(default_factory=set)
+    pending: set[Pending] = field(default_factory=set)
     steps: StepBook = field(default_factory=StepBook)
     answered: dict[str, Any] | None = None
     rehearsed: dict[Any, bool] = field(default_factory=dict)
@@ -62,13 +66,6 @@ def state_of(tape: Tape) -> HookState:
 # (``with tape:``, ``patch_sdks(tape)``) always wins over it.
 _default_tape: Tape | None = None
 _default_lock = threading.Lock()
-
-# Set while an SDK-level hook runs the real call in record mode: the transports then pass
-# the request through (it is already being recorded once) and tap its response into it.
-capture_var: contextvars.ContextVar[Capture | None] = contextvars.ContextVar(
-    "tracetape_capture", default=None
-)
-
 
 # Set inside ``patch_http(tape)``: every request of every watched transport in this thread or
 # task goes through that tape (else only model requests do, through ``resolve_tape()``).

@@ -36,16 +36,15 @@ the pytest ``tape`` fixture.
 
 from __future__ import annotations
 
-import builtins
 import functools
-import importlib
 import inspect
 import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
 
 from ..errors import TapeError
-from ..tape import RAISED, Effect, current_tape
+from ..record import RAISED, raised_record, reraise
+from ..tape import Effect, current_tape
 from .state import state_of
 
 if TYPE_CHECKING:
@@ -55,39 +54,6 @@ __all__ = ["RAISED", "env", "raised_record", "reraise", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-def raised_record(exc: Exception) -> dict[str, Any]:
-    """The output recorded in place of a tool's result when the tool raised ``exc``."""
-    cls = type(exc)
-    raw = list(exc.args)
-    if isinstance(exc, OSError) and exc.filename is not None and len(raw) == 2:
-        raw.append(exc.filename)  # OSError keeps the filename out of args; its constructor takes it
-    args = [a if isinstance(a, str | int | float | bool | None) else str(a) for a in raw]
-    return {
-        RAISED: {"type": f"{cls.__module__}.{cls.__qualname__}", "args": args, "message": str(exc)}
-    }
-
-
-def reraise(out: Any) -> Any:
-    """Return a replayed output, or raise the exception recorded in its place (by
-    ``raised_record``: a tool's, or an HTTP request's connection error or timeout)."""
-    if not (isinstance(out, dict) and len(out) == 1 and RAISED in out):
-        return out
-    info = out[RAISED]
-    module, _, qualname = str(info.get("type", "")).rpartition(".")
-    exc: BaseException | None = None
-    try:
-        target: Any = builtins if module == "builtins" else importlib.import_module(module)
-        for part in qualname.split("."):
-            target = getattr(target, part)
-        if isinstance(target, type) and issubclass(target, Exception):
-            exc = target(*info.get("args", []))
-    except Exception:  # any failure to rebuild falls back to a RuntimeError
-        exc = None
-    if exc is None:
-        exc = RuntimeError(f"{info.get('type')}: {info.get('message')} (replayed tool error)")
-    raise exc
 
 
 class _ToolSpec:

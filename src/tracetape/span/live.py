@@ -39,7 +39,7 @@ import orjson
 from ..canonical import canonical_json
 from ..config import load_config
 from ..errors import SpanError
-from ..integrations.tools import raised_record
+from ..record import raised_record
 from ..redact import Redactor, RedactRules
 from .model import Span
 

@@ -22,7 +22,7 @@ from tests.integrations.frameworks.conftest import (
     taped,
 )
 from tracetape import ReplayMiss, read_cassette
-from tracetape.integrations.tools import RAISED
+from tracetape.record import RAISED
 
 TASK = "sum 1 to 3"
 ANSWER = "The total is 6."
