@@ -19,7 +19,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # the progress bars.
 PIP_INSTALL = -m pip install$(if $(CI), --progress-bar off)
 
-.PHONY: demo test test-deep lint bench clean
+.PHONY: demo test test-deep lint bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,9 +75,13 @@ test-deep: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed $(STRANDS)/.in
 	@echo "== deep: the slow tests, and the bounded property tests at every example"
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -n auto --dist worksteal -m "deep or slow" --durations=5
 
+# the documentation site, from docs/ into site/ (make test builds it too, in tests/test_docs.py)
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 bench: $(STAMP)
 	$(BIN)/python $(PIP_INSTALL) -e '.[dev,bench]'
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(INSTRUCTOR) $(OLDEST) $(STRANDS) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(INSTRUCTOR) $(OLDEST) $(STRANDS) .pytest_cache .mypy_cache .ruff_cache .hypothesis site

@@ -476,8 +476,12 @@ def test_summarize_rejects_a_file_that_is_not_a_diff(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("command", ["diff", "check", "summarize", "export --otel"])
 def test_every_analysis_command_is_documented(command: str) -> None:
-    """Each analysis command has a README example and appears in tracetape --help."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    """Each analysis command has an example in the README or docs/ and appears in tracetape
+    --help."""
+    root = Path(__file__).parents[2]
+    readme = "".join(
+        p.read_text(encoding="utf-8") for p in [root / "README.md", *root.glob("docs/*.md")]
+    )
     assert f"$ tracetape {command}" in readme
     assert command.split(maxsplit=1)[0] in run("--help").output
 
