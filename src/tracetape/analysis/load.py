@@ -53,9 +53,12 @@ _GLOB_CHARS = frozenset("*?[{")
 # A file read as records up to this size keeps its records for the report (the calls a diff
 # shows); a larger one is read again when they are asked for.
 KEEP_BYTES = 16 << 20
-# ``_add_records``' batch into calls0: the input's index, then a list of each other column.
+# ``_add_records``' batch into calls0: the input's index, then a list of each other column,
+# each unnest named by its column: unnamed, DuckDB inserts long texts (a conversation a
+# model call) several times slower (benchmarks/README.md, "The diff of long conversations").
 _INSERT_COLUMNS = "INSERT INTO calls0 SELECT $1, " + ", ".join(
-    f"unnest(${i}::{kind}[])" for i, kind in enumerate(list(COLUMNS.values())[1:], start=2)
+    f"unnest(${i}::{kind}[]) AS {name}"
+    for i, (name, kind) in enumerate(list(COLUMNS.items())[1:], start=2)
 )
 # What a record adds to the size of the input (``Calls.grow``) besides its argument text.
 _ROW_BYTES = 96
