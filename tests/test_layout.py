@@ -44,6 +44,7 @@ NO_TESTS: dict[str, str] = {
     "canonical/__init__.py": "re-exports the keying code of text.py and keys.py (its docstring's "
     "example is a doctest)",
     "collector/__init__.py": "re-exports create_app and Settings, loaded lazily",
+    "collector/routers/__init__.py": "the routers' package (each router has its tests)",
     "integrations/__init__.py": "re-exports the hooks' entry points, loaded lazily",
     "span/__init__.py": "re-exports the span API (its docstring's example is a doctest)",
     "stores/__init__.py": "the RecordStore protocol (types only), FileStore re-exported",

@@ -18,7 +18,7 @@ from tests.collector.conftest import HEADERS, TOKEN
 from tests.collector.test_app import jsonl, seed_line
 from tests.sockets import START_S, UvicornThread
 from tracetape.collector import Settings, create_app
-from tracetape.collector import app as app_module
+from tracetape.collector.routers import query as query_routes
 from tracetape.stores.database import Database
 
 BODY = jsonl(*(seed_line("r1", i) for i in range(1, 6)))  # 5 lines
@@ -75,14 +75,14 @@ def test_max_analyses_at_once_run_and_one_more_is_told_to_retry(
     meanwhile, is a 503 with Retry-After; once they are done, a check runs again."""
     entered = threading.Semaphore(0)
     release = threading.Event()
-    check_records = app_module.check_records
+    check_records = query_routes.check_records
 
     def held(*args: Any, **kwargs: Any) -> Any:
         entered.release()
         assert release.wait(START_S), "the test never released the analysis"
         return check_records(*args, **kwargs)
 
-    monkeypatch.setattr(app_module, "check_records", held)
+    monkeypatch.setattr(query_routes, "check_records", held)
     app = create_app(database, Settings(token=TOKEN, max_analyses=2))
     server = UvicornThread(app).start()
     codes: list[int] = []

@@ -11,8 +11,10 @@ from fastapi.testclient import TestClient
 
 from tests.collector.conftest import TOKEN
 from tests.collector.test_app import jsonl, seed_line
-from tracetape.collector import app as app_module
+from tracetape.collector import service
 from tracetape.collector.memo import Analyses
+from tracetape.collector.routers import pages as page_routes
+from tracetape.collector.routers import query as query_routes
 from tracetape.record import RecordTexts
 
 PASSWORD = "correct-horse-battery-staple-42"
@@ -75,16 +77,20 @@ def test_a_key_tells_every_input_apart(one: list[list[bytes]], other: list[list[
 
 
 def _spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Count the analyses the app makes (the real ones run)."""
+    """Count the analyses the app makes (the real ones run), wherever it makes them: the
+    query routes, the pages' routes, the background worker."""
     made: list[str] = []
-    for name in ("diff_records", "check_records"):
-        real = getattr(app_module, name)
+    for module in (query_routes, page_routes, service):
+        for name in ("diff_records", "check_records"):
+            real = getattr(module, name, None)
+            if real is None:
+                continue
 
-        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
-            made.append(_name)
-            return _real(*args, **kwargs)
+            def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+                made.append(_name)
+                return _real(*args, **kwargs)
 
-        monkeypatch.setattr(app_module, name, counted)
+            monkeypatch.setattr(module, name, counted)
     return made
 
 
