@@ -72,13 +72,13 @@ class DeprecatedTapeMethods:
         """Deprecated: ``tracetape.patch_sdks(tape)``."""
         deprecated("Tape.patch_sdks()", "tracetape.patch_sdks(tape)")
         patch_sdks = _hook("sdk", "patch_sdks")
-        return patch_sdks(self._as_tape())
+        return cast(AbstractContextManager[Any], patch_sdks(self._as_tape()))
 
     def patch_http(self) -> AbstractContextManager[Any]:
         """Deprecated: ``tracetape.patch_http(tape)``."""
         deprecated("Tape.patch_http()", "tracetape.patch_http(tape)")
         patch_http = _hook("http", "patch_http")
-        return patch_http(self._as_tape())
+        return cast(AbstractContextManager[Any], patch_http(self._as_tape()))
 
     def http_transport(self, inner: Any = None, *, flavor: Any = None) -> Any:
         """Deprecated: ``tracetape.http_transport(tape, inner, flavor=...)``."""
@@ -110,7 +110,7 @@ class DeprecatedTapeMethods:
         """Deprecated: ``tracetape.env(name, default, tape=tape)``."""
         deprecated("Tape.env()", "tracetape.env(name, tape=tape)")
         env = _hook("tools", "env")
-        return env(name, default, tape=self._as_tape())
+        return cast("str | None", env(name, default, tape=self._as_tape()))
 
     @property
     def model_calls(self) -> int:
@@ -118,7 +118,7 @@ class DeprecatedTapeMethods:
         ``tracetape.integrations.current_step(tape)``."""
         deprecated("Tape.model_calls", "tracetape.integrations.current_step(tape)")
         current_step = _hook("state", "current_step")
-        return current_step(self._as_tape())
+        return int(current_step(self._as_tape()))
 
     @model_calls.setter
     def model_calls(self, count: int) -> None:
