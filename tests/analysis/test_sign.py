@@ -122,9 +122,32 @@ def test_texts_whose_keys_hashes_collide_are_told_apart(
     ]
     path = write_jsonl(tmp_path / "t.jsonl", records)
     expected = check_trace(path).to_dict()
-    monkeypatch.setattr(sign, "_KEY_HASH", "strlen(key) % 3")
+    monkeypatch.setattr(sign, "_KEY_HASH", "strlen(coalesce(key, args)) % 3")
     assert check_trace(path).to_dict() == expected
     assert expected["signatures"] == 23 * 5
+
+
+def test_a_text_that_is_its_own_key_comes_back_as_a_mark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A text written as its key is (sorted keys, minified) comes back from the loop as a
+    mark, not copied: it is signed with a text of the same value in another key order."""
+    blocks: list[bytes] = []
+    write_block = sign._CsvFile.write_block
+
+    def spy(self: Any, block: bytes) -> None:
+        blocks.append(bytes(block))
+        write_block(self, block)
+
+    monkeypatch.setattr(sign._CsvFile, "write_block", spy)
+    text = "x" * 100
+    records = [call("r", 1, "t", {"a": 1, "b": text}, "o1")]
+    records.append(call("r", 2, "t", {"b": text, "a": 1}, "o2"))
+    report = check_trace(write_jsonl(tmp_path / "t.jsonl", records))
+    assert sorted(b"".join(blocks).splitlines()) == sorted(
+        [sign._OWN, b'{"a":1,"b":"%s"}' % text.encode()]
+    )
+    assert report.signatures == 1
 
 
 def test_a_key_over_the_csv_readers_line_is_read_whole(tmp_path: Path) -> None:

@@ -8,9 +8,10 @@ stays a string). Normalization runs in Python once per distinct argument text, i
 ``normalize.unvolatile``); what comes back is that canonical text (the signature key) and the
 *resource* the arguments name (``resource_keys``), joined back by the argument text (most
 texts' keys come back alone, in the order of the texts, and are paired with them by
-position). A signature's id is the ``ord`` of its first call. Keys are grouped where their
-hashes meet, and compared whole there: no digest stands for a value, so no two values can
-collide.
+position; a text that is its own key, canonical already as a writer of sorted keys writes
+it, comes back as a mark: a conversation's text is not copied back). A signature's id is
+the ``ord`` of its first call. Keys are grouped where their hashes meet, and compared whole
+there: no digest stands for a value, so no two values can collide.
 
 A text that no other text can equal is its own signature and needs no key: one written one
 way only (minified, no escape, no float), where the texts of its kind and name that hold the
@@ -44,9 +45,13 @@ _SORT = orjson.OPT_SORT_KEYS
 # The files of signature keys: one a line, after its id where it has one (JSON holds no raw
 # control character, so \x01 parts them, unquoted).
 _KEY_DIALECT = "delim = '\x01', quote = '', escape = ''"
-# A signed text's key's hash (of dkey's columns): texts whose key's hash no other text shares
-# are their own signatures (see Signer.sign).
-_KEY_HASH = "hash(kind, name, key)"
+# What the files of keys hold for a text that is its own key (written as its key would be:
+# canonical already, as a writer of sorted keys writes it): not JSON, so no key is spelled
+# so; DuckDB takes the text for it. A conversation's text need not come back.
+_OWN = b"="
+# A text's key's hash: texts whose key's hash no other text shares are their own
+# signatures (see Signer.sign).
+_KEY_HASH = "hash(kind, name, coalesce(key, args))"
 
 
 def sign(calls: Calls, side_of: str) -> None:
@@ -202,7 +207,8 @@ class Signer:
         # no other key has is its own signature, and only the texts that share a hash
         # (``twins``: the same value written twice, or a collision) are grouped by their
         # keys, joined back (grouping every key costs more). ``dkey`` holds no argument
-        # text: the texts take their signatures from the few twins (a join of every text
+        # text, and no key where the text is its own (``_OWN``: the twins take it from their
+        # texts): the texts take their signatures from the few twins (a join of every text
         # with its key costs more; benchmarks/README.md, "Measurements behind the
         # analysis": signatures by hash).
         # The texts of families keyed by DuckDB (``_to_sign``) are the only ones that can
@@ -213,10 +219,11 @@ class Signer:
             else ""
         )
         signed = f"""
-            WITH keyed AS (SELECT *, {_KEY_HASH} AS h FROM dkey),
-            twins AS (
-                SELECT * FROM keyed
-                SEMI JOIN (SELECT h FROM keyed GROUP BY h HAVING count(*) > 1) USING (h)),
+            WITH twins AS (
+                SELECT k.first, k.kind, k.name, coalesce(k.key, t.args) AS key
+                FROM (SELECT * FROM dkey
+                      SEMI JOIN (SELECT h FROM dkey GROUP BY h HAVING count(*) > 1) USING (h)) k
+                JOIN {texts} t USING (first)),
             grouped AS (
                 SELECT t.first, g.sid FROM twins t
                 JOIN (SELECT kind, name, key, min(first) AS sid FROM twins GROUP BY ALL) g
@@ -418,6 +425,10 @@ class Signer:
             except TypeError:
                 return canonical_json(normalized).encode()
 
+        def own(text: str, found: bytes | None) -> bytes | None:
+            """``found`` (``text``'s key), or ``_OWN`` where it is ``text`` itself."""
+            return _OWN if found == text.encode() else found
+
         # Each text's key (its canonical text) goes to a file a batch at a time, which DuckDB
         # reads once at the end (in parallel, where a read a batch costs more), and
         # signatures are grouped there: Python holds one batch, whatever the number of
@@ -443,7 +454,8 @@ class Signer:
                 block = bytearray()
                 try:
                     for (text,) in rows:
-                        block += dumps(loads(text), option=_SORT)
+                        canonical = dumps(loads(text), option=_SORT)
+                        block += _OWN if canonical == text.encode() else canonical
                         block += b"\n"
                 except (orjson.JSONDecodeError, TypeError):
                     # A text orjson cannot read or write: the batch again, with the ids.
@@ -453,7 +465,7 @@ class Signer:
                         [len(rows), done],
                     )
                     for (first,), (text,) in zip(firsts, rows, strict=True):
-                        block += key(first, text, 0) or b"-"
+                        block += own(text, key(first, text, 0)) or b"-"
                         block += b"\n"
                 plain.write_block(block)
                 done += len(rows)
@@ -461,7 +473,7 @@ class Signer:
             while rows := cursor.fetchmany(BATCH):
                 out = []
                 for first, text, how in rows:
-                    if (found := key(first, text, how)) is not None:
+                    if (found := own(text, key(first, text, how))) is not None:
                         out.append(b"%d\x01%b" % (first, found))
                 keys.write(out)
                 named.write(res)
@@ -471,15 +483,22 @@ class Signer:
             raise self.calls.bad(*min(errors))
         from .db import duckdb
 
+        # Each key with its hash (of the text where the text is its own key).
         query = (
-            f"CREATE TABLE dkey AS SELECT * FROM (SELECT first, kind, name FROM {bare}) "
-            "POSITIONAL JOIN {} "
-            f"UNION ALL SELECT first, kind, name, key FROM {texts} JOIN {{}} USING (first)"
+            f"CREATE TABLE dkey AS SELECT first, kind, name, key, {_KEY_HASH} AS h FROM ("
+            f"SELECT * FROM (SELECT first, kind, name, args FROM {bare}) POSITIONAL JOIN {{}} "
+            f"UNION ALL SELECT first, kind, name, args, key FROM {texts} JOIN {{}} USING (first))"
         )
+        own_key = f"nullif(key, '{_OWN.decode()}') AS key"
         columns = {"first": "BIGINT", "key": "VARCHAR"}
 
         def create() -> None:
-            self.calls.con.execute(query.format(plain.scan({"key": "VARCHAR"}), keys.scan(columns)))
+            self.calls.con.execute(
+                query.format(
+                    f"(SELECT {own_key} FROM {plain.scan({'key': 'VARCHAR'})})",
+                    f"(SELECT first, {own_key} FROM {keys.scan(columns)})",
+                )
+            )
 
         try:
             create()
