@@ -22,7 +22,7 @@ from pathlib import Path
 from examples.agent import ScriptedModel, run
 from examples.demo import EDITED, TASK, _free_port
 from tracetape import Tape
-from tracetape.collector.push import push
+from tracetape.stores.client import push
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = ((1280, 900), (390, 844))

@@ -8,15 +8,19 @@ The tree::
     │   ├── CassetteExistsError    mode 'record' found a cassette it must not overwrite
     │   ├── CassetteLockedError    another recorder is writing this cassette
     │   ├── CassetteVersionError   the cassette was written in a format this version cannot read
+    │   ├── NotACassetteError      the file holds no cassette at all (empty, or not JSON first)
     │   └── TraceError             a trace is missing, empty, malformed or of mixed schemas
     ├── ConfigError                [tool.tracetape] holds a value of the wrong shape, or the
-    │                              analysis needs more than its memory_limit (a ValueError)
+    │   │                          analysis needs more than its memory_limit (a ValueError)
+    │   └── MatchRulesError        replay was given match rules other than the cassette's own
     ├── ReplayMiss                 the run asked for a decision that was never recorded
     ├── UnplayedDecisionsError     strict replay closed with recorded decisions never played
     ├── EnvironmentDriftError      strict replay under a different environment or harness SHA
     ├── IrreversibleEffectError    an irreversible tool would run for real while recording
     ├── SpanError                  a span cannot be read, run live or decided as asked
-    └── NetworkBlockedError        a replayed test tried to open a network connection
+    ├── NetworkBlockedError        a replayed test tried to open a network connection
+    ├── PushError                  a collector refused a batch, or could not be reached
+    └── RunConflict                lines of one source were sent into a run another filled
 
     TapeWarning(UserWarning)       the same drift and unplayed reports when not strict
 
@@ -45,7 +49,9 @@ __all__ = [
     "MatchRulesError",
     "NetworkBlockedError",
     "NotACassetteError",
+    "PushError",
     "ReplayMiss",
+    "RunConflict",
     "SpanError",
     "TapeError",
     "TapeWarning",
@@ -210,3 +216,26 @@ class NetworkBlockedError(TapeError):
     def __init__(self, message: str, address: object):
         self.address = address
         super().__init__(message)
+
+
+class PushError(TapeError):
+    """Raised when a push stops: ``unreachable`` when the collector could not be reached or
+    kept failing after the retries, else the collector refused a batch (the message says
+    which lines and why)."""
+
+    def __init__(self, message: str, *, unreachable: bool = False):
+        self.unreachable = unreachable
+        super().__init__(message)
+
+
+class RunConflict(TapeError):
+    """Raised when lines of one source are sent into a run another source filled (the
+    collector answers 409): ``.run``, and the ``.stored`` and ``.sent`` sources."""
+
+    def __init__(self, run: str, stored: str, sent: str):
+        self.run, self.stored, self.sent = run, stored, sent
+        super().__init__(
+            f"run {run!r} holds the lines of {stored!r}, and these come from {sent!r}: two "
+            "traces with one run id; push with another run id (--run-id), or add these lines "
+            "to it on purpose (--append)"
+        )

@@ -21,8 +21,8 @@ from tests.collector.test_server import serving
 from tests.span.test_model import record_agent
 from tests.suite import bounded
 from tracetape.collector import Settings, create_app
-from tracetape.collector.push import PushError, push
 from tracetape.formats.cassette import read_cassette, run_id_of
+from tracetape.stores.client import PushError, push
 from tracetape.stores.database import Database
 
 # One valid line of every format the collector reads (a cassette is its header and a record).

@@ -224,8 +224,8 @@ def push(  # noqa: PLR0917 - click passes every option
     that stopped, or a file that has grown, can simply be pushed again.
     """
     _extra("push", "httpx")
-    from ..collector.push import PushError
-    from ..collector.push import push as push_trace
+    from ..errors import PushError
+    from ..stores.client import push as push_trace
 
     results = []
     for trace in traces:

@@ -3,7 +3,7 @@
 ``tracetape serve`` runs ``create_app`` (FastAPI, under uvicorn) over a ``Database``
 (SQLite by default, PostgreSQL for teams); ``tracetape push`` ships a trace to it in
 batches. FastAPI, uvicorn, SQLAlchemy and Alembic are the ``[server]`` extra, imported on
-first use of ``create_app``: a client (``collector.push``) needs only ``httpx`` (the
+first use of ``create_app``: a client (``stores.client``) needs only ``httpx`` (the
 ``[push]`` extra).
 """
 

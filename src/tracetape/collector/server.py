@@ -19,8 +19,8 @@ from fastapi import FastAPI
 from ..errors import ConfigError
 from ..stores.database import DEFAULT_URL, Database
 from .app import create_app
-from .service import MAX_BODY, MAX_LINES, Settings
 from .security import MIN_TOKEN, clean_token
+from .service import MAX_BODY, MAX_LINES, Settings
 
 __all__ = ["MIN_TOKEN", "app_from_env", "check_binding", "clean_token", "is_loopback"]
 

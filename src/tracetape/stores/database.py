@@ -44,7 +44,7 @@ import msgspec
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..errors import CassetteNotFoundError, ConfigError
+from ..errors import CassetteNotFoundError, ConfigError, RunConflict
 from ..formats.cassette import RUN_ID, Cassette
 from ..record import INT64_MAX, Record, RecordTexts, decode_record
 
@@ -160,18 +160,6 @@ class Stored:
     duplicate: bool
     digest: str
     known: int = 0
-
-
-class RunConflict(Exception):
-    """Lines of one source sent into a run another source filled (409)."""
-
-    def __init__(self, run: str, stored: str, sent: str):
-        self.run, self.stored, self.sent = run, stored, sent
-        super().__init__(
-            f"run {run!r} holds the lines of {stored!r}, and these come from {sent!r}: two "
-            "traces with one run id; push with another run id (--run-id), or add these lines "
-            "to it on purpose (--append)"
-        )
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -6,11 +6,13 @@ network), then handed to a bounded queue that a background thread drains in batc
 collector's ``/v1/lines`` (a small cassette a batch: a header naming the run, then the
 records). Handing over never blocks: when the queue is full (the collector is slow or down),
 the record is counted as not pushed and dropped from the queue only. A batch that fails is
-retried a few times with backoff, then counted as not pushed. On ``commit`` the thread gets
-a short, bounded time to flush; what could not be sent is reported (``TapeWarning`` naming
-the count and the command that sends the cassette), never raised.
+retried a few times with backoff (``client.Client``), then counted as not pushed. On
+``commit`` the thread gets a short, bounded time to flush; what could not be sent is
+reported (``TapeWarning`` naming the count and the command that sends the cassette), never
+raised.
 
-``httpx`` is imported in the background thread only.
+Batches go through the collector's one client (``client.Client``: its backoff, its words
+for a refusal); ``httpx`` is imported in the background thread only.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import orjson
 from ..errors import TapeWarning
 from ..formats.cassette import Cassette, CassetteEncoder, dumps_record, new_header
 from ..record import Record
+from .client import Client
 
 __all__ = ["PushingStore"]
 
@@ -174,12 +177,7 @@ class PushingStore:
             )
 
     def _drain(self) -> None:
-        import httpx
-
-        headers = {"Content-Type": "application/x-ndjson"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        with httpx.Client(timeout=5.0, headers=headers) as client:
+        with Client(self.url, token=self.token, retries=self.retries, timeout=5.0) as client:
             stop = False
             while not stop:
                 item = self._queue.get()
@@ -199,7 +197,7 @@ class PushingStore:
                     self._inflight = len(items)
                 self._send(client, items)
 
-    def _send(self, client: Any, items: list[tuple[int, Record]]) -> None:
+    def _send(self, client: Client, items: list[tuple[int, Record]]) -> None:
         lines = [orjson.dumps(new_header(run_id=self.run, pushed_from=self.name))]
         encoder = CassetteEncoder()
         for seq, rec in items:
@@ -210,26 +208,14 @@ class PushingStore:
         # The cassette's name as the source, so pushing the cassette later (tracetape push)
         # recognises every record sent here.
         params = {"source": self.name, "offset": str(items[0][0] - 1), "run": self.run}
-        for attempt in range(self.retries + 1):
-            try:
-                answer = client.post(f"{self.url}/v1/lines", content=body, params=params)
-            except Exception as exc:  # the agent must never see the collector's failure
-                self.problem = f"cannot reach {self.url}: {exc}"
-            else:
-                if answer.status_code < 300:
-                    self._settle(len(items), sent=True)
-                    return
-                self.problem = f"{self.url} answered HTTP {answer.status_code}" + (
-                    ": the collector needs its token (set TRACETAPE_TOKEN, or "
-                    "Tape(push=...) reads it from there)"
-                    if answer.status_code == 401
-                    else ""
-                )
-                if answer.status_code != 429 and answer.status_code < 500:
-                    break
-            if attempt < self.retries:
-                time.sleep(0.2 * 2**attempt)
-        self._settle(len(items), sent=False)
+        where = f"records {items[0][0]}-{items[-1][0]}"
+        try:
+            client.send(body, params, where)
+        except Exception as exc:  # the agent must never see the collector's failure
+            self.problem = str(exc)
+            self._settle(len(items), sent=False)
+        else:
+            self._settle(len(items), sent=True)
 
     def _settle(self, n: int, *, sent: bool) -> None:
         with self._lock:

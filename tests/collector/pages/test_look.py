@@ -16,7 +16,7 @@ from tests.collector.conftest import TOKEN
 from tests.collector.pages.test_pages import CHROMIUM_ARGS, _chromium
 from tests.collector.pages.triage import record_triage, seed_pair
 from tests.collector.test_server import serving
-from tracetape.collector.push import push
+from tracetape.stores.client import push
 
 SIZES = [pytest.param({"width": 1280, "height": 900}, id="1280"),
          pytest.param({"width": 390, "height": 844}, id="390")]  # fmt: skip

@@ -16,7 +16,7 @@ from tests.collector.test_app import jsonl, seed_line
 from tests.collector.test_server import serving
 from tests.services import skip_or_fail
 from tests.span.test_model import record_agent
-from tracetape.collector.push import push
+from tracetape.stores.client import push
 
 EDITED = "Find why the parser loses the last row of CSV exports"
 HOSTILE = "<script>alert(1)</script>"

@@ -15,7 +15,7 @@ from tests.collector.test_app import seed_line
 from tests.collector.test_server import PY, serving
 from tests.sockets import UvicornThread
 from tracetape.collector import Settings, create_app
-from tracetape.collector.push import PushError, push
+from tracetape.stores.client import PushError, push
 from tracetape.stores.database import Database
 
 
@@ -90,3 +90,17 @@ def test_push_needs_no_database_library(tmp_path: Path) -> None:
         )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "1 new, 0 already stored" in done.stdout
+
+
+def test_the_client_is_where_it_was_too() -> None:
+    """0.1 imported the client from ``tracetape.collector.push``: the same names, still."""
+    from tracetape import errors
+    from tracetape.collector import push as old
+    from tracetape.stores import client
+
+    assert (old.push, old.Pushed, old.DEFAULT_URL) == (
+        client.push,
+        client.Pushed,
+        client.DEFAULT_URL,
+    )
+    assert old.PushError is client.PushError is errors.PushError
