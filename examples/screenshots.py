@@ -1,7 +1,8 @@
-"""Screenshots of the collector's pages from the demo data, for the README (``python -m
-examples.screenshots``): the demo agent's run and its edited run are recorded, pushed to a
-collector started here (SQLite in a temporary folder), and the run list, the edited run's
-page and their diff are drawn as a user first sees them, at 1280 and at 390 px wide.
+"""Screenshots of the collector's pages from the demo data, for the docs (``python -m
+examples.screenshots``; docs/collector.md and the README show them): the demo agent's run
+and its edited run are recorded, pushed to a collector started here (SQLite in a temporary
+folder), and the run list, the edited run's page and their diff are drawn as a user first
+sees them, at 1280 and at 390 px wide.
 
 Needs Chromium (Debian: ``apt-get install chromium``) and Playwright (the dev extra).
 Writes ``{runs,run,diff}-{1280,390}.png`` into ``--out`` (default ``docs/img``).

@@ -1,7 +1,7 @@
 """The ``tracetape`` command line: one module per command group, each thin.
 
 Exit codes are ``EXIT_CODES``: the one table every command's ``--help`` ends with and the
-README's exit-code table is generated from (a test holds the README to it). In short, 0 is
+exit-code table of docs/cli.md is generated from (a test holds the page to it). In short, 0 is
 success, 1 the command's check failed, 2 bad input or usage; ``tracetape run`` passes the
 program's own code through and adds 3, 4 and 5.
 """
@@ -119,7 +119,7 @@ def exit_codes_help(name: str) -> str:
 
 
 def exit_codes_markdown() -> str:
-    """The README's exit-code table."""
+    """The exit-code table of docs/cli.md."""
     lines = ["| command | exit codes |", "|---|---|"]
     for name, codes in EXIT_CODES.items():
         cell = "; ".join(f"**{code}** {what}" for code, what in codes.items())
