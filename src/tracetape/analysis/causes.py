@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..canonical import Normalizer, changed_paths, excerpt, fingerprint, normalize
+from ..canonical import Normalizer, changed_paths, digest, excerpt, normalize
 from ..integrations.providers import Provider, answer_of, provider_of, providers
 from ..record import Record
 from .report import redacted
@@ -305,10 +305,13 @@ def answer_changes(
     return [change_row(c.path.lstrip("$") or "output", c.before, c.after) for c in changes]
 
 
-def answer_digest(out: Any, api: str | None, norm: Normalizer | None = None) -> str | None:
+def answer_digest(
+    out: Any, api: str | None, norm: Callable[[Any], Any] | None = None
+) -> str | None:
     """The digest of what a provider's answer says (its text and the tool calls it asks
     for, not its envelope's ids), for an output recorded at a provider's boundary (``api``);
-    None for any other output (its digest stays its whole output's).
+    None for any other output (its digest stays its whole output's). ``norm``: a
+    ``Normalizer``, or one that gives the same values (``normalize.MemoNormalizer``).
 
     >>> body = {"choices": [{"message": {"content": "hi"}}]}
     >>> a = answer_digest({"status": 200, "body": {"id": "chatcmpl-1", **body}}, "openai.chat")
@@ -319,7 +322,7 @@ def answer_digest(out: Any, api: str | None, norm: Normalizer | None = None) -> 
     """
     if out is None or provider_of(api) is None:
         return None
-    return fingerprint(list(answer_of(out, api)), norm)
+    return digest((norm or normalize)(list(answer_of(out, api))))
 
 
 def same_answer(a: Record, b: Record) -> bool:

@@ -39,6 +39,7 @@ from ..formats.schemas import INT64, readable
 from ..record import Record, RecordTexts, call_args
 from .causes import answer_digest
 from .engine import BATCH, COLUMNS, EXPORT_COLUMNS, ORD, Background, Calls, Input
+from .normalize import MemoNormalizer
 
 __all__ = ["PARQUET_MAGIC", "export_parquet", "load", "load_records"]
 
@@ -375,7 +376,7 @@ def _answers(calls: Calls, texts: list[bytes], index: int) -> None:
     """A model answer's digest is what it says (``causes.answer_digest``), as the Python path
     gives it: the stored digest, of the whole envelope, is replaced for each model call
     recorded at a provider's boundary."""
-    norm = calls.config.normalizer
+    norm = MemoNormalizer(calls.config.normalizer)  # answers' prose: rarely a mask to look for
     rows: list[int] = []
     digests: list[str] = []
     for i, text in enumerate(texts):
@@ -401,7 +402,7 @@ def _add_records(
     """Insert the calls of ``records``, a batch at a time, as lists of their columns that
     DuckDB unnests side by side: no file is written. ``kept`` gets each record too."""
     dumps = orjson.dumps
-    norm = calls.config.normalizer
+    norm = MemoNormalizer(calls.config.normalizer)  # answers' prose: rarely a mask to look for
     path = calls.inputs[index].path
     columns: list[list[Any]] = [[] for _ in range(len(COLUMNS) - 1)]
     line, run, step, kind, name, args, out, effect, tokens = columns
