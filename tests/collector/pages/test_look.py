@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.collector.conftest import TOKEN
-from tests.collector.pages.test_pages import CHROMIUM_ARGS, _chromium
+from tests.collector.pages.browser import CHROMIUM_ARGS, chromium
 from tests.collector.pages.triage import record_triage, seed_pair
 from tests.collector.test_server import serving
 from tracetape.stores.client import push
@@ -43,7 +43,7 @@ WIDE = "document.documentElement.scrollWidth - document.documentElement.clientWi
 def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A collector in its own process holding the triage pair, the seed pair and a few more
     runs of the triage agent."""
-    _chromium()
+    chromium()
     folder = tmp_path_factory.mktemp("look")
     with serving(f"sqlite:///{folder / 'c.db'}") as url:
         for v in "ab":
@@ -58,7 +58,7 @@ def browser(collector: str) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        launched = pw.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS)
+        launched = pw.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
         yield launched
         launched.close()
 
@@ -156,7 +156,7 @@ def test_an_error_is_a_page(browser: Any, collector: str) -> None:
 def test_screenshots_of_each_page_come_from_the_script(tmp_path: Path) -> None:
     """``python -m examples.screenshots`` draws each page from the demo data (the README shows
     them): PNG files of each page at both widths."""
-    _chromium()
+    chromium()
     import subprocess
     import sys
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +11,9 @@ from fastapi.testclient import TestClient
 
 from tests.analysis.helpers import record_tools
 from tests.collector.conftest import TOKEN
+from tests.collector.pages.browser import CHROMIUM_ARGS, chromium
 from tests.collector.test_app import jsonl, seed_line
 from tests.collector.test_server import serving
-from tests.services import skip_or_fail
 from tests.span.test_model import record_agent
 from tracetape.stores.client import push
 
@@ -91,24 +90,10 @@ def test_pages_need_the_token_then_remember_it(client: TestClient) -> None:
     assert bare.get("/runs/nope").status_code == 404
 
 
-def _chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        skip_or_fail("Chromium is not installed here (Debian: apt-get install chromium)")
-    return path
-
-
-# What the machine's closed network needs (no background connections) and root needs.
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-
-
 def test_a_user_compares_two_runs_in_a_real_browser(tmp_path: Path) -> None:
     """Chromium: open the runs page with the token, filter, tick two runs, compare, and read
     the divergence and the highlighted findings; a run's timeline; screenshots of each."""
-    executable = _chromium()
+    executable = chromium()
     from playwright.sync_api import expect, sync_playwright
 
     db_url = f"sqlite:///{tmp_path / 'c.db'}"
@@ -214,7 +199,7 @@ def test_a_conversation_reads_as_one_and_the_change_is_marked(tmp_path: Path) ->
     run page reads as a conversation (the answer in full, the tool call as a call, its
     result, tokens and cost, one timeline bar per decision); the diff page marks Paris as
     removed and Rome as added, and draws both timelines. Screenshots at 1280 and 390 px."""
-    executable = _chromium()
+    executable = chromium()
     from playwright.sync_api import sync_playwright
 
     from tests.integrations.fakeserver import FakeServer

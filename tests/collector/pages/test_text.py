@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import html
-import shutil
 from html.parser import HTMLParser
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.services import skip_or_fail
+from tests.collector.pages.browser import CHROMIUM_ARGS, chromium
 from tracetape.collector.pages import frame
 from tracetape.collector.pages.markup import esc
 from tracetape.collector.pages.text import (
@@ -287,19 +286,6 @@ def test_preformatted_texts_are_told_apart_from_prose(text: str, mono: bool) -> 
     assert preformatted(text) is mono
 
 
-def _chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        skip_or_fail("Chromium is not installed here (Debian: apt-get install chromium)")
-    return path
-
-
-# What the machine's closed network needs (no background connections) and root needs.
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-
 _BROWSER_VIEWS = [
     StepView(1, "llm", "gpt-4o-mini-2024-07-18", 1, 812.0, None, tokens_in=900, tokens_out=50),
     StepView(2, "tool", "read_file", 1, 40.0, None),
@@ -349,7 +335,7 @@ def test_in_chromium_the_change_is_on_screen_and_the_map_leads_to_rows() -> None
     """Chromium at 390 and 1280 px, under the pages' CSP: the first mark is in the viewport
     on load and not folded, nothing scrolls sideways, the timeline's text is at least 9 px
     and inside the map, a bar's link moves to its row, and "expand all" opens a box."""
-    executable = _chromium()
+    executable = chromium()
     from playwright.sync_api import ConsoleMessage, Dialog, Route, sync_playwright
 
     markup = _browser_page()
