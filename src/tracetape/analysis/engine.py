@@ -258,7 +258,7 @@ class Calls:
     # The files the seed-JSONL fast path read, each with its first rowid.
     first_rows: dict[int, int] = field(default_factory=dict)
     verbatim: bool = False  # a Parquet input's argument texts are as written (see sign)
-    dmap: str = "TABLE"  # what sign made dmap: a TABLE, or a VIEW of dargs
+    dmap: str = "DROP TABLE dmap"  # what drops dmap and the tables sign made it a view of
     _tmp: tempfile.TemporaryDirectory[str] = field(init=False)
     workspace: Workspace | None = None
     _bytes: int = 0  # of the inputs read so far
@@ -479,7 +479,7 @@ class Calls:
         (self.events,) = self.one("SELECT count(*) FROM calls0")
         con.execute(
             "DROP TABLE calls0; CREATE TABLE sigs AS SELECT sid, kind, name, resource, args "
-            f"FROM dmap WHERE first = sid; DROP {self.dmap} dmap; DROP TABLE IF EXISTS dargs"
+            f"FROM dmap WHERE first = sid; {self.dmap}"
         )
         if windowed:
             # A run whose segments came from the window: its segments, less the first where

@@ -153,7 +153,7 @@ class Signer:
         text that is not right now (nested too deep) is an error that names its call."""
         sides = f"({side_of}) > 0"
         con = self.calls.con
-        self.calls.drop("dargs", *_SIGNING)
+        self.calls.drop("dargs", "dsid", *_SIGNING)
         self.structures, self.common = [], []
         # Each distinct text (a text's id is its first call's ord), with what the loop below
         # must do to it (``_how``) and, where DuckDB can drop its top-level volatile keys
@@ -189,16 +189,6 @@ class Signer:
             f"(SELECT first, kind, name, args FROM {texts} WHERE how = 0)"
         )
         self.keys(texts, bare)
-        (keyed,) = self.calls.one("SELECT count(*) FROM dkey")  # a text with a resource is keyed
-        if not keyed and not self.structures and not dropped:
-            # Every text is alone: its own signature, named by a view of dargs (not a copy).
-            con.execute(
-                "CREATE VIEW dmap AS SELECT kind, name, args, first, NULL::VARCHAR AS resource, "
-                "first AS sid, h FROM dargs"
-            )
-            self.calls.dmap = "VIEW"
-            self.calls.drop(*_SIGNING)
-            return
         # A signature is (kind, name, the canonical JSON text of the normalized args); its
         # sid is its first call's ord, so sids follow the order of first appearance. Every
         # text of a signature normalizes to the same value, so it names the same resource.
@@ -218,7 +208,7 @@ class Signer:
             if self.structures
             else ""
         )
-        signed = f"""
+        grouped = f"""
             WITH twins AS (
                 SELECT k.first, k.kind, k.name, coalesce(k.key, t.args) AS key
                 FROM (SELECT * FROM dkey
@@ -228,17 +218,26 @@ class Signer:
                 SELECT t.first, g.sid FROM twins t
                 JOIN (SELECT kind, name, key, min(first) AS sid FROM twins GROUP BY ALL) g
                     USING (kind, name, key){families})
-            SELECT t.kind, t.name, t.args, t.first, r.resource, coalesce(g.sid, t.first) AS sid
-                   {"" if dropped else ", t.h"}
-            FROM {texts} t
-            LEFT JOIN grouped g USING (first)
-            LEFT JOIN dres r ON r.first = t.first"""
-        if dropped:
-            signed = f"""
-                SELECT d.kind, d.name, d.args, d.first, s.resource, s.sid, d.h
-                FROM dargs d JOIN ({signed}) s ON s.kind = d.kind AND s.name = d.name
-                AND s.args = coalesce(d.norm, d.args)"""
-        con.execute(f"CREATE TABLE dmap AS {signed}")
+            SELECT first, g.sid, r.resource FROM grouped g FULL JOIN dres r USING (first)"""
+        if not dropped:
+            # Most texts are their own signature and name no resource: ``dmap`` is a view of
+            # the texts and of the few that are not (``dsid``), not a copy of every text.
+            con.execute(f"CREATE TABLE dsid AS {grouped}")
+            con.execute(
+                "CREATE VIEW dmap AS SELECT t.kind, t.name, t.args, t.first, s.resource, "
+                "coalesce(s.sid, t.first) AS sid, t.h FROM dargs t LEFT JOIN dsid s USING (first)"
+            )
+            self.calls.dmap = "DROP VIEW dmap; DROP TABLE dsid; DROP TABLE dargs"
+            self.calls.drop(*_SIGNING)
+            return
+        con.execute(f"""
+            CREATE TABLE dmap AS
+            SELECT d.kind, d.name, d.args, d.first, s.resource, s.sid, d.h
+            FROM dargs d JOIN (
+                SELECT t.kind, t.name, t.args, g.resource, coalesce(g.sid, t.first) AS sid
+                FROM {texts} t LEFT JOIN ({grouped}) g USING (first)) s
+            ON s.kind = d.kind AND s.name = d.name AND s.args = coalesce(d.norm, d.args)""")
+        self.calls.dmap = "DROP TABLE dmap"
         self.calls.drop("dargs", *_SIGNING)
 
     def _how(self) -> str:
