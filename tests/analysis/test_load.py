@@ -735,7 +735,7 @@ def test_texts_differing_in_volatile_keys_are_walked_once(tmp_path: Path) -> Non
     got, signed = _signed_texts(path)
     assert signed == ["dsign"]
     with _without_unvolatile():
-        assert _signed_texts(path) == (got, ["dargs"])
+        assert _signed_texts(path) == (got, ["distinct_args"])
 
 
 def _answer(rid: str, text: str) -> dict[str, Any]:

@@ -16,6 +16,7 @@ may differ, which canonical JSON ignores). The string memo is bounded.
 
 from __future__ import annotations
 
+import enum
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -25,6 +26,7 @@ from ..formats.schemas import deep_sql
 
 __all__ = [
     "DEEP",
+    "How",
     "MemoNormalizer",
     "how_sql",
     "key_pattern",
@@ -110,18 +112,30 @@ class MemoNormalizer:
 # -- the SQL forms ------------------------------------------------------------------------
 
 
+class How(enum.IntFlag):
+    """What the loop of ``sign.Signer.keys`` must do to an argument text (``how_sql``); none:
+    only key it.
+
+    >>> How(5)
+    <How.NORMALIZE|FIND_RESOURCE: 5>
+    """
+
+    NORMALIZE = 1  # walk it with the normalizer: it may change
+    CHECK_DEPTH = 2  # check its depth: it holds more brackets than MAX_DEPTH
+    FIND_RESOURCE = 4  # look for a resource in it: it may name one
+
+
 def how_sql(normalizer: Normalizer, keys: Sequence[str]) -> str:
     """What the loop of ``sign.Signer.keys`` must do to an argument text (the column ``args``), as
-    SQL: walk it with the normalizer (1: it may change), check its depth (2: more brackets
-    than MAX_DEPTH), look for a resource in it (4: it may name one). The first and the last
-    each look for keys spelled in the text: most texts spell none of either, which one pass
-    of both patterns tells for less than two passes."""
+    SQL: the sum of its ``How`` flags. The tests of ``NORMALIZE`` and ``FIND_RESOURCE`` each
+    look for keys spelled in the text: most texts spell none of either, which one pass of both
+    patterns tells for less than two passes."""
 
     def how(spelled: bool) -> str:
         return (
-            f"CASE WHEN {may_change(normalizer, spelled)} THEN 1 ELSE 0 END "
-            f"+ CASE WHEN {DEEP} THEN 2 ELSE 0 END "
-            f"+ CASE WHEN {may_name(keys, spelled)} THEN 4 ELSE 0 END"
+            f"CASE WHEN {may_change(normalizer, spelled)} THEN {How.NORMALIZE:d} ELSE 0 END "
+            f"+ CASE WHEN {DEEP} THEN {How.CHECK_DEPTH:d} ELSE 0 END "
+            f"+ CASE WHEN {may_name(keys, spelled)} THEN {How.FIND_RESOURCE:d} ELSE 0 END"
         )
 
     volatile, named = volatile_patterns(normalizer), resource_pattern(keys)

@@ -33,7 +33,7 @@ import orjson
 from ..canonical import canonical_json
 from ..formats.schemas import TOO_DEEP, readable
 from .engine import BATCH, ORD, Calls, text_hash
-from .normalize import MemoNormalizer, how_sql, resource_finder, unvolatile
+from .normalize import How, MemoNormalizer, how_sql, resource_finder, unvolatile
 from .shapes import MATCHED, SHAPE, plain_shapes, quoted, shape_columns, sorted_shape
 
 if TYPE_CHECKING:
@@ -60,11 +60,21 @@ def sign(calls: Calls, side_of: str) -> None:
     Signer(calls).sign(side_of)
 
 
-# The tables that signing builds on its way to ``dmap`` (besides ``dargs``).
-_SIGNING = ("dsign", "dkey", "dres", "dplain", "dalone", "dsample", "dshapes", "dfkey")
+# The tables that signing builds on its way to ``dmap`` (besides ``distinct_args``).
+_SIGNING = (
+    "dsign",
+    "text_keys",
+    "text_resources",
+    "dplain",
+    "dalone",
+    "dsample",
+    "dshapes",
+    "dfkey",
+)
 # Below this many calls, ``runs`` (``_ORDER``) is built beside the signing from its start,
-# a little faster; above, beside ``dargs``, both spill past the memory limit, so there it
-# starts after ``dargs`` (benchmarks/README.md, "Measurements behind the analysis": runs).
+# a little faster; above, beside ``distinct_args``, both spill past the memory limit, so
+# there it starts after ``distinct_args`` (benchmarks/README.md, "Measurements behind the
+# analysis": runs).
 _EARLY_ORDER = 1_000_000
 # The calls whose texts' shapes are sampled first (``Signer._shaped``).
 _SAMPLE = 8192
@@ -153,7 +163,7 @@ class Signer:
         text that is not right now (nested too deep) is an error that names its call."""
         sides = f"({side_of}) > 0"
         con = self.calls.con
-        self.calls.drop("dargs", "dsid", *_SIGNING)
+        self.calls.drop("distinct_args", "text_signatures", *_SIGNING)
         self.structures, self.common = [], []
         # Each distinct text (a text's id is its first call's ord), with what the loop below
         # must do to it (``_how``) and, where DuckDB can drop its top-level volatile keys
@@ -166,7 +176,8 @@ class Signer:
         self.common = common or []
         match, shape = shape_columns(common)
         con.execute(
-            "CREATE TABLE dargs AS SELECT * EXCLUDE (m), CASE WHEN how & 1 = 0 THEN NULL "
+            "CREATE TABLE distinct_args AS SELECT * EXCLUDE (m), "
+            f"CASE WHEN how & {How.NORMALIZE:d} = 0 THEN NULL "
             f"ELSE {unvolatile(normalizer)} END AS norm, {shape} FROM (SELECT *, {match} FROM ("
             f"SELECT *, {self._how()} AS how FROM ("
             f"SELECT kind, name, args, min({ORD}) AS first, {text_hash()} AS h FROM calls0 "
@@ -177,14 +188,15 @@ class Signer:
         # The texts to sign: each distinct text, or where some lost volatile keys, each
         # distinct text without them (a trace that stamps every call with a request id has a
         # text a call, and a few without the ids), with its first text's id.
-        (dropped,) = self.calls.one("SELECT count(norm) FROM dargs")
+        (dropped,) = self.calls.one("SELECT count(norm) FROM distinct_args")
         if dropped:
             con.execute(
                 f"CREATE TABLE dsign AS SELECT * EXCLUDE (m), {shape} FROM (SELECT *, {match} "
                 f"FROM (SELECT *, {self._how()} AS how FROM (SELECT kind, name, "
-                "coalesce(norm, args) AS args, min(first) AS first FROM dargs GROUP BY ALL)))"
+                "coalesce(norm, args) AS args, min(first) AS first FROM distinct_args "
+                "GROUP BY ALL)))"
             )
-        texts = "dsign" if dropped else "dargs"
+        texts = "dsign" if dropped else "distinct_args"
         bare = (self._to_sign(texts) if common is not None else None) or (
             f"(SELECT first, kind, name, args FROM {texts} WHERE how = 0)"
         )
@@ -196,7 +208,7 @@ class Signer:
         # text's is its signed text's. Most keys are a text's own: a text whose key's hash
         # no other key has is its own signature, and only the texts that share a hash
         # (``twins``: the same value written twice, or a collision) are grouped by their
-        # keys, joined back (grouping every key costs more). ``dkey`` holds no argument
+        # keys, joined back (grouping every key costs more). ``text_keys`` holds no argument
         # text, and no key where the text is its own (``_OWN``: the twins take it from their
         # texts): the texts take their signatures from the few twins (a join of every text
         # with its key costs more; benchmarks/README.md, "Measurements behind the
@@ -211,34 +223,37 @@ class Signer:
         grouped = f"""
             WITH twins AS (
                 SELECT k.first, k.kind, k.name, coalesce(k.key, t.args) AS key
-                FROM (SELECT * FROM dkey
-                      SEMI JOIN (SELECT h FROM dkey GROUP BY h HAVING count(*) > 1) USING (h)) k
+                FROM (SELECT * FROM text_keys SEMI JOIN (
+                          SELECT h FROM text_keys GROUP BY h HAVING count(*) > 1) USING (h)) k
                 JOIN {texts} t USING (first)),
             grouped AS (
                 SELECT t.first, g.sid FROM twins t
                 JOIN (SELECT kind, name, key, min(first) AS sid FROM twins GROUP BY ALL) g
                     USING (kind, name, key){families})
-            SELECT first, g.sid, r.resource FROM grouped g FULL JOIN dres r USING (first)"""
+            SELECT first, g.sid, r.resource
+            FROM grouped g FULL JOIN text_resources r USING (first)"""
         if not dropped:
             # Most texts are their own signature and name no resource: ``dmap`` is a view of
-            # the texts and of the few that are not (``dsid``), not a copy of every text.
-            con.execute(f"CREATE TABLE dsid AS {grouped}")
+            # the texts and of the few that are not (``text_signatures``), not a copy of every
+            # text.
+            con.execute(f"CREATE TABLE text_signatures AS {grouped}")
             con.execute(
                 "CREATE VIEW dmap AS SELECT t.kind, t.name, t.args, t.first, s.resource, "
-                "coalesce(s.sid, t.first) AS sid, t.h FROM dargs t LEFT JOIN dsid s USING (first)"
+                "coalesce(s.sid, t.first) AS sid, t.h "
+                "FROM distinct_args t LEFT JOIN text_signatures s USING (first)"
             )
-            self.calls.dmap = "DROP VIEW dmap; DROP TABLE dsid; DROP TABLE dargs"
+            self.calls.dmap = "DROP VIEW dmap; DROP TABLE text_signatures; DROP TABLE distinct_args"
             self.calls.drop(*_SIGNING)
             return
         con.execute(f"""
             CREATE TABLE dmap AS
             SELECT d.kind, d.name, d.args, d.first, s.resource, s.sid, d.h
-            FROM dargs d JOIN (
+            FROM distinct_args d JOIN (
                 SELECT t.kind, t.name, t.args, g.resource, coalesce(g.sid, t.first) AS sid
                 FROM {texts} t LEFT JOIN ({grouped}) g USING (first)) s
             ON s.kind = d.kind AND s.name = d.name AND s.args = coalesce(d.norm, d.args)""")
         self.calls.dmap = "DROP TABLE dmap"
-        self.calls.drop("dargs", *_SIGNING)
+        self.calls.drop("distinct_args", *_SIGNING)
 
     def _how(self) -> str:
         """What the loop of ``keys`` must do to an argument text: ``how_sql``."""
@@ -389,14 +404,20 @@ class Signer:
     def keys(self, texts: str, bare: str) -> None:
         """The Python loop of ``sign``: the signature key and resource of each text of the
         table ``texts`` that is not alone (``bare``: those with ``how`` 0 to sign, in an
-        order that two scans of it keep), into ``dkey`` and ``dres``. A text that is not
-        right (nested too deep, or none of the JSON Python reads) is an error naming the first
-        call that has it."""
+        order that two scans of it keep), into ``text_keys`` and ``text_resources``. A text
+        that is not right (nested too deep, or none of the JSON Python reads) is an error
+        naming the first call that has it."""
         memo = MemoNormalizer(self.calls.config.normalizer)
         resource_of = resource_finder(self.calls.config.resource_keys)
         errors: list[tuple[int, str]] = []
         loads, dumps = orjson.loads, orjson.dumps
         res: list[bytes] = []  # the resources of a batch
+        # The flags as ints: an IntFlag's ``&`` builds a flag, a microsecond a text.
+        normalize, check_depth, find_resource = (
+            How.NORMALIZE.value,
+            How.CHECK_DEPTH.value,
+            How.FIND_RESOURCE.value,
+        )
 
         def key(first: int, text: str, how: int) -> bytes | None:
             """A text's key; None where it is not right (then ``errors`` says why, and no key
@@ -411,11 +432,11 @@ class Signer:
                 except ValueError as exc:
                     errors.append((first, f"not JSON ({exc})"))
                     return None
-            if how & 2 and not readable(value):
+            if how & check_depth and not readable(value):
                 errors.append((first, TOO_DEEP))
                 return None
-            normalized = memo(value) if how & 1 else value
-            if how & 4 and (resource := resource_of(normalized)) is not None:
+            normalized = memo(value) if how & normalize else value
+            if how & find_resource and (resource := resource_of(normalized)) is not None:
                 # a quoted resource may hold a newline: each is still one record
                 quoted = resource.replace('"', '""')
                 res.append(f'{first},"{quoted}"'.encode())
@@ -484,7 +505,7 @@ class Signer:
 
         # Each key with its hash (of the text where the text is its own key).
         query = (
-            f"CREATE TABLE dkey AS SELECT first, kind, name, key, {_KEY_HASH} AS h FROM ("
+            f"CREATE TABLE text_keys AS SELECT first, kind, name, key, {_KEY_HASH} AS h FROM ("
             f"SELECT * FROM (SELECT first, kind, name, args FROM {bare}) POSITIONAL JOIN {{}} "
             f"UNION ALL SELECT first, kind, name, args, key FROM {texts} JOIN {{}} USING (first))"
         )
@@ -504,4 +525,4 @@ class Signer:
         except duckdb.InvalidInputException:  # a key over 2 MB: the lines are measured
             plain.measure()
             create()
-        named.load(self.calls.con, "dres", {"first": "BIGINT", "resource": "VARCHAR"})
+        named.load(self.calls.con, "text_resources", {"first": "BIGINT", "resource": "VARCHAR"})
