@@ -150,6 +150,25 @@ def test_a_text_that_is_its_own_key_comes_back_as_a_mark(
     assert report.signatures == 1
 
 
+def test_the_texts_signatures_are_a_view_with_the_few_kept_apart(tmp_path: Path) -> None:
+    """Where no volatile key was dropped, ``dmap`` is a view of the distinct texts: only the
+    texts that share a key with another (twins) or name a resource are kept apart."""
+    records = [call("r", 1, "t", {"a": 1, "b": 2}, "o1"), call("r", 2, "t", {"b": 2, "a": 1}, "o2")]
+    records += [call("r", 3, "t", {"path": "x"}, "o3"), call("r", 4, "t", {"c": 3}, "o4")]
+    with Calls(AnalysisConfig()) as calls:
+        load(calls, [Input(write_jsonl(tmp_path / "t.jsonl", records))])
+        sign.sign(calls, "1")
+        (kind,) = calls.one(
+            "SELECT table_type FROM information_schema.tables WHERE table_name = 'dmap'"
+        )
+        apart = calls.rows("SELECT sid, resource FROM text_signatures ORDER BY first")
+        signatures = calls.rows("SELECT sid, resource FROM dmap ORDER BY first")
+    assert kind == "VIEW"
+    assert [resource for _, resource in apart] == [None, None, "x"]
+    assert [sid for sid, _ in signatures[:2]] == [signatures[0][0]] * 2
+    assert len({sid for sid, _ in signatures}) == 3
+
+
 def test_a_key_over_the_csv_readers_line_is_read_whole(tmp_path: Path) -> None:
     """Keys are read one a line by DuckDB's CSV reader, whose lines stop at 2 MB unless it is
     told the longest: a longer key has its lines measured, and is read whole (its value is
