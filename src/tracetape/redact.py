@@ -55,6 +55,7 @@ from typing import Any
 
 from .canonical import canonical_json as _canonical
 from .canonical import common_prefix, json_default
+from .config import load_config
 
 __all__ = [
     "DEFAULT_REDACT_KEY",
@@ -62,6 +63,7 @@ __all__ = [
     "Detector",
     "RedactRules",
     "Redactor",
+    "redacted",
 ]
 
 DEFAULT_REDACT_KEY = b"tracetape-redact-v1"
@@ -892,3 +894,14 @@ def _token_start(text: str, pos: int) -> int:
         if found >= 0 or lo == 0:
             return max(found, 0)
         width *= 8
+
+
+def redacted(data: Any) -> Any:
+    """Return ``data`` with secrets replaced by ``[REDACTED:...]`` placeholders (the
+    project's ``[tool.tracetape.redact]`` rules included): what a report quotes passes
+    through it before people see it.
+
+    >>> redacted({"note": "key sk-proj-Q1w2E3r4T5y6U7i8O9p0A1s2D3f4"})["note"][:19]
+    'key [REDACTED:opena'
+    """
+    return Redactor(RedactRules.coerce(load_config("redact") or None)).redact_value(data)[0]

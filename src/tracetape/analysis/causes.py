@@ -35,7 +35,7 @@ from typing import Any
 from ..canonical import Normalizer, changed_paths, digest, excerpt, normalize
 from ..integrations.providers import Provider, answer_of, provider_of, providers
 from ..record import Record
-from .report import redacted
+from ..redact import redacted
 
 __all__ = [
     "CALL_IDS",

@@ -10,19 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..canonical import Change
-from ..config import load_config
-from ..redact import Redactor, RedactRules
+from ..redact import redacted
 from .rules import INVARIANTS, Severity
 
 __all__ = ["Divergence", "Finding", "Origin", "Outcome", "Report", "redacted"]
-
-
-def redacted(data: Any) -> Any:
-    """Return ``data`` with secrets replaced by ``[REDACTED:...]`` placeholders (the
-    project's ``[tool.tracetape.redact]`` rules included): evidence passes through it before
-    people see it."""
-    redactor = Redactor(RedactRules.coerce(load_config("redact") or None))
-    return redactor.redact_value(data)[0]
 
 
 @dataclass

@@ -52,12 +52,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._enums import LoudEnum
-
-if TYPE_CHECKING:
-    from .report import Outcome
 
 __all__ = [
     "INVARIANTS",
@@ -227,9 +224,20 @@ RULES: dict[str, Rule] = {
 }
 
 
-def divergence_severity(
-    rules: Mapping[str, Rule], pattern: str, outcome: Outcome | None
-) -> Severity:
+class Ended(Protocol):
+    """What a divergence's severity reads of the runs' outcome (``report.Outcome``)."""
+
+    @property
+    def calls(self) -> tuple[int, int]: ...
+    @property
+    def failed(self) -> bool: ...
+    @property
+    def endings_differ(self) -> bool: ...
+    @property
+    def final_changed(self) -> bool | None: ...
+
+
+def divergence_severity(rules: Mapping[str, Rule], pattern: str, outcome: Ended | None) -> Severity:
     """The severity of a divergence finding (see the module doc): by the effect on the runs,
     unless ``[tool.tracetape.severity]`` sets the pattern's.
 
