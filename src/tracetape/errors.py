@@ -235,7 +235,20 @@ class RunConflict(TapeError):
     def __init__(self, run: str, stored: str, sent: str):
         self.run, self.stored, self.sent = run, stored, sent
         super().__init__(
-            f"run {run!r} holds the lines of {stored!r}, and these come from {sent!r}: two "
-            "traces with one run id; push with another run id (--run-id), or add these lines "
-            "to it on purpose (--append)"
+            f"run {run!r} holds the lines of {_quoted(stored)}, and these come from "
+            f"{_quoted(sent)}: two traces with one run id; push with another run id "
+            "(--run-id), or add these lines to it on purpose (--append)"
         )
+
+
+def _quoted(text: str, width: int = 80) -> str:
+    """``text`` quoted, shortened to ``width`` characters with an ellipsis in the middle
+    (both ends of a path say most).
+
+    >>> _quoted("runs/" + "x" * 200 + "/agent.jsonl")
+    "'runs/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…xxxxxxxxxxxxxxxxxxxxxxxxxxxx/agent.jsonl'"
+    """
+    if len(text) > width:
+        half = (width - 1) // 2
+        text = text[:half] + "…" + text[len(text) - (width - 1 - half) :]
+    return repr(text)

@@ -345,3 +345,53 @@ def test_health_answers_while_analyses_queue_and_busy_analyses_say_retry(tmp_pat
     assert set(codes) <= {200, 503} and 200 in codes and 503 in codes
     assert all(r == "1" for code, r in zip(codes, retry, strict=True) if code == 503)
     assert max(waits) < 5.0, waits  # 9-36 s before it had threads of its own
+
+
+@pytest.mark.parametrize(
+    ("method", "headers", "status"),
+    [
+        pytest.param("PUT", {"Content-Type": "text/plain"}, 405, id="put-any-type"),
+        pytest.param("DELETE", {}, 405, id="delete"),
+        pytest.param("POST", {"Content-Type": "text/plain"}, 415, id="post-not-json"),
+        pytest.param("PUT", {"Sec-Fetch-Site": "cross-site"}, 403, id="put-cross-site"),
+    ],
+)
+def test_a_wrong_method_is_a_405_not_a_415(
+    client: TestClient, method: str, headers: dict[str, str], status: int
+) -> None:
+    """Only a POST sends a body here, so only a POST's content type is checked; another
+    method is told it is not allowed (405), after the cross-site checks every change gets."""
+    answer = client.request(method, "/v1/lines", content=b"x", headers=headers)
+    assert answer.status_code == status
+    if status == 405:
+        assert answer.json() == {"error": "Method Not Allowed"}
+
+
+def test_a_conflicting_source_is_quoted_short(client: TestClient) -> None:
+    """The 409 for lines of another source quotes both sources at most 80 characters each
+    (a source is at most 1,000 characters; longer is a 400)."""
+    first, second = "a/" + "x" * 990 + ".jsonl", "b/" + "y" * 990 + ".jsonl"
+    line = jsonl(seed_line("r1", 1))
+    assert client.post("/v1/lines", content=line, params={"source": first}).status_code == 200
+    clash = client.post("/v1/lines", content=jsonl(seed_line("r1", 2)), params={"source": second})
+    message = clash.json()["error"]
+    assert clash.status_code == 409 and len(message) < 400
+    assert "'a/xxx" in message and "x.jsonl'" in message and "…" in message
+    over = client.post("/v1/lines", content=line, params={"source": "z" * 1001})
+    assert over.status_code == 400 and "source" in over.json()["error"]
+
+
+def test_a_session_cookie_is_good_for_its_issue_time_signed_and_no_other() -> None:
+    """The MAC covers the issue time: an expired cookie re-dated to now, or a valid one's
+    time moved, is refused; one dated in the future is refused; the last second of its
+    life is good and the next is not."""
+    now = 1_800_000_000.0
+    old = new_session(TOKEN, now - SESSION_S - 100)
+    issued, _, mac = old.partition(".")
+    assert not check_session(TOKEN, f"{int(now)}.{mac}", now)  # re-dated, MAC kept
+    fresh = new_session(TOKEN, now - 10)
+    assert not check_session(TOKEN, f"{int(now) - 5}.{fresh.partition('.')[2]}", now)
+    assert not check_session(TOKEN, new_session(TOKEN, now + 60), now)  # from the future
+    assert check_session(TOKEN, new_session(TOKEN, now - SESSION_S), now)
+    assert not check_session(TOKEN, new_session(TOKEN, now - SESSION_S - 1), now)
+    assert int(issued) == int(now - SESSION_S - 100)

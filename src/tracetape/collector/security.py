@@ -161,7 +161,8 @@ class Guard:
         if origin is not None and host_of(origin.partition("://")[2]) not in self.hosts:
             return 403, "a request from another site's page may not change this collector"
         kind = headers.get("content-type", "").split(";")[0].strip().lower()
-        if kind not in JSON_TYPES:
+        # only a POST sends a body here: another method goes on to its 405
+        if method == "POST" and kind not in JSON_TYPES:
             return 415, (
                 "send the body as JSON: Content-Type: application/x-ndjson (JSONL) or "
                 "application/json"

@@ -110,3 +110,57 @@ def test_otlp_http_json_export_is_stored(client: TestClient, tmp_path: Path) -> 
         headers={"Content-Type": "application/x-protobuf"},
     )
     assert proto.status_code == 415
+
+
+LIMIT = 64 << 10
+
+
+def test_a_compressed_body_inflates_to_its_bound_and_no_further() -> None:
+    """A body that inflates to exactly the bound is whole; one byte more is a 413; a gzip
+    bomb is refused having inflated about the bound, not the bomb (peak memory measured)."""
+    import gzip
+    import tracemalloc
+
+    from tracetape.collector.ingest import BadBatch
+    from tracetape.collector.routers.ingest import decoded
+
+    exact = b"x" * LIMIT
+    assert decoded(gzip.compress(exact), "gzip", LIMIT) == exact
+    with pytest.raises(BadBatch) as over:
+        decoded(gzip.compress(exact + b"x"), "gzip", LIMIT)
+    assert over.value.status == 413 and f"over {LIMIT} bytes decompressed" in str(over.value)
+    bomb = gzip.compress(b"\n" * (256 << 20))  # 256 MiB of newlines in about 256 KiB
+    tracemalloc.start()
+    try:
+        with pytest.raises(BadBatch):
+            decoded(bomb, "gzip", LIMIT)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * LIMIT + len(bomb) * 2  # not the 256 MiB the bomb holds
+
+
+@pytest.mark.parametrize(
+    ("cut", "said"),
+    [
+        pytest.param(8, "cut short", id="trailer-gone"),  # the CRC and size: the data whole
+        pytest.param(1, "cut short", id="last-byte-gone"),
+        pytest.param(0, None, id="whole"),
+    ],
+)
+def test_a_gzip_body_without_its_end_is_refused_and_nothing_stored(
+    client: TestClient, cut: int, said: str | None
+) -> None:
+    """A gzip body missing its trailer (its data complete, so every line would parse) is a
+    400 that says it is cut short, and none of its lines is stored; whole, all 200 are."""
+    import gzip
+
+    body = gzip.compress(jsonl(*(seed_line("r1", i) for i in range(1, 201))))
+    answer = client.post(
+        "/v1/lines", content=body[: len(body) - cut], headers={"Content-Encoding": "gzip"}
+    )
+    if said is None:
+        assert answer.status_code == 200 and answer.json()["stored"] == 200
+    else:
+        assert answer.status_code == 400 and said in answer.json()["error"]
+        assert client.get("/v1/runs").json()["runs"] == []
