@@ -160,3 +160,20 @@ def test_a_recordings_diff_page_is_drawn_when_stored_and_read_back_in_a_new_proc
     fresh.post("/v1/lines", content=jsonl(seed_line("second", 2, q="later")), params=more)
     again = fresh.get("/diff", params={"a": "first", "b": "second"})
     assert "later" in again.text and made == ["diff_records", "diff_records"]
+
+
+def test_a_page_over_the_budget_is_not_kept_and_evicts_nothing() -> None:
+    """A text longer than the whole budget is returned, not kept, and every kept result
+    stays; one exactly at the budget is kept, the texts before it going to make room, a
+    report (no text) staying."""
+    memo = Analyses(size=8, budget=10)
+    memo.get("a", lambda: "aaaa")
+    memo.get("b", lambda: "bbbb")
+    memo.get("report", lambda: 42)  # not a text: weighs nothing
+    assert memo.get("huge", lambda: "h" * 11) == "h" * 11
+    made: list[str] = []
+    assert memo.get("a", lambda: made.append("a") or "again") == "aaaa"
+    assert memo.get("b", lambda: made.append("b") or "again") == "bbbb"
+    assert memo.get("huge", lambda: made.append("huge") or "h" * 11) and made == ["huge"]
+    memo.get("full", lambda: "f" * 10)
+    assert memo.get("a", lambda: "gone") == "gone" and memo.get("report", lambda: 0) == 42
