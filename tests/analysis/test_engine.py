@@ -167,3 +167,24 @@ def test_texts_alone_in_a_workspace_keep_apart() -> None:
 def _texts(recs: list[Record]) -> RecordTexts:
     """``recs`` as a store keeps them."""
     return RecordTexts([msgspec.json.encode(r) for r in recs])
+
+
+def test_token_sums_saturate_at_64_bits_as_the_store_does() -> None:
+    """Three calls of 2**62 tokens each: the run's tokens stop at the largest 64-bit number
+    (the store's rule), and check and diff answer instead of failing on the sum."""
+    import json as _json
+
+    from tracetape.analysis import check_records, diff_records
+    from tracetape.formats import read_records
+    from tracetape.record import INT64_MAX
+
+    def run(name: str) -> list[Record]:
+        return list(read_records([
+            _json.dumps({"run_id": name, "step": i, "tool": "t", "args": {"i": i},
+                         "output_sha": "o", "tokens": 2**62}).encode()
+            for i in range(1, 4)
+        ]))  # fmt: skip
+
+    assert "token-budget" in [f.pattern for f in check_records(run("a")).findings]
+    summary = diff_records(run("a"), run("b")).to_dict()["summary"]
+    assert summary["tokens"] == [INT64_MAX, INT64_MAX]

@@ -42,7 +42,7 @@ import orjson
 from .._enums import WRITES
 from ..errors import ConfigError, TraceError
 from ..formats import TraceFormat, TraceSource
-from ..record import Record
+from ..record import INT64_MAX, Record
 from .config import AnalysisConfig
 from .normalize import MemoNormalizer
 
@@ -120,7 +120,7 @@ _ORDER = f"""
     CREATE TABLE runs AS
     WITH g AS (
         SELECT side, run, min(lo) AS first, max(hi) AS last, sum(n)::BIGINT AS calls,
-               sum(tokens)::BIGINT AS tokens, count(*) AS steps,
+               least(sum(tokens), {INT64_MAX})::BIGINT AS tokens, count(*) AS steps,
                greatest(0, coalesce(max(step), 0)) AS max_step, max(n) AS most,
                bool_and(n = 1 AND step IS NOT NULL) AS lone
         FROM run_steps GROUP BY side, run),

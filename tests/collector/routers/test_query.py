@@ -87,3 +87,18 @@ def test_unknown_runs_are_404(client: TestClient) -> None:
     assert client.get("/v1/runs/nope").status_code == 404
     assert client.get("/v1/diff", params={"a": "r1", "b": "nope"}).status_code == 404
     assert client.get("/v1/runs/nope/check").status_code == 404
+
+
+def test_a_run_whose_tokens_overflow_64_bits_is_still_analysed(client: TestClient) -> None:
+    """Lines of 2**62 tokens each are stored (the run's tokens saturate), and the check, the
+    diff and the diff page of that run answer 200, not 500."""
+    import json
+
+    def lines(run: str) -> bytes:
+        line = {"run_id": run, "tool": "t", "output_sha": "o", "tokens": 2**62}
+        return jsonl(*(json.dumps({**line, "step": i, "args": {"i": i}}) for i in range(1, 4)))
+
+    for run in ("big", "big2"):
+        assert client.post("/v1/lines", content=lines(run)).status_code == 200
+    for url in ("/v1/runs/big/check", "/v1/diff?a=big&b=big2", "/diff?a=big&b=big2", "/"):
+        assert client.get(url).status_code == 200, url
