@@ -32,7 +32,8 @@ def test_show_prints_a_table_of_decisions(cassette: Path) -> None:
 
 
 def test_show_json_lists_each_decision(cassette: Path) -> None:
-    """--format json gives seq, step, kind, name, ms, key and effect per decision."""
+    """--format json gives seq, step, kind, name, ms, key, effect, tokens and usage per
+    decision."""
     result = CliRunner().invoke(main, ["show", str(cassette), "--format", "json"])
     rows = json.loads(result.output)
     assert [(r["seq"], r["kind"], r["name"], r["step"]) for r in rows] == [
@@ -308,3 +309,16 @@ def test_show_reads_a_run_as_a_conversation(tmp_path: Path) -> None:
                  'call  get_weather(city="Paris")', "result  sunny"):  # fmt: skip
         assert text in shown.output
     assert "┃ seq" in CliRunner().invoke(main, ["show", str(path)]).output
+
+
+def test_show_json_carries_each_decisions_tokens_and_usage(tmp_path: Path) -> None:
+    """A model call recorded with its usage shows it, and its tokens, in ``--format json``;
+    a decision that says none shows null for both."""
+    path = tmp_path / "usage.jsonl"
+    with Tape(path, mode="record") as tape:
+        decision = tape.prepare("llm", {"messages": [], "params": {"model": "m"}, "step": 1})
+        tape.record(decision, {"text": "ok"}, usage={"input": 120, "output": 30})
+        tape.call("tool", {"name": "ls", "args": {}, "step": 1}, lambda: "a b")
+    rows = json.loads(CliRunner().invoke(main, ["show", str(path), "--format", "json"]).output)
+    assert rows[0]["usage"] == {"input": 120, "output": 30} and rows[0]["tokens"] == 150
+    assert (rows[1]["usage"], rows[1]["tokens"]) == (None, None)

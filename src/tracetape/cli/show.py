@@ -79,7 +79,8 @@ def _decision(cassette: Cassette, seq: int) -> dict[str, Any]:
 
 
 def rows(path: Path) -> list[dict[str, Any]]:
-    """The decisions of a cassette as table rows (seq, step, kind, name, ms, key, effect)."""
+    """The decisions of a cassette as table rows (seq, step, kind, name, ms, key, effect,
+    tokens and usage: what the record says, None where it says nothing)."""
     return _rows(read_cassette(path))
 
 
@@ -93,6 +94,8 @@ def _rows(cassette: Cassette) -> list[dict[str, Any]]:
             "ms": rec.ms,
             "key": rec.key,
             "effect": rec.effect,
+            "tokens": rec.tokens,
+            "usage": rec.usage,
         }
         for i, rec in enumerate(cassette.records, 1)
     ]
