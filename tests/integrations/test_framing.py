@@ -124,3 +124,52 @@ def test_the_content_type_names_the_framing(content_type: str, name: str | None)
     """A response's content type tells how its body is framed (none: a whole body)."""
     found = framing_for(content_type)
     assert (found.name if found else None) == name
+
+
+sse_full_events = st.lists(
+    st.fixed_dictionaries(
+        {"data": st.dictionaries(st.text(max_size=5), json_scalars, max_size=3)},
+        optional={
+            "event": st.from_regex(r"[a-z_.]{1,12}", fullmatch=True),
+            "id": st.from_regex(r"[a-z0-9-]{0,12}", fullmatch=True),
+            "retry": st.integers(0, 10_000),
+        },
+    )
+    | st.builds(
+        lambda t: {"text": t},
+        st.from_regex(r"\[DONE\]|[a-z ]{1,10}(\n[a-z ]{0,10}){0,3}", fullmatch=True),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@given(sse_full_events, st.booleans(), st.data())
+def test_sse_cut_between_cr_and_lf_is_written_back_byte_for_byte(
+    recorded: list[dict[str, Any]], crlf: bool, data: st.DataObject
+) -> None:
+    """Events with ``id:``, ``retry:`` and multi-line ``data:``, their stream cut right after
+    a ``\\r`` (before its ``\\n``): they parse back whole, and written back they are the
+    bytes the server sent, CRLF and all."""
+    out = {"events": recorded, **({"eol": "crlf"} if crlf else {})}
+    wire = b"".join(SSE.encode(out))
+    after_cr = [i + 1 for i, byte in enumerate(wire) if byte == ord("\r")]
+    picked = data.draw(st.lists(st.sampled_from(after_cr), max_size=4)) if after_cr else []
+    parser, got, pos = SSEParser(), [], 0
+    for cut in sorted(set(picked)):
+        got += parser.feed(wire[pos:cut])
+        pos = cut
+    got += parser.feed(wire[pos:]) + parser.close()
+    assert got == recorded
+    again = {"events": got, **({"eol": "crlf"} if parser.crlf else {})}
+    assert b"".join(SSE.encode(again)) == wire
+
+
+def test_sse_id_retry_and_multi_line_data_are_pinned() -> None:
+    """The wire form of an event with every field, as a server writes it, parses to one
+    event and is written back the same."""
+    wire = b"event: delta\r\nid: 7\r\nretry: 1500\r\ndata: line one\r\ndata: line two\r\n\r\n"
+    parser = SSEParser()
+    events = parser.feed(wire[:5]) + parser.feed(wire[5:21]) + parser.feed(wire[21:])
+    assert events == [{"event": "delta", "id": "7", "retry": 1500, "text": "line one\nline two"}]
+    assert parser.crlf is True and sse_encode(events[0], "\r\n") == wire
