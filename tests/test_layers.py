@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     "__main__": 8,
 }
 
+
 def _layer(module: str) -> str:
     return module.split(".", maxsplit=1)[0]
 
