@@ -148,3 +148,60 @@ def test_replay_rehearses_its_first_call_and_leaves_no_trace(
                 assert resource in vars(client) and resource in vars(other)
                 assert str(agent(client, TASK, stream=False)) == expected
         assert tape.matched == len(tape.records)
+
+
+def _streamed(sdk: str, client: Any) -> Any:
+    messages = [{"role": "user", "content": "sum 1 to 2"}]
+    if sdk == "openai":
+        return client.chat.completions.create(model="m", messages=messages, stream=True)
+    if sdk == "responses":
+        return client.responses.create(model="m", input="sum 1 to 2", stream=True)
+    return client.messages.create(model="m", max_tokens=5, messages=messages, stream=True)
+
+
+@pytest.mark.parametrize("aio", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("sdk", ["openai", "responses", "anthropic"])
+def test_a_recorded_stream_replays_as_the_sdks_own_stream_without_a_request(
+    tmp_path: Path, server: FakeServer, sdk: str, aio: bool
+) -> None:
+    """A streamed call replays as the SDK's ``Stream`` (``AsyncStream``) of its event type,
+    its events those the recorded run read, and no response reaches the SDK's HTTP client
+    (its hooks see none: the SDK built no request, which is what cost a streamed replay
+    milliseconds per call)."""
+    import asyncio
+
+    import anthropic
+    import openai
+    from sdk_clients import anthropic_client
+
+    package = anthropic if sdk == "anthropic" else openai
+    make = anthropic_client if sdk == "anthropic" else openai_client
+    path = tmp_path / "run.jsonl"
+
+    def events(seen: list[Any]) -> tuple[Any, list[dict[str, Any]]]:
+        hooks = {"response": [seen.append]}
+        if aio:
+
+            async def hook(request: Any) -> None:
+                seen.append(request)
+
+            async def read() -> tuple[Any, list[dict[str, Any]]]:
+                http = package.DefaultAsyncHttpxClient(event_hooks={"response": [hook]})
+                client = make(server.base_url, aio=True, http_client=http)
+                stream = await _streamed(sdk, client)
+                return stream, [e.model_dump() async for e in stream]
+
+            return asyncio.run(read())
+        client = make(server.base_url, http_client=package.DefaultHttpxClient(event_hooks=hooks))
+        stream = _streamed(sdk, client)
+        return stream, [e.model_dump() for e in stream]
+
+    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
+        _, live = events([])
+    server.stop()
+    responses: list[Any] = []
+    with Tape(path, mode="replay") as tape, tracetape.patch_sdks(tape):
+        stream, replayed = events(responses)
+    assert type(stream) is (package.AsyncStream if aio else package.Stream)
+    assert replayed == live and len(live) > 1
+    assert responses == []

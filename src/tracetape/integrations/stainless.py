@@ -5,9 +5,11 @@ Each target resource's ``create`` (and its async twin) is wrapped, so that a cal
 before the SDK builds its request (the SDK's own request building costs milliseconds per call)
 and, in replay, a recorded JSON answer is validated into the SDK's public response type
 (``ChatCompletion``, ``Message``) without running the request pipeline: no request is built
-and no socket is opened. Everything else a replay must answer (a stream, an error status, a
-raw or streaming response, an embedding the SDK decodes) goes on to the transport, which
-replays it the SDK's own way; a recorded connection failure is raised as the SDK raises it
+and no socket is opened. A recorded stream is handed back as the SDK's own ``Stream`` of its
+event type over the recorded events written back byte for byte (the SDK parses them as a
+server's). Everything else a replay must answer (an error status, a raw or streaming
+response, an embedding the SDK decodes) goes on to the transport, which replays it the
+SDK's own way; a recorded connection failure is raised as the SDK raises it
 once its retries are spent (``APIConnectionError``, ``APITimeoutError``).
 
 In record mode the real call runs and the transport taps its HTTP response into this call's
@@ -36,6 +38,7 @@ from ..errors import ReplayMiss
 from ..record import Record
 from ..tape import Tape
 from .capture import Capture, Keyed, capture_var, failed, model_decision, play, rebuilt
+from .framing import content_type_of, framing_of
 from .install import patch_attr
 from .providers import Match, Provider, SdkTarget, providers
 from .state import resolve_tape, state_of
@@ -165,7 +168,8 @@ def _fast(
 ) -> Any:
     """Replay a call here when its recorded answer is a plain JSON body the SDK would only
     validate (or a connection failure); ``_PASS`` for the transport to answer it."""
-    if kwargs.get("stream") is True or kwargs.get("extra_headers"):
+    streamed = kwargs.get("stream") is True
+    if kwargs.get("extra_headers") or (streamed and target.spec.chunk is None):
         return _PASS
     rec = tape.peek(keyed.decision)
     if rec is None or not isinstance(rec.out, dict):
@@ -173,6 +177,8 @@ def _fast(
     if failed(rec.out):
         play(tape, keyed)
         raise _failure(target, resource, rec.out)
+    if streamed:
+        return _stream(tape, target, keyed, rec, resource)
     response = target.spec.response
     if response is None or rec.out.keys() != {"status", "body"} or rec.out["status"] != 200:
         return _PASS
@@ -184,6 +190,51 @@ def _fast(
     if played is not rec:  # another thread played it meanwhile: this call's is the next
         value = _type(response).model_construct(**played.out.get("body", {}))
     return value
+
+
+def _stream(tape: Tape, target: _Target, keyed: Keyed, rec: Record, resource: Any) -> Any:
+    """A recorded stream as the SDK's own ``Stream`` (``AsyncStream``) of its event type,
+    over a response that holds the recorded events written back byte for byte: the SDK
+    parses them as it parses a server's, and no request is built. ``_PASS`` for anything
+    else (an error status, a stream the recorded run abandoned, which the transport ends
+    with a miss where it was left, or an SDK whose HTTP library or stream class is not
+    found)."""
+    out = rec.out
+    sdk = sys.modules.get(target.package)
+    client = getattr(resource, "_client", None)
+    http = _http_library(getattr(client, "_client", None), target.package)
+    stream_cls = getattr(sdk, "AsyncStream" if target.aio else "Stream", None)
+    if (
+        out.get("status") != 200
+        or "events" not in out
+        or out.get("complete") is False  # abandoned: the transport raises past its end
+        or http is None
+        or stream_cls is None
+        or not hasattr(http, "Response")
+    ):
+        return _PASS
+    played = play(tape, keyed)
+    framing = framing_of(played.out)
+    base = str(getattr(client, "base_url", "") or "")
+    request = http.Request("POST", base.rstrip("/") + "/" + target.spec.path)
+    response = http.Response(
+        200,
+        headers={"content-type": content_type_of(played.out)},
+        content=b"".join(framing.encode(played.out)),
+        request=request,
+    )
+    assert target.spec.chunk is not None
+    return stream_cls(cast_to=_type(target.spec.chunk), response=response, client=client)
+
+
+def _http_library(http_client: Any, package: str) -> Any:
+    """The HTTP library an SDK's client is built on (``httpx``, or the SDK's own fork of it),
+    found from the client's classes (the SDK subclasses the library's client)."""
+    for cls in type(http_client).__mro__:
+        root = cls.__module__.split(".", 1)[0]
+        if root not in (package, "builtins"):
+            return sys.modules.get(root)
+    return None
 
 
 def _key(tape: Tape, target: _Target, kwargs: dict[str, Any]) -> Keyed:

@@ -94,8 +94,9 @@ def test_one_word_edit_is_a_replay_miss(  # noqa: PLR0917 - parametrized
 
 def test_a_replayed_answer_is_built_by_the_fast_path(tmp_path: Path, fake: FakeGroq) -> None:
     """At the SDK level a recorded JSON answer is validated into ``groq``'s public
-    ``ChatCompletion`` without building a request (no response reaches the client's hooks);
-    a stream is replayed through the transport (its response does)."""
+    ``ChatCompletion``, and a recorded stream handed back as the SDK's own ``Stream`` of
+    ``ChatCompletionChunk``, without building a request (no response reaches the client's
+    hooks)."""
     path = tmp_path / "run.jsonl"
     messages = [{"role": "user", "content": "echo fast path"}]
 
@@ -113,7 +114,7 @@ def test_a_replayed_answer_is_built_by_the_fast_path(tmp_path: Path, fake: FakeG
         whole, streamed = ask(responses)
     assert type(whole) is ChatCompletion and whole == recorded[0]
     assert whole.choices[0].message.content == streamed == "fast path"
-    assert [r.headers["content-type"] for r in responses] == ["text/event-stream; charset=utf-8"]
+    assert responses == []
 
 
 def test_an_http_error_replays_as_the_sdks_error(tmp_path: Path, fake: FakeGroq) -> None:

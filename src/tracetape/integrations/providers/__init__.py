@@ -129,9 +129,11 @@ class SdkTarget(NamedTuple):
     below the client's base URL, the public response type
     a recorded JSON answer is validated into (``None``: the SDK post-processes the answer, so
     replay goes through the transport), the values of a recorded body's (or first event's)
-    ``object``/``type`` that say it answers this route, and the class a client's attribute
+    ``object``/``type`` that say it answers this route, the class a client's attribute
     imports on first read on its way to the resource, where it is not the target's own
-    (``client.chat``): replay imports it as it starts."""
+    (``client.chat``): replay imports it as it starts; and the public type of a streamed
+    answer's events (``None``: a stream replays through the transport), which replay builds
+    the SDK's own ``Stream`` of from the recorded events."""
 
     module: str
     cls: str
@@ -140,6 +142,7 @@ class SdkTarget(NamedTuple):
     response: tuple[str, str] | None
     answers: tuple[str, ...] = ()
     via: tuple[str, str] | None = None
+    chunk: tuple[str, str] | None = None
 
 
 class Sdk(NamedTuple):

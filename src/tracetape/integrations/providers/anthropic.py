@@ -135,6 +135,7 @@ PROVIDER = Provider(
                 "v1/messages",
                 ("anthropic.types", "Message"),
                 ("message", "message_start"),
+                chunk=("anthropic.types", "RawMessageStreamEvent"),
             ),
         ),
         retry_seam=True,

@@ -68,6 +68,7 @@ PROVIDER = Provider(
                 ("groq.types.chat", "ChatCompletion"),
                 ("chat.completion", "chat.completion.chunk"),
                 via=("groq.resources.chat", "Chat"),
+                chunk=("groq.types.chat", "ChatCompletionChunk"),
             ),
         ),
         retry_seam=True,

@@ -236,6 +236,7 @@ PROVIDER = Provider(
                 ("openai.types.chat", "ChatCompletion"),
                 ("chat.completion", "chat.completion.chunk"),
                 via=("openai.resources.chat", "Chat"),
+                chunk=("openai.types.chat", "ChatCompletionChunk"),
             ),
             SdkTarget(
                 "openai.resources.responses",
@@ -244,6 +245,7 @@ PROVIDER = Provider(
                 "responses",
                 ("openai.types.responses", "Response"),
                 ("response", "response.created"),
+                chunk=("openai.types.responses", "ResponseStreamEvent"),
             ),
             SdkTarget(
                 "openai.resources.completions",
@@ -252,6 +254,7 @@ PROVIDER = Provider(
                 "completions",
                 ("openai.types", "Completion"),
                 ("text_completion",),
+                chunk=("openai.types", "Completion"),
             ),
             # The SDK asks for base64 embeddings and decodes them: replayed at the transport.
             SdkTarget(
