@@ -165,3 +165,25 @@ def test_a_cassette_of_this_release_is_current_replays_and_migrates_as_it_is(
         assert tape.call("llm", first, lambda: 1 / 0) == {"content": "run it", "tool": "pytest"}
         tool = {"name": "pytest", "args": {"k": "flaky"}, "step": 1}
         assert tape.call("tool", tool, lambda: 1 / 0) == "1 failed"
+
+
+@pytest.mark.parametrize(
+    ("cut", "ended"),
+    [
+        pytest.param(True, "interrupted", id="trailer-cut-off"),
+        pytest.param(False, "completed", id="whole"),
+    ],
+)
+def test_a_cut_cassette_migrates_as_an_interrupted_recording(
+    tmp_path: Path, cut: bool, ended: str
+) -> None:
+    """A cassette of older keys whose trailer never came (its recorder was killed) migrates
+    to a sealed one that says it was interrupted; the same cassette whole, completed."""
+    path = copy_fixture(KEYS_1, tmp_path)
+    if cut:
+        lines = path.read_bytes().splitlines(keepends=True)
+        path.write_bytes(b"".join(lines[:-1]))
+        assert read_cassette(path).ended == "unfinished"
+    migrate_cassette(path)
+    assert read_cassette(path).ended == ended
+    assert verify_seal(path).state == "sealed"

@@ -1341,3 +1341,28 @@ def test_a_fork_replays_a_decision_that_holds_a_secret(tmp_path: Path) -> None:
         assert tape.call("llm", payload, lambda: "live") == "recorded"
         assert tape.call("tool", {"name": "t", "step": 2}, lambda: "live") == "live"
     assert tape.fork_point is not None and tape.fork_point["seq"] == 2
+
+
+@pytest.mark.parametrize(
+    ("value", "factor"),
+    [
+        pytest.param(1000, 1000.0, id="the-bound"),
+        pytest.param("1000", 1000.0, id="the-bound-as-text"),
+        pytest.param(0, 0.0, id="zero"),
+        pytest.param(1000.001, None, id="just-over"),
+        pytest.param(-0.001, None, id="just-under"),
+        pytest.param(float("inf"), None, id="infinite"),
+    ],
+)
+def test_the_replay_latency_factor_is_bounded_at_1000_on_both_sides(
+    value: Any, factor: float | None
+) -> None:
+    """A factor from 0 to 1000 is taken as given, the bounds included; a hair past either
+    bound, or infinity, is refused naming the range."""
+    from tracetape.tape import latency_factor
+
+    if factor is None:
+        with pytest.raises(ValueError, match="a factor from 0 to 1000"):
+            latency_factor(value)
+    else:
+        assert latency_factor(value) == factor
