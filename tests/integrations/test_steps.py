@@ -92,6 +92,31 @@ def test_a_responses_request_continues_the_step_of_its_previous_response() -> No
     assert book.model_step(route, {**second, "previous_response_id": "unknown"}) == 1
 
 
+@pytest.mark.parametrize(
+    "conversation",
+    [pytest.param("conv_1", id="by-id"), pytest.param({"id": "conv_1"}, id="as-object")],
+)
+def test_a_responses_request_in_a_stored_conversation_continues_its_last_step(
+    conversation: Any,
+) -> None:
+    """Requests that add to a stored ``conversation`` (the server keeps it) each take the
+    step after the latest answer in it; another conversation starts at step 1."""
+    book, route = StepBook(), _route("/v1/responses")
+    answer = {"status": 200, "body": {"object": "response", "id": "r"}}
+    first = {"model": "m", "input": "q", "conversation": conversation}
+    assert book.model_step(route, first) == 1
+    book.answered(route, first, 1, answer)
+    second = {
+        "model": "m",
+        "input": [{"type": "function_call_output"}],
+        "conversation": conversation,
+    }
+    assert book.model_step(route, second) == 2
+    book.answered(route, second, 2, answer)
+    assert book.model_step(route, {**second, "input": "and then?"}) == 3
+    assert book.model_step(route, {**second, "conversation": "conv_2"}) == 1
+
+
 def _chat_answer(*calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
     tool_calls = [
         {"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
@@ -113,6 +138,18 @@ def test_a_tool_call_takes_the_step_of_the_answer_that_asked_for_it() -> None:
     assert book.tool_step("add", {"a": 1, "b": 2, "units": "metric"}) == 1
     assert book.tool_step("add", {"a": 1, "b": 2}) == 2  # asked by none left: the latest
     assert book.tool_step("clock", {}) == 2
+
+
+def test_a_tool_call_no_arguments_match_takes_the_oldest_waiting_ask() -> None:
+    """Where no waiting ask has the call's arguments (nor arguments the call includes), the
+    call takes the oldest ask of that tool, so asks are used up in the order they came."""
+    book, chat = StepBook(), _route("/v1/chat/completions")
+    book.answered(chat, {}, 1, _chat_answer(("read", {"path": "a.py"})))
+    book.answered(chat, {}, 2, _chat_answer(("read", {"path": "b.py"})))
+    book.saw(5)
+    assert book.tool_step("read", {"path": "c.py"}) == 1  # the oldest
+    assert book.tool_step("read", {"file": "x"}) == 2  # the next oldest
+    assert book.tool_step("read", {"path": "a.py"}) == 5  # none left: the latest step
 
 
 def test_each_thread_falls_back_to_its_own_latest_step() -> None:
@@ -216,3 +253,22 @@ def test_tracetape_migrate_re_keys_a_hooked_cassette_for_good(
     assert [r.key for r in migrated.records] == [r.key for r in read_cassette(now).records]
     server.stop()
     assert _agent_run(path, "replay", server.base_url, strict=True) == "The total is 6."
+
+
+def test_migrate_gives_a_tool_call_no_arguments_match_the_oldest_waiting_ask() -> None:
+    """Re-keying a cassette keyed before conversation steps: a tool call whose arguments no
+    waiting ask has takes the oldest ask of its tool, as a live tape does."""
+    from tracetape.record import Record
+
+    def model(turn: int, path: str) -> Record:
+        messages = [{"role": "user", "content": "q"}] + [{"role": "assistant"}] * (turn - 1)
+        data = {"messages": messages, "tools": [], "params": {}, "step": 9}
+        return Record(kind="llm", key="llm:x", step=9, input=data,
+                      out=_chat_answer(("read", {"path": path})))  # fmt: skip
+
+    def tool(path: str) -> Record:
+        data = {"name": "read", "args": {"path": path}, "step": 9}
+        return Record(kind="tool", key="tool:x", name="read", step=9, input=data, out="text")
+
+    out = migrate([model(1, "a.py"), model(2, "b.py"), tool("c.py"), tool("d.py"), tool("e.py")])
+    assert [r.step for r in out] == [1, 2, 1, 2, 2]  # the oldest, the next, then the latest
