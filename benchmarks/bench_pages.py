@@ -144,7 +144,7 @@ def many_runs(folder: Path, client: TestClient) -> str:
                           lambda: "found")  # fmt: skip
         params = {"source": f"agent-{i % 20}.jsonl", "run": f"r{i}"}
         assert client.post("/v1/lines", content=path.read_bytes(), params=params).status_code == 200
-    assert client.app.state.summaries.wait([f"r{i}" for i in range(RUNS)], 300)  # type: ignore[attr-defined]
+    assert client.app.state.collector.summaries.wait([f"r{i}" for i in range(RUNS)], 300)  # type: ignore[attr-defined]
     return f"sqlite:///{folder / 'c.db'}"
 
 
@@ -181,7 +181,7 @@ def main(repeat: int = 7) -> None:
                 params = {"source": "agent.jsonl", "run": variant}
                 stored = client.post("/v1/lines", content=path.read_bytes(), params=params)
                 assert stored.status_code == 200, stored.text
-            client.app.state.summaries.wait(["a", "b"], 300)  # type: ignore[attr-defined]
+            client.app.state.collector.summaries.wait(["a", "b"], 300)  # type: ignore[attr-defined]
             kept_cold = cold(url, "/diff?a=a&b=b", repeat=5, kept=True)
             client.cookies.set("tracetape_session", "")
             page_client = TestClient(client.app, base_url="http://127.0.0.1")

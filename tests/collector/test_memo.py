@@ -145,7 +145,7 @@ def test_a_recordings_diff_page_is_drawn_when_stored_and_read_back_in_a_new_proc
         params = {"source": "runs/agent.jsonl", "run": run}
         assert client.post("/v1/lines", content=path.read_bytes(), params=params).status_code == 200
     app = client.app
-    assert app.state.summaries.wait(["first", "second"])  # type: ignore[attr-defined]
+    assert app.state.collector.summaries.wait(["first", "second"])  # type: ignore[attr-defined]
     made = _spy(monkeypatch)
     fresh = TestClient(create_app(app.state.db, Settings(token=TOKEN)),  # type: ignore[attr-defined]
                        base_url="http://127.0.0.1", headers=client.headers)  # fmt: skip

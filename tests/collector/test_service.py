@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tests.analysis.helpers import record_tools
 from tests.collector.test_app import jsonl, seed_line
+from tracetape.analysis import AnalysisConfig
 from tracetape.collector.service import Collector, Settings
 from tracetape.stores.database import Database
 
@@ -43,7 +44,7 @@ def test_a_kept_pages_key_says_what_it_read(db: Database) -> None:
         key(("a", "b"), (3, 4), {"a": "interrupted"}),
         key(("a", "b"), (3, 4), {}),
     }) == 5  # fmt: skip
-    other = Collector(db, Settings(config=Settings().config.__class__(max_examples=3)))
+    other = Collector(db, Settings(config=AnalysisConfig(max_examples=3)))
     assert other.page_key(("a", "b"), (3, 4), {"a": "completed"}) != base  # another config
     collector.close()
     other.close()

@@ -116,7 +116,7 @@ def test_the_run_list_reads_numbers_stored_with_the_lines(
              _seed("r1", 2, 4300, "2026-08-31T09:13:00Z"),
              _seed("r1", 3, 10, "2026-08-31T09:14:00Z", tool="delete_file")]  # fmt: skip
     assert client.post("/v1/lines", content=jsonl(*lines)).status_code == 200
-    client.app.state.summaries.wait(["r1"])  # type: ignore[attr-defined]
+    client.app.state.collector.summaries.wait(["r1"])  # type: ignore[attr-defined]
 
     def never(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the run list analysed on view")
@@ -166,7 +166,7 @@ def test_runs_stored_before_summaries_are_backfilled_when_the_collector_starts(
     try:
         assert sorted(db.unsummarized()) == ["agent", "r1"]
         app = create_app(db, Settings())
-        assert app.state.summaries.wait(["agent", "r1"])
+        assert app.state.collector.summaries.wait(["agent", "r1"])
         assert db.unsummarized() == []
         client = TestClient(app, base_url="http://127.0.0.1", headers=HEADERS)
         rows = {r["run_id"]: r for r in _runs(client)}

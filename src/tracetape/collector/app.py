@@ -112,7 +112,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     )
     app.state.collector = collector
     app.state.db, app.state.settings = db, conf
-    app.state.analyses, app.state.summaries = collector.analyses, collector.summaries
+    app.state.analyses = collector.analyses
     app.add_middleware(_Limit, max_body=conf.max_body)
     app.add_middleware(Guard, hosts=allowed_hosts(conf.bind, conf.allowed_hosts), csp=pages.CSP)
 

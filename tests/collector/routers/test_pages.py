@@ -17,7 +17,7 @@ def _push(client: TestClient, tmp_path: Path) -> None:
         path = record_tools(tmp_path / f"{run}.jsonl", [out])
         params = {"source": "runs/agent.jsonl", "run": run}
         assert client.post("/v1/lines", content=path.read_bytes(), params=params).status_code == 200
-    client.app.state.summaries.wait(["first", "second"])  # type: ignore[attr-defined]
+    client.app.state.collector.summaries.wait(["first", "second"])  # type: ignore[attr-defined]
 
 
 def test_a_kept_diff_page_is_sent_gzipped_or_inflated(client: TestClient, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 from .frame import badges, page, when
 from .markup import esc
-from .steps import money
+from .steps import cost_cell
 
 
 class RunsPaging(NamedTuple):
@@ -155,17 +155,9 @@ def _tokens(s: dict[str, Any]) -> str:
 
 
 def _cost(s: dict[str, Any]) -> str:
-    """A run's cost: its priced model calls' sum and how many it could not price; unknown
-    (never $0) where tokens were spent that no price covers."""
-    models, unpriced = s.get("models") or 0, s.get("unpriced") or 0
-    if not models:
-        if s.get("tokens"):
-            return "<span class=muted title='tokens without a priced model'>unknown</span>"
-        return "<span class=muted title='no model calls'>—</span>"
-    if s.get("cost_text") is None:
-        return "<span class=muted>unknown</span>"
-    total = money(Decimal(s["cost_text"]), "priced")
-    return total + (f" <span class=muted>+ {unpriced} unknown</span>" if unpriced else "")
+    """A run's cost, from its summary (``cost_cell``)."""
+    total = None if s.get("cost_text") is None else Decimal(s["cost_text"])
+    return cost_cell(s.get("models") or 0, total, s.get("unpriced") or 0, s.get("tokens") or 0)
 
 
 def _shown(text: str | None) -> str:

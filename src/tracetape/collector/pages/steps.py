@@ -23,19 +23,27 @@ def money(view_cost: Decimal | None, priced: str) -> str:
     return f"${view_cost:.6f}".rstrip("0").rstrip(".") if view_cost else "$0"
 
 
-def total_cost(views: Sequence[StepView]) -> str:
-    """A run's cost: the sum of its priced model calls, and how many it could not price."""
-    models = [v for v in views if v.kind == "llm"]
-    priced = [v.cost for v in models if v.cost is not None]
-    if not models:  # unknown where tokens were spent that no price covers; never $0
-        if any(v.tokens for v in views):
+def cost_cell(models: int, total: Decimal | None, unpriced: int, tokens: int) -> str:
+    """A run's cost as a page shows it: the ``total`` of its priced model calls and how many
+    of its ``models`` calls it could not price (``unpriced``); unknown, never $0, where no
+    price covers the ``tokens`` it spent; a dash for a run without tokens or model calls."""
+    if not models:
+        if tokens:
             return "<span class=muted title='tokens without a priced model'>unknown</span>"
         return "<span class=muted title='no model calls'>—</span>"
-    if not priced:
+    if total is None:
         return "<span class=muted>unknown</span>"
-    total = money(sum(priced, Decimal(0)), "priced")
-    missing = len(models) - len(priced)
-    return total + (f" <span class=muted>+ {missing} unknown</span>" if missing else "")
+    shown = money(total, "priced")
+    return shown + (f" <span class=muted>+ {unpriced} unknown</span>" if unpriced else "")
+
+
+def total_cost(views: Sequence[StepView]) -> str:
+    """A run's cost, from its decisions as read (``cost_cell``)."""
+    models = [v for v in views if v.kind == "llm"]
+    priced = [v.cost for v in models if v.cost is not None]
+    total = sum(priced, Decimal(0)) if priced else None
+    tokens = sum(v.tokens or 0 for v in views)
+    return cost_cell(len(models), total, len(models) - len(priced), tokens)
 
 
 def tokens_of(view: StepView) -> str:
