@@ -53,23 +53,9 @@ import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from ..record import RAISED
-from ..tape import Tape
-from .capture import (
-    Capture,
-    Keyed,
-    Tap,
-    beyond_recording,
-    failed,
-    key_request,
-    learn_credentials,
-    out_content,
-    play,
-    rebuilt,
-    replayed_headers,
-    sending,
-    taker,
-)
+from ..record import RAISED, Record
+from .capture import Capture, Tap, out_content, rebuilt, taker
+from .flow import Parts, aexchange
 from .framing import content_type_of, framing_of
 from .install import patch_attr
 from .providers import dig
@@ -101,15 +87,42 @@ def _content_type(req: aiohttp.ClientRequest) -> str:
     return found or ""
 
 
-def _key(tape: Tape, req: aiohttp.ClientRequest, content: bytes) -> Keyed:
-    return key_request(tape, req.method, _parts(req.url), content, _content_type(req))
+class _Adapter:
+    """The flow's adapter for ``aiohttp`` requests and responses."""
+
+    def parts(self, request: aiohttp.ClientRequest) -> Parts:
+        return Parts(request.method, _parts(request.url), _content_type(request), request.headers)
+
+    def identity(self, request: aiohttp.ClientRequest) -> None:
+        request.headers["Accept-Encoding"] = "identity"
+
+    def answer(
+        self,
+        request: aiohttp.ClientRequest,
+        rec: Record,
+        headers: Mapping[str, str],
+        beyond: Callable[[], BaseException] | None,
+    ) -> aiohttp.ClientResponse:
+        out: Mapping[str, Any] = rec.out
+        status = int(out.get("status", 200))
+        if "events" in out:
+            reader = _ReplayReader(framing_of(out).encode(out), beyond)
+            ctype = content_type_of(out)
+        else:
+            ctype, content = out_content(out)
+            reader = _ReplayReader([content], None)
+        return _replayed_response(request, status, {"Content-Type": ctype, **headers}, reader)
+
+    def raised(self, request: aiohttp.ClientRequest, out: Mapping[str, Any]) -> BaseException:
+        return _failure(out, request)
+
+    def tapped(self, response: aiohttp.ClientResponse, capture: Capture) -> aiohttp.ClientResponse:
+        tap = capture.new_tap(response.status, response.headers.get("Content-Type", ""))
+        response.content = _TapReader(response.content, tap)
+        return response
 
 
-def _before_recording(tape: Tape, req: aiohttp.ClientRequest) -> None:
-    """Prepare ``req`` to be recorded: its credentials learned, its body asked for
-    uncompressed (recorded bodies are stored decoded)."""
-    learn_credentials(tape, req.headers, req.url.raw_query_string)
-    req.headers["Accept-Encoding"] = "identity"
+_ADAPTER = _Adapter()
 
 
 # -- the middleware --------------------------------------------------------------------------------
@@ -131,49 +144,7 @@ async def tape_middleware(
     found = taker(req.method, req.url.host or "", req.url.path)
     if found is None:
         return await handler(req)
-    if isinstance(found, Tape):
-        keyed = _key(found, req, await _content(req))
-        if found.replaying:
-            return _replayed(found, keyed, req)
-        _before_recording(found, req)
-        capture = Capture(found, keyed, final=True)
-    else:
-        capture = found
-        _before_recording(capture.tape, req)
-    sent = sending.set(True)
-    try:
-        resp = await handler(req)
-    except Exception as exc:
-        capture.failed(exc)
-        raise
-    finally:
-        sending.reset(sent)
-    tap = capture.new_tap(resp.status, resp.headers.get("Content-Type", ""))
-    resp.content = _TapReader(resp.content, tap)
-    return resp
-
-
-def _replayed(tape: Tape, keyed: Keyed, req: aiohttp.ClientRequest) -> aiohttp.ClientResponse:
-    """The recorded response to ``req``; a recorded failure (no response) is raised as the
-    exception it was."""
-    again = tape.failed_again(keyed.decision)
-    if again is not None:
-        raise _failure(again.out, req)
-    rec = play(tape, keyed)
-    out: Mapping[str, Any] = rec.out
-    if failed(out):
-        raise _failure(out, req)
-    status = int(out.get("status", 200))
-    headers = replayed_headers(tape, keyed, out)
-    if "events" in out:
-        chunks = framing_of(out).encode(out)
-        reader = _ReplayReader(chunks, beyond_recording(tape, keyed.decision, rec))
-        return _replayed_response(
-            req, status, {"Content-Type": content_type_of(out), **headers}, reader
-        )
-    ctype, content = out_content(out)
-    reader = _ReplayReader([content], None)
-    return _replayed_response(req, status, {"Content-Type": ctype, **headers}, reader)
+    return await aexchange(_ADAPTER, found, req, await _content(req), handler)
 
 
 def _failure(out: Mapping[str, Any], req: aiohttp.ClientRequest) -> BaseException:

@@ -44,21 +44,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..record import RAISED
+from ..record import RAISED, Record
 from ..tape import Tape
-from .capture import (
-    Capture,
-    Keyed,
-    Tap,
-    beyond_recording,
-    failed,
-    key_request,
-    learn_credentials,
-    out_content,
-    play,
-    rebuilt,
-    taker,
-)
+from .capture import Capture, Keyed, Tap, key_request, out_content, rebuilt, taker
+from .flow import Parts, prepare, replay
 from .framing import content_type_of, framing_of
 from .install import patch_attr
 from .state import http_tape
@@ -137,16 +126,17 @@ def _content(body: Any) -> bytes:
     return b""
 
 
-def _key(tape: Tape, request: Any) -> Keyed:
+def _parts(request: Any) -> Parts:
     scheme, netloc, path, query, _ = urlsplit(request.url)
     headers = {_text(k).lower(): _text(v) for k, v in request.headers.items()}
-    return key_request(
-        tape,
-        request.method,
-        (scheme, netloc, path, query),
-        _content(request.body),
-        headers.get("content-type", ""),
+    return Parts(
+        request.method, (scheme, netloc, path, query), headers.get("content-type", ""), headers
     )
+
+
+def _key(tape: Tape, request: Any) -> Keyed:
+    parts = _parts(request)
+    return key_request(tape, parts.method, parts.url, _content(request.body), parts.content_type)
 
 
 # -- replay ----------------------------------------------------------------------------------------
@@ -202,17 +192,24 @@ def _raised(out: Mapping[str, Any]) -> BaseException:
     return rebuilt(out)
 
 
-def _replayed(call: _Call, request: Any) -> Any:
-    """The recorded answer to ``request``; a miss, or a recorded failure, is raised."""
-    tape, keyed = call.tape, call.keyed
-    assert keyed is not None
-    again = tape.failed_again(keyed.decision)
-    if again is not None:
-        raise _raised(again.out)
-    rec = play(tape, keyed)
-    if failed(rec.out):
-        raise _raised(rec.out)
-    return _response(request.url, rec.out, beyond_recording(tape, keyed.decision, rec))
+class _Answers:
+    """How the flow answers a botocore request from the tape (``flow.replay``)."""
+
+    def answer(
+        self,
+        request: Any,
+        rec: Record,
+        headers: Mapping[str, str],
+        beyond: Callable[[], BaseException] | None,
+    ) -> Any:
+        # botocore asks no retry of a replayed call (``_needs_retry``): no retry headers
+        return _response(request.url, rec.out, beyond)
+
+    def raised(self, request: Any, out: Mapping[str, Any]) -> BaseException:
+        return _raised(out)
+
+
+_ANSWERS = _Answers()
 
 
 # -- record ----------------------------------------------------------------------------------------
@@ -342,9 +339,8 @@ def _before_send(request: Any, **_: Any) -> Any:
     if call.keyed is None:
         call.keyed = _key(call.taker, request) if isinstance(call.taker, Tape) else call.taker.keyed
     if call.replaying:
-        return _replayed(call, request)
-    headers = {_text(k): _text(v) for k, v in request.headers.items()}
-    learn_credentials(call.tape, headers, urlsplit(request.url).query)
+        return replay(_ANSWERS, call.tape, call.keyed, request)
+    prepare(call.tape, _parts(request))
     if call.capture is None:
         taker_ = call.taker
         call.capture = taker_ if isinstance(taker_, Capture) else Capture(taker_, call.keyed)

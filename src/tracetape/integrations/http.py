@@ -41,22 +41,8 @@ from typing import Any
 
 from ..record import Record
 from ..tape import Tape
-from .capture import (
-    Capture,
-    Keyed,
-    beyond_recording,
-    capture_var,
-    failed,
-    flush_pending,
-    key_request,
-    learn_credentials,
-    out_content,
-    play,
-    rebuilt,
-    replayed_headers,
-    sending,
-    taker,
-)
+from .capture import Capture, capture_var, flush_pending, out_content, rebuilt, taker
+from .flow import Parts, aexchange, exchange
 from .framing import content_type_of, framing_of
 from .install import install, patch_attr, uninstall
 from .state import http_tape
@@ -84,30 +70,6 @@ def _parts(url: Any) -> tuple[str, str, str, str]:
     query = url.query.decode() if isinstance(url.query, bytes) else str(url.query)
     netloc = url.netloc.decode() if isinstance(url.netloc, bytes) else str(url.netloc)
     return str(url.scheme), netloc, str(url.path), query
-
-
-def _key(tape: Tape, request: Any) -> Keyed:
-    return key_request(
-        tape,
-        request.method,
-        _parts(request.url),
-        request.content,
-        request.headers.get("content-type", ""),
-    )
-
-
-def _replayed(module: Any, tape: Tape, keyed: Keyed, request: Any, *, aio: bool) -> Any:
-    """The recorded response to ``request``; a miss is raised the way the SDKs let it
-    through, a recorded failure (no response) as the exception it was."""
-    again = tape.failed_again(keyed.decision)
-    if again is not None:
-        raise rebuilt(again.out, request)
-    rec = play(tape, keyed)
-    if failed(rec.out):
-        raise rebuilt(rec.out, request)
-    beyond = beyond_recording(tape, keyed.decision, rec)
-    headers = replayed_headers(tape, keyed, rec.out)
-    return replay_response(module, request, rec, aio=aio, beyond=beyond, headers=headers)
 
 
 def replay_response(
@@ -202,24 +164,47 @@ def _tap_stream_classes(module: ModuleType) -> tuple[type, type]:
     return SyncTap, AsyncTap
 
 
-def _tap(module: ModuleType, response: Any, capture: Capture, aio: bool) -> None:
-    """Make ``response`` report its body to ``capture`` as it is read."""
-    tap = capture.new_tap(response.status_code, response.headers.get("content-type", ""))
-    sync_cls, async_cls = _tap_stream_classes(module)
-    response.stream = (async_cls if aio else sync_cls)(response.stream, tap)
+class _Adapter:
+    """The flow's adapter for ``httpx`` (``module``) requests and responses."""
+
+    def __init__(self, module: ModuleType, aio: bool):
+        self.module, self.aio = module, aio
+
+    def parts(self, request: Any) -> Parts:
+        return Parts(
+            request.method,
+            _parts(request.url),
+            request.headers.get("content-type", ""),
+            request.headers,
+        )
+
+    def identity(self, request: Any) -> None:
+        request.headers["accept-encoding"] = "identity"
+
+    def answer(
+        self,
+        request: Any,
+        rec: Record,
+        headers: Mapping[str, str],
+        beyond: Callable[[], BaseException] | None,
+    ) -> Any:
+        return replay_response(
+            self.module, request, rec, aio=self.aio, beyond=beyond, headers=headers
+        )
+
+    def raised(self, request: Any, out: Mapping[str, Any]) -> BaseException:
+        return rebuilt(out, request)
+
+    def tapped(self, response: Any, capture: Capture) -> Any:
+        tap = capture.new_tap(response.status_code, response.headers.get("content-type", ""))
+        sync_cls, async_cls = _tap_stream_classes(self.module)
+        response.stream = (async_cls if self.aio else sync_cls)(response.stream, tap)
+        return response
 
 
-def _before_recording(tape: Tape, request: Any) -> None:
-    """Prepare ``request`` to be recorded: its credentials learned, its body asked for
-    uncompressed (recorded bodies are stored decoded)."""
-    learn_credentials(tape, request.headers, _parts(request.url)[3])
-    request.headers["accept-encoding"] = "identity"
-
-
-def _recording(tape: Tape, keyed: Keyed, request: Any) -> Capture:
-    """Start recording ``request`` as its own decision."""
-    _before_recording(tape, request)
-    return Capture(tape, keyed, final=True)
+@cache
+def _adapter(module: ModuleType, aio: bool) -> _Adapter:
+    return _Adapter(module, aio)
 
 
 @cache
@@ -234,18 +219,11 @@ def _transport_classes(module: ModuleType) -> tuple[type, type]:
         def handle_request(self, request: Any) -> Any:
             if capture_var.get() is not None:
                 return self.inner.handle_request(request)  # the SDK hook records this call
-            request.read()
-            keyed = _key(self.tape, request)
-            if self.tape.replaying:
-                return _replayed(module, self.tape, keyed, request, aio=False)
-            capture = _recording(self.tape, keyed, request)
-            try:
-                response = self.inner.handle_request(request)
-            except Exception as exc:
-                capture.failed(exc)
-                raise
-            _tap(module, response, capture, aio=False)
-            return response
+            content = request.read()
+            return exchange(_adapter(module, False), self.tape, request, content, self._send)
+
+        def _send(self, request: Any) -> Any:
+            return self.inner.handle_request(request)
 
         def close(self) -> None:
             flush_pending(self.tape)
@@ -261,18 +239,12 @@ def _transport_classes(module: ModuleType) -> tuple[type, type]:
         async def handle_async_request(self, request: Any) -> Any:
             if capture_var.get() is not None:
                 return await self.inner.handle_async_request(request)
-            await request.aread()
-            keyed = _key(self.tape, request)
-            if self.tape.replaying:
-                return _replayed(module, self.tape, keyed, request, aio=True)
-            capture = _recording(self.tape, keyed, request)
-            try:
-                response = await self.inner.handle_async_request(request)
-            except Exception as exc:
-                capture.failed(exc)
-                raise
-            _tap(module, response, capture, aio=True)
-            return response
+            content = await request.aread()
+            adapter = _adapter(module, True)
+            return await aexchange(adapter, self.tape, request, content, self._send)
+
+        async def _send(self, request: Any) -> Any:
+            return await self.inner.handle_async_request(request)
 
         async def aclose(self) -> None:
             flush_pending(self.tape)
@@ -313,14 +285,19 @@ def _taker(module: ModuleType, client: Any, request: Any) -> Capture | Tape | No
     return found
 
 
-def _replayed_at_send(module: ModuleType, tape: Tape, keyed: Keyed, request: Any, aio: bool) -> Any:
-    response = _replayed(module, tape, keyed, request, aio=aio)
-    response.elapsed = datetime.timedelta(0)  # what httpx sets once a response is closed
-    return response
+def _replayed(taker: Capture | Tape, response: Any) -> bool:
+    """Whether ``response`` was answered from the tape (no client sent it): then it gets
+    what a sent one has, its ``elapsed`` time (set by ``httpx`` once a response is closed),
+    and the client's response hooks are run on it."""
+    if not (isinstance(taker, Tape) and taker.replaying):
+        return False
+    response.elapsed = datetime.timedelta(0)
+    return True
 
 
 def wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Callable[..., Any]:
     """``Client.send`` (``AsyncClient.send`` when ``aio``) of ``module``, through the tape."""
+    adapter = _adapter(module, aio)
     if aio:
 
         @functools.wraps(original)
@@ -328,28 +305,15 @@ def wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Ca
             taker = _taker(module, self, request)
             if taker is None:
                 return await original(self, request, stream=stream, **kwargs)
-            if isinstance(taker, Tape):
-                await request.aread()
-                keyed = _key(taker, request)
-                if taker.replaying:
-                    response = _replayed_at_send(module, taker, keyed, request, aio=True)
-                    for hook in self.event_hooks["response"]:
-                        await hook(response)
-                    if not stream:
-                        await response.aread()
-                    return response
-                taker = _recording(taker, keyed, request)
-            else:
-                _before_recording(taker.tape, request)
-            sent = sending.set(True)  # an inner transport (litellm's, on aiohttp) takes it no more
-            try:
-                response = await original(self, request, stream=True, **kwargs)
-            except Exception as exc:
-                taker.failed(exc)
-                raise
-            finally:
-                sending.reset(sent)
-            _tap(module, response, taker, aio=True)
+
+            def send(request: Any) -> Any:
+                return original(self, request, stream=True, **kwargs)
+
+            content = await request.aread()
+            response = await aexchange(adapter, taker, request, content, send)
+            if _replayed(taker, response):
+                for hook in self.event_hooks["response"]:
+                    await hook(response)
             if not stream:
                 try:
                     await response.aread()
@@ -365,25 +329,14 @@ def wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Ca
         taker = _taker(module, self, request)
         if taker is None:
             return original(self, request, stream=stream, **kwargs)
-        if isinstance(taker, Tape):
-            request.read()
-            keyed = _key(taker, request)
-            if taker.replaying:
-                response = _replayed_at_send(module, taker, keyed, request, aio=False)
-                for hook in self.event_hooks["response"]:
-                    hook(response)
-                if not stream:
-                    response.read()
-                return response
-            taker = _recording(taker, keyed, request)
-        else:
-            _before_recording(taker.tape, request)
-        try:
-            response = original(self, request, stream=True, **kwargs)
-        except Exception as exc:
-            taker.failed(exc)
-            raise
-        _tap(module, response, taker, aio=False)
+
+        def sent(request: Any) -> Any:
+            return original(self, request, stream=True, **kwargs)
+
+        response = exchange(adapter, taker, request, request.read(), sent)
+        if _replayed(taker, response):
+            for hook in self.event_hooks["response"]:
+                hook(response)
         if not stream:
             try:
                 response.read()

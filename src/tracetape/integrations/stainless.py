@@ -37,7 +37,8 @@ from typing import Any, NamedTuple
 from ..errors import ReplayMiss
 from ..record import Record
 from ..tape import Tape
-from .capture import Capture, Keyed, capture_var, failed, model_decision, play, rebuilt
+from .capture import Keyed, capture_var, failed, model_decision, play, rebuilt
+from .flow import recording
 from .framing import content_type_of, framing_of
 from .install import patch_attr
 from .providers import Match, Provider, SdkTarget, providers
@@ -253,13 +254,8 @@ def _wrap_create(target: _Target, original: Callable[..., Any]) -> Callable[...,
             if tape.replaying:
                 value = _fast(tape, target, keyed, kwargs, self)
                 return await original(self, **kwargs) if value is _PASS else value
-            capture = Capture(tape, keyed)
-            token = capture_var.set(capture)
-            try:
+            with recording(tape, keyed):
                 return await original(self, **kwargs)
-            finally:
-                capture_var.reset(token)
-                capture.finish()
 
         return acreate
 
@@ -272,13 +268,8 @@ def _wrap_create(target: _Target, original: Callable[..., Any]) -> Callable[...,
         if tape.replaying:
             value = _fast(tape, target, keyed, kwargs, self)
             return original(self, **kwargs) if value is _PASS else value
-        capture = Capture(tape, keyed)
-        token = capture_var.set(capture)
-        try:
+        with recording(tape, keyed):
             return original(self, **kwargs)
-        finally:
-            capture_var.reset(token)
-            capture.finish()
 
     return create
 
