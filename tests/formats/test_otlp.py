@@ -12,7 +12,7 @@ import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
-from tracetape import Record, Tape
+from tracetape import Record, Tape, read_cassette
 from tracetape.formats import TraceFormat, detect_format, read_records
 from tracetape.formats.otlp import cassette_to_otlp
 from tracetape.record import call_args
@@ -77,7 +77,8 @@ def _tools(events: list[Record]) -> list[tuple[object, ...]]:
 
 
 def test_export_reads_back_as_the_same_calls(cassette: Path, tmp_path: Path) -> None:
-    """Reading the export with the OTLP reader gives the cassette's tool calls and outputs."""
+    """Reading the export with the OTLP reader gives the cassette's tool calls and outputs,
+    under the cassette's own run id."""
     out = tmp_path / "run.otlp.json"
     out.write_text(json.dumps(cassette_to_otlp(cassette)))
     back = list(read_records(out, TraceFormat.OTLP))
@@ -85,7 +86,8 @@ def test_export_reads_back_as_the_same_calls(cassette: Path, tmp_path: Path) -> 
     assert _tools(back) == _tools(direct)
     assert [e.name for e in back if e.kind == "llm"] == ["gpt-x"]
     assert back[0].tokens == 15
-    assert {e.run for e in back} == {"run_7"}
+    run = read_cassette(cassette).header["run_id"]
+    assert {e.run for e in back} == {e.run for e in direct} == {run}
 
 
 @pytest.mark.parametrize(
