@@ -38,12 +38,13 @@ KEY = "sk-proj-aiohttp0123456789abcdefghijklmn"
 class Server:
     """A tiny HTTP server: ``/json`` (a JSON body), ``/echo`` (the request's JSON back),
     ``/teapot`` (418, text), ``/sse`` (three events), ``/hold`` (one event, then waits for
-    ``release``), ``/v1/chat/completions`` (a chat answer). ``requests`` counts what reached
-    it."""
+    ``release``: ``holding`` while it waits), ``/v1/chat/completions`` (a chat answer); a HEAD
+    has a length and no body. ``requests`` counts what reached it."""
 
     def __init__(self) -> None:
         self.requests: list[str] = []
         self.release = threading.Event()
+        self.holding = threading.Event()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -72,7 +73,9 @@ class Server:
                     self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
                     self.wfile.flush()
                     if hold and i == 0:
+                        outer.holding.set()
                         outer.release.wait(5)
+                        outer.holding.clear()
                 self.wfile.write(b"0\r\n\r\n")
 
             def do_GET(self) -> None:
@@ -86,6 +89,13 @@ class Server:
                     self._events(EVENTS, hold=path == "/hold")
                 else:
                     self._send(404, "text/plain", b"no")
+
+            def do_HEAD(self) -> None:
+                outer.requests.append(self.path)
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", "18")  # the length a GET's body would have
+                self.end_headers()
 
             def do_POST(self) -> None:
                 outer.requests.append(self.path)

@@ -61,7 +61,7 @@ class Plain:
     def raised(self, request: Request, out: Mapping[str, Any]) -> BaseException:
         return ConnectionError(f"replayed: {out[RAISED]['message']}")
 
-    def tapped(self, response: Response, capture: Capture) -> Response:
+    def tapped(self, request: Request, response: Response, capture: Capture) -> Response:
         tap = capture.new_tap(response.status, "application/json")
         tap.feed(response.body)
         tap.finish(complete=True)

@@ -116,7 +116,9 @@ class _Adapter:
     def raised(self, request: aiohttp.ClientRequest, out: Mapping[str, Any]) -> BaseException:
         return _failure(out, request)
 
-    def tapped(self, response: aiohttp.ClientResponse, capture: Capture) -> aiohttp.ClientResponse:
+    def tapped(
+        self, request: aiohttp.ClientRequest, response: aiohttp.ClientResponse, capture: Capture
+    ) -> aiohttp.ClientResponse:
         tap = capture.new_tap(response.status, response.headers.get("Content-Type", ""))
         response.content = _TapReader(response.content, tap)
         return response

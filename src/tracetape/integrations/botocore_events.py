@@ -46,7 +46,7 @@ from urllib.parse import urlsplit
 
 from ..record import RAISED, Record
 from ..tape import Tape
-from .capture import Capture, Keyed, Tap, key_request, out_content, rebuilt, taker
+from .capture import Capture, Keyed, Tap, key_request, out_content, rebuilt, sending, taker
 from .flow import Parts, prepare, replay
 from .framing import content_type_of, framing_of
 from .install import patch_attr
@@ -75,6 +75,14 @@ class _Call:
     taker: Capture | Tape
     keyed: Keyed | None = None
     capture: Capture | None = None
+    # While an attempt is sent (``capture.sending``): urllib3, under botocore, takes it no more.
+    sent: contextvars.Token[bool] | None = None
+
+    def received(self) -> None:
+        """The attempt's response (or failure) came back."""
+        token, self.sent = self.sent, None
+        if token is not None:
+            sending.reset(token)
 
     @property
     def tape(self) -> Tape:
@@ -345,6 +353,7 @@ def _before_send(request: Any, **_: Any) -> Any:
         taker_ = call.taker
         call.capture = taker_ if isinstance(taker_, Capture) else Capture(taker_, call.keyed)
     _attempt.set(call)
+    call.sent = sending.set(True)
     return None
 
 
@@ -353,6 +362,7 @@ def _before_parse(operation_model: Any, response_dict: Any, **_: Any) -> None:
     if call is None or call.capture is None:
         return
     _attempt.set(None)
+    call.received()
     _tap(call.capture, operation_model, response_dict)
 
 
@@ -361,6 +371,7 @@ def _received(context: Any, exception: Any = None, **_: Any) -> None:
     if call is None or call.replaying:
         return
     _attempt.set(None)
+    call.received()
     if isinstance(exception, Exception) and call.capture is not None:
         call.capture.failed(exception)
 
@@ -376,6 +387,7 @@ def _after_call(context: Any, **_: Any) -> None:
         return
     del context[_CALL]
     _attempt.set(None)
+    call.received()
     # An SDK fast path's capture is finished by its own hook.
     if call.capture is not None and isinstance(call.taker, Tape):
         call.capture.finish()

@@ -100,8 +100,8 @@ class Adapter(Answers[Rq_contra, Rs], Protocol):
         """Ask for the body uncompressed (a recorded body is stored decoded)."""
         ...
 
-    def tapped(self, response: Rs, capture: Capture) -> Rs:
-        """``response``, reporting its body to ``capture`` as it is read."""
+    def tapped(self, request: Rq_contra, response: Rs, capture: Capture) -> Rs:
+        """``response`` to ``request``, reporting its body to ``capture`` as it is read."""
         ...
 
 
@@ -158,7 +158,7 @@ def exchange(
         raise
     finally:
         sending.reset(token)
-    return adapter.tapped(response, begun)
+    return adapter.tapped(request, response, begun)
 
 
 async def aexchange(
@@ -180,7 +180,7 @@ async def aexchange(
         raise
     finally:
         sending.reset(token)
-    return adapter.tapped(response, begun)
+    return adapter.tapped(request, response, begun)
 
 
 @contextlib.contextmanager

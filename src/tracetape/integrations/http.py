@@ -195,7 +195,7 @@ class _Adapter:
     def raised(self, request: Any, out: Mapping[str, Any]) -> BaseException:
         return rebuilt(out, request)
 
-    def tapped(self, response: Any, capture: Capture) -> Any:
+    def tapped(self, request: Any, response: Any, capture: Capture) -> Any:
         tap = capture.new_tap(response.status_code, response.headers.get("content-type", ""))
         sync_cls, async_cls = _tap_stream_classes(self.module)
         response.stream = (async_cls if self.aio else sync_cls)(response.stream, tap)

@@ -6,9 +6,10 @@ at the front of ``sys.meta_path`` that wraps their loader. A program that never 
 provider's SDK pays nothing for it; one that imports it later is taped all the same.
 
 What is watched (``watches()``): the transports (``httpx``/``httpx2`` clients' ``send``,
-``aiohttp``'s client sessions, botocore's client events), MCP's ``ClientSession``, and each
-provider's SDK fast path from the provider table. Each watch names the function that patches
-its module; it registers what it replaces with ``patch_attr``.
+``aiohttp``'s client sessions, ``urllib3``'s pools, botocore's client events), MCP's
+``ClientSession``, and each provider's SDK fast path from the provider table. Each watch
+names the function that patches its module; it registers what it replaces with
+``patch_attr``.
 
 Two levels share the installer, each reference counted: ``sdk`` (``patch_sdks``: every
 watch) and ``http`` (``patch_http``: the transports only). A watch of group ``http`` is on
@@ -46,6 +47,7 @@ TRANSPORTS = (
     Watch("httpx2", "http", "http:patch_module"),
     Watch("botocore.session", "http", "botocore_events:patch_module"),
     Watch("aiohttp", "http", "aiohttp_client:patch_module"),
+    Watch("urllib3.connectionpool", "http", "urllib3_pool:patch_module"),
     Watch("mcp.client.client", "sdk", "mcp_client:patch_module"),
 )
 
