@@ -376,6 +376,14 @@ def test_sdk_agent_records_then_replays_with_the_server_stopped(
     result.stdout.fnmatch_lines(["*changed: messages[[]0[]].content*"])
 
 
+def test_the_marker_takes_every_tape_option() -> None:
+    """Each option of ``TapeOptions`` is an option of the marker too."""
+    from tracetape.options import OPTIONS
+    from tracetape.pytest_plugin import _marker_names
+
+    assert set(OPTIONS) <= _marker_names()
+
+
 @pytest.mark.parametrize(
     ("marker", "message"),
     [

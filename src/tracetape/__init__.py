@@ -24,6 +24,7 @@ from .errors import (
     MatchRulesError,
     NetworkBlockedError,
     NotACassetteError,
+    OptionError,
     ReplayMiss,
     SpanError,
     TapeError,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from .integrations.sdk import Patch, patch, patch_sdks
     from .integrations.tools import env, tool
     from .matching import Match
+    from .options import TapeOptions
     from .redact import Detector, Redactor, RedactRules
     from .stores import FileStore, RecordStore
     from .tape import Effect, Mode, Tape, current_tape, key
@@ -55,6 +57,7 @@ _LAZY.update(dict.fromkeys(("env", "tool"), ".integrations.tools"))
 _LAZY.update(dict.fromkeys(("Cassette", "read_cassette"), ".formats.cassette"))
 _LAZY.update(dict.fromkeys(("Detector", "Redactor", "RedactRules"), ".redact"))
 _LAZY["Match"] = ".matching"
+_LAZY["TapeOptions"] = ".options"
 _LAZY.update(dict.fromkeys(("FileStore", "RecordStore"), ".stores"))
 _LAZY.update(dict.fromkeys(("Effect", "Mode", "Tape", "current_tape", "key"), ".tape"))
 __getattr__ = _lazy_attributes(__name__, _LAZY, globals())
@@ -80,6 +83,7 @@ __all__ = [
     "NetworkBlockedError",
     "Normalizer",
     "NotACassetteError",
+    "OptionError",
     "Patch",
     "Record",
     "RecordStore",
@@ -89,6 +93,7 @@ __all__ = [
     "SpanError",
     "Tape",
     "TapeError",
+    "TapeOptions",
     "TapeWarning",
     "TraceError",
     "TraceFormat",

@@ -12,7 +12,8 @@ The tree::
     │   └── TraceError             a trace is missing, empty, malformed or of mixed schemas
     ├── ConfigError                [tool.tracetape] holds a value of the wrong shape, or the
     │   │                          analysis needs more than its memory_limit (a ValueError)
-    │   └── MatchRulesError        replay was given match rules other than the cassette's own
+    │   ├── MatchRulesError        replay was given match rules other than the cassette's own
+    │   └── OptionError            an option of a tape (TapeOptions) has a value it cannot take
     ├── ReplayMiss                 the run asked for a decision that was never recorded
     ├── UnplayedDecisionsError     strict replay closed with recorded decisions never played
     ├── EnvironmentDriftError      strict replay under a different environment or harness SHA
@@ -49,6 +50,7 @@ __all__ = [
     "MatchRulesError",
     "NetworkBlockedError",
     "NotACassetteError",
+    "OptionError",
     "PushError",
     "ReplayMiss",
     "RunConflict",
@@ -136,6 +138,19 @@ class ConfigError(TapeError, ValueError):
 class MatchRulesError(ConfigError):
     """Raised when match rules given at replay differ from those a cassette was recorded
     with (its header's): a cassette replays under its own rules."""
+
+
+class OptionError(ConfigError):
+    """Raised when an option of a tape (``TapeOptions``) has a value it cannot take.
+
+    ``.option`` is the option's keyword; the message names it as ``Tape(...)`` takes it, and
+    ``.flag_message`` says the same in ``tracetape run``'s flags (``--latency: ...``).
+    """
+
+    def __init__(self, message: str, *, option: str, flag_message: str | None = None):
+        self.option = option
+        self.flag_message = flag_message or message
+        super().__init__(message)
 
 
 class ReplayMiss(TapeError):

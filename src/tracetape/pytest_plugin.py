@@ -127,10 +127,10 @@ def _marker_options(item: pytest.Item) -> dict[str, Any]:
 
 
 def _marker_names() -> set[str]:
-    import inspect
+    """The marker's options: every option of a tape, and the fixture's own."""
+    from .options import OPTIONS
 
-    tape_options = set(inspect.signature(Tape.__init__).parameters) - {"self", "path", "mode"}
-    return tape_options | {"path", "mode", "allow_loopback", "allow_hosts", "sdk"}
+    return set(OPTIONS) | {"path", "allow_loopback", "allow_hosts", "sdk"}
 
 
 def cassette_path(item: pytest.Item) -> Path:
