@@ -12,8 +12,9 @@ from pathlib import Path
 
 import click
 
+from ..errors import OptionError
 from ..integrations.runner import EXIT_SETUP, HOOKS, NETWORK, run_program
-from ..tape import Mode
+from ..tape import Mode, TapeOptions
 from . import exit_codes_help
 from ._common import output_options
 
@@ -116,29 +117,21 @@ def run(
         tracetape run --tape runs/412.jsonl -- python -m agent --task fix-ci
         tracetape run --tape runs/412.jsonl --mode fork --fork-at 17 -- python -m agent
     """
-    if (fork_at is not None or branch is not None) and mode != Mode.FORK.value:
-        click.echo("tracetape run: error: --fork-at and --branch need --mode fork", err=True)
+    try:
+        options = TapeOptions(
+            mode=mode, strict=strict, fork_at=fork_at, branch=branch, replay_latency=latency
+        )
+    except OptionError as exc:  # said as the flags say it: --latency: ...
+        click.echo(f"tracetape run: error: {exc.flag_message}", err=True)
         sys.exit(EXIT_SETUP)
-    if latency is not None:
-        from ..tape import latency_factor
-
-        try:
-            latency_factor(latency)
-        except ValueError as exc:
-            click.echo(f"tracetape run: error: --latency: {exc}", err=True)
-            sys.exit(EXIT_SETUP)
     try:
         result = run_program(
             command,
             tape_path,
-            mode=mode,
+            options,
             hook=hook,
-            strict=strict,
             network=network,
             show_traceback=show_traceback,
-            fork_at=fork_at,
-            branch=branch,
-            latency=latency,
         )
     except (OSError, ValueError) as exc:
         click.echo(f"tracetape run: error: {exc}", err=True)

@@ -1,11 +1,14 @@
 """``tracetape run``: run any Python program with a tape active from its first import.
 
-Like ``opentelemetry-instrument``, the program is not changed. ``run_program`` starts the
-command with the ``bootstrap/`` folder first on ``PYTHONPATH``; the ``sitecustomize`` there runs
-in the first Python process before its main module, calls ``start_from_environment`` (opens a
-``Tape``, enters it, patches the SDKs, makes threads inherit it) and chains to any other
-``sitecustomize`` on the path. When the program ends, an ``atexit`` hook closes the tape and
-writes a small JSON report to a file named by the parent, which turns it into an exit code:
+Like ``opentelemetry-instrument``, the program is not changed. ``run_program`` checks the
+tape's options (``TapeOptions``: a bad one stops it before the program starts) and starts the
+command with the ``bootstrap/`` folder first on ``PYTHONPATH`` and the run in one variable,
+``TRACETAPE_RUN`` (JSON: the cassette, the tape's options, the hooks, the network policy);
+the ``sitecustomize`` there runs in the first Python process before its main module, calls
+``start_from_environment`` (opens a ``Tape`` with those options, enters it, patches the SDKs,
+makes threads inherit it) and chains to any other ``sitecustomize`` on the path. When the
+program ends, an ``atexit`` hook closes the tape and writes a small JSON report to a file
+named by the parent (``TRACETAPE_RUN_REPORT``), which turns it into an exit code:
 
 * the program's own exit code, when the tape ran clean;
 * ``EXIT_SETUP`` (2): the tape could not start (a missing or corrupt cassette, a bad option);
@@ -29,6 +32,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import contextvars
+import dataclasses
 import json
 import os
 import signal
@@ -45,7 +49,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from ..errors import ReplayMiss, TapeError
-from ..tape import Mode, Tape
+from ..tape import Mode, Tape, TapeOptions
 
 __all__ = [
     "BOOTSTRAP_DIR",
@@ -67,30 +71,12 @@ EXIT_NETWORK = 5
 HOOKS = ("auto", "sdk", "http", "none")
 NETWORK = ("block", "loopback", "allow")
 
-ENV_TAPE = "TRACETAPE_RUN_TAPE"
-ENV_MODE = "TRACETAPE_RUN_MODE"
-ENV_HOOK = "TRACETAPE_RUN_HOOK"
-ENV_STRICT = "TRACETAPE_RUN_STRICT"
+# The run, as JSON: ``tape`` (the cassette), ``options`` (``TapeOptions.to_builtins``),
+# ``hook``, ``network`` and ``traceback``; and the report file the parent reads (its claim
+# beside it), named by the parent.
+ENV_RUN = "TRACETAPE_RUN"
 ENV_REPORT = "TRACETAPE_RUN_REPORT"
-ENV_NETWORK = "TRACETAPE_RUN_NETWORK"
-ENV_TRACEBACK = "TRACETAPE_RUN_TRACEBACK"
-ENV_RERECORD = "TRACETAPE_RUN_RERECORD"
-ENV_FORK_AT = "TRACETAPE_RUN_FORK_AT"
-ENV_BRANCH = "TRACETAPE_RUN_BRANCH"
-ENV_LATENCY = "TRACETAPE_RUN_LATENCY"
-_ENV_NAMES = (
-    ENV_FORK_AT,
-    ENV_BRANCH,
-    ENV_LATENCY,
-    ENV_TAPE,
-    ENV_MODE,
-    ENV_HOOK,
-    ENV_STRICT,
-    ENV_REPORT,
-    ENV_NETWORK,
-    ENV_TRACEBACK,
-    ENV_RERECORD,
-)
+_ENV_NAMES = (ENV_RUN, ENV_REPORT)
 
 
 # -- the child: started by bootstrap/sitecustomize.py ----------------------------------------------
@@ -189,23 +175,16 @@ def _enter_hooks(tape: Any, hook: str, stack: contextlib.ExitStack) -> None:
 
 
 def start_from_environment() -> None:
-    """Open the tape named by ``TRACETAPE_RUN_*`` for the rest of this process (child side).
+    """Open the tape ``TRACETAPE_RUN`` describes for the rest of this process (child side).
 
     Called by the bootstrap ``sitecustomize``; does nothing when the variables are unset.
     """
-    path = os.environ.get(ENV_TAPE)
+    run = os.environ.get(ENV_RUN)
     report_path = os.environ.get(ENV_REPORT)
-    if not path or not report_path:
+    if not run or not report_path:
         return
-    mode = os.environ.get(ENV_MODE, "replay")
-    hook = os.environ.get(ENV_HOOK, "auto")
-    strict = os.environ.get(ENV_STRICT) == "1"
-    network = os.environ.get(ENV_NETWORK, "block")
-    show_traceback = os.environ.get(ENV_TRACEBACK) == "1"
-    rerecord = os.environ.get(ENV_RERECORD) or None
-    fork_at = os.environ.get(ENV_FORK_AT)
-    branch = os.environ.get(ENV_BRANCH) or None
-    latency = os.environ.get(ENV_LATENCY) or None
+    given: dict[str, Any] = json.loads(run)
+    hook, network, show_traceback = given["hook"], given["network"], given["traceback"]
     _scrub_environment()
     try:
         os.close(os.open(f"{report_path}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -221,16 +200,7 @@ def start_from_environment() -> None:
     report: dict[str, Any] = {"state": "started", "pid": os.getpid()}
     hooks = contextlib.ExitStack()
     try:
-        tape = Tape(
-            path,
-            mode=mode,
-            strict=strict,
-            rerecord=rerecord,
-            fork_at=int(fork_at) if fork_at else None,
-            branch=branch,
-            replay_latency=latency,
-            allow_network=True,  # the network policy (--network) guards it
-        )
+        tape = Tape(given["tape"], options=TapeOptions.from_builtins(given["options"]))
         report["mode"] = tape.requested_mode.value if tape.branch else tape.mode.value
         if tape.branch is not None:
             report["branch"] = str(tape.branch)
@@ -407,29 +377,26 @@ def _check_cassette(tape: Path, mode: Mode, command: Sequence[str], hook: str) -
 def run_program(
     command: Sequence[str],
     tape: str | os.PathLike[str],
+    options: TapeOptions | None = None,
     *,
-    mode: str | Mode = Mode.REPLAY,
     hook: str = "auto",
-    strict: bool = False,
     network: str = "block",
     env: dict[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
     show_traceback: bool = False,
-    fork_at: int | None = None,
-    branch: str | os.PathLike[str] | None = None,
-    latency: str | None = None,
 ) -> RunResult:
     """Run ``command`` with ``tape`` active in its (first) Python process; see the module doc.
 
-    ``network`` is the replay network policy: ``"block"``, ``"loopback"`` or ``"allow"``.
-    ``env`` replaces ``os.environ`` for the program (our variables are added to it). Signals
-    SIGTERM and SIGHUP are passed on to the program; Ctrl-C reaches it from the terminal.
-    An uncaught ``ReplayMiss`` prints one line saying where it was raised, then the diagnosis;
+    ``options`` are the tape's (default: mode ``replay``); its ``rerecord`` is this command
+    line's, and the network policy guards it instead of the tape's guard. ``network`` is the
+    replay network policy: ``"block"``, ``"loopback"`` or ``"allow"``. ``env`` replaces
+    ``os.environ`` for the program (our variables are added to it). Signals SIGTERM and
+    SIGHUP are passed on to the program; Ctrl-C reaches it from the terminal. An uncaught
+    ``ReplayMiss`` prints one line saying where it was raised, then the diagnosis;
     ``show_traceback`` prints the program's traceback (tracetape's frames left out) instead.
-    ``fork_at`` and ``branch`` are ``Tape``'s (mode ``fork``), ``latency`` its
-    ``replay_latency``.
     """
-    parsed = Mode.parse(mode)
+    options = options or TapeOptions(mode=Mode.REPLAY)
+    parsed = options.mode
     if hook not in HOOKS:
         raise ValueError(f"{hook!r} is not a valid hook; use one of {', '.join(HOOKS)}")
     if network not in NETWORK:
@@ -448,22 +415,21 @@ def run_program(
     child_env = dict(os.environ if env is None else env)
     python_path = child_env.get("PYTHONPATH")
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BOOTSTRAP_DIR), python_path]))
-    child_env.update(
-        {
-            ENV_TAPE: str(path.resolve()),
-            ENV_MODE: parsed.value,
-            ENV_HOOK: hook,
-            ENV_STRICT: "1" if strict else "0",
-            ENV_NETWORK: network,
-            ENV_REPORT: report_name,
-            ENV_TRACEBACK: "1" if show_traceback else "0",
-            # every miss names the command line that records this run again
-            ENV_RERECORD: _rerun_hint(path, command, hook),
-            ENV_FORK_AT: "" if fork_at is None else str(fork_at),
-            ENV_BRANCH: "" if branch is None else str(Path(branch).resolve()),
-            ENV_LATENCY: latency or "",
-        }
+    options = dataclasses.replace(
+        options,
+        # every miss names the command line that records this run again
+        rerecord=_rerun_hint(path, command, hook),
+        branch=None if options.branch is None else options.branch.resolve(),
+        allow_network=True,  # the network policy (``network``) guards it
     )
+    run = {
+        "tape": str(path.resolve()),
+        "options": options.to_builtins(),
+        "hook": hook,
+        "network": network,
+        "traceback": show_traceback,
+    }
+    child_env.update({ENV_RUN: json.dumps(run), ENV_REPORT: report_name})
     try:
         code = _spawn(command, child_env, cwd)
         try:

@@ -43,6 +43,6 @@ def _chain() -> None:
 # Only a process started by ``tracetape run`` has this folder on its path together with the
 # variable (the first Python process removes both for its children); any other import of this
 # file (a doctest collector, say) does nothing.
-if os.environ.get("TRACETAPE_RUN_TAPE"):
+if os.environ.get("TRACETAPE_RUN"):
     _chain()
     _start()
