@@ -467,25 +467,37 @@ def test_xfail_on_a_replay_miss_is_not_reported_twice(pytester: pytest.Pytester)
     run(pytester).assert_outcomes(xfailed=1)
 
 
-def test_a_recording_that_taped_nothing_while_reaching_the_network_warns(
+def test_a_recording_that_reached_the_network_where_no_tape_heard_warns(
     pytester: pytest.Pytester,
 ) -> None:
-    """A test that records 0 decisions while it reached the network (urllib: no hook sees it)
-    is never silent: a TapeWarning names what it reached; a test that taped something, or
-    reached nothing, does not warn."""
+    """A test that reached the network where no tape heard it is never silent, whether or not
+    it taped something: a TapeWarning names what it reached and the fix that fits (a hooked
+    client's request no tape took: ``patch_http``; a client no hook hears: a tool or another
+    engine). A test that taped everything it reached, or reached nothing, does not warn."""
     make(
         pytester,
         """
         import socket, urllib.error, urllib.request
+        import requests
 
-        def test_untaped(tape):
+        def _refused(get):
             with socket.socket() as s:  # bound, never listening: refused while held
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
                 try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=30)
-                except (urllib.error.URLError, OSError):
+                    get(f"http://127.0.0.1:{port}/v1/models")
+                except (urllib.error.URLError, OSError, requests.ConnectionError):
                     pass
+
+        def test_untaped(tape):
+            _refused(lambda url: urllib.request.urlopen(url, timeout=30))
+
+        def test_taped_then_untaped(tape):
+            assert agent_step("Oslo") == 21
+            _refused(lambda url: urllib.request.urlopen(url, timeout=30))
+
+        def test_hooked_but_not_taken(tape):
+            _refused(lambda url: requests.get(url, timeout=30))
 
         def test_quiet(tape):
             pass
@@ -495,11 +507,16 @@ def test_a_recording_that_taped_nothing_while_reaching_the_network_warns(
         """,
     )
     result = run(pytester, "--tape-mode=record", "-W", "always::tracetape.TapeWarning")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=5)
     out = result.stdout.str()
-    assert out.count("recorded 0 decisions, but the program reached the network") == 1
+    assert out.count("the program reached the network where no tape heard it") == 3
+    assert out.count("sent where no hook hears: no hook of tracetape hears that client") == 2
     result.stdout.fnmatch_lines(
-        ["*test_untaped*", "*connect to 127.0.0.1:*tracetape.patch_http(tape)*"]
+        [
+            "*test_hooked_but_not_taken*",
+            "*connect to 127.0.0.1:*, sent by urllib3 and taken by no tape*"
+            "tracetape.patch_http(tape)*",
+        ]
     )
 
 

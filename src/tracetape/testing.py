@@ -32,9 +32,18 @@ from types import TracebackType
 from typing import Any
 
 from .errors import CassetteNotFoundError, ReplayMiss, TapeWarning
+from .integrations.capture import hearing
 from .integrations.network import NetworkGuard, block_network, untaped_traffic, watch_network
 from .record import Record
 from .tape import Mode, Tape
+
+# The fixes a warning of untaped traffic gives (``network.untaped_traffic``).
+HOOK_FIX = "tape them with tracetape.patch_http(tape) (every request) or @tracetape.tool"
+UNHOOKED_FIX = (
+    "no hook of tracetape hears that client (raw sockets, or an HTTP library it does not "
+    "patch): put the call in a @tracetape.tool, or give the framework an httpx, aiohttp or "
+    "requests engine (dspy and others: their litellm engine)"
+)
 
 __all__ = [
     "NetworkGuard",
@@ -143,7 +152,7 @@ class TapeCase:
                     )
                 )
             else:
-                self.watcher = self._stack.enter_context(watch_network())
+                self.watcher = self._stack.enter_context(watch_network(hearing))
         except BaseException:
             self._stack.close()
             raise
@@ -180,9 +189,9 @@ class TapeCase:
                 self.on_close(self)
         if swallowed is not None:
             raise swallowed
-        if not failed and self.watcher is not None and self.watcher.seen and not tape.written:
-            fix = "tape them with tracetape.patch_http(tape) (any httpx client) or @tracetape.tool"
-            warnings.warn(untaped_traffic(self.watcher.seen, fix), TapeWarning, stacklevel=2)
+        if not failed and self.watcher is not None and self.watcher.seen:
+            message = untaped_traffic(self.watcher, HOOK_FIX, UNHOOKED_FIX)
+            warnings.warn(message, TapeWarning, stacklevel=2)
 
     def __enter__(self) -> Tape:
         return self.open()

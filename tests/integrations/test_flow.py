@@ -16,7 +16,7 @@ import pytest
 from tracetape import ReplayMiss, Tape
 from tracetape.integrations.capture import Capture, Keyed, capture_var, sending
 from tracetape.integrations.flow import Parts, aexchange, begin, exchange, recording
-from tracetape.record import RAISED, Record
+from tracetape.record import RAISED
 
 SECRET = "velvet-harbor-9931"  # no shape a redaction rule knows: only learning finds it
 
@@ -52,11 +52,11 @@ class Plain:
     def answer(
         self,
         request: Request,
-        rec: Record,
+        out: Mapping[str, Any],
         headers: Mapping[str, str],
         beyond: Callable[[], BaseException] | None,
     ) -> Response:
-        return Response(rec.out["status"], json.dumps(rec.out["body"]).encode(), replayed=True)
+        return Response(out["status"], json.dumps(out["body"]).encode(), replayed=True)
 
     def raised(self, request: Request, out: Mapping[str, Any]) -> BaseException:
         return ConnectionError(f"replayed: {out[RAISED]['message']}")

@@ -53,8 +53,8 @@ import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
-from ..record import RAISED, Record
-from .capture import Capture, Tap, out_content, rebuilt, taker
+from ..record import RAISED
+from .capture import Capture, Tap, out_content, passing, rebuilt, taker
 from .flow import Parts, aexchange
 from .framing import content_type_of, framing_of
 from .install import patch_attr
@@ -99,11 +99,10 @@ class _Adapter:
     def answer(
         self,
         request: aiohttp.ClientRequest,
-        rec: Record,
+        out: Mapping[str, Any],
         headers: Mapping[str, str],
         beyond: Callable[[], BaseException] | None,
     ) -> aiohttp.ClientResponse:
-        out: Mapping[str, Any] = rec.out
         status = int(out.get("status", 200))
         if "events" in out:
             reader = _ReplayReader(framing_of(out).encode(out), beyond)
@@ -145,7 +144,8 @@ async def tape_middleware(
         return await handler(req)
     found = taker(req.method, req.url.host or "", req.url.path)
     if found is None:
-        return await handler(req)
+        with passing("aiohttp"):
+            return await handler(req)
     return await aexchange(_ADAPTER, found, req, await _content(req), handler)
 
 

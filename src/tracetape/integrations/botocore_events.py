@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..record import RAISED, Record
+from ..record import RAISED
 from ..tape import Tape
 from .capture import Capture, Keyed, Tap, key_request, out_content, rebuilt, sending, taker
 from .flow import Parts, prepare, replay
@@ -206,12 +206,12 @@ class _Answers:
     def answer(
         self,
         request: Any,
-        rec: Record,
+        out: Mapping[str, Any],
         headers: Mapping[str, str],
         beyond: Callable[[], BaseException] | None,
     ) -> Any:
         # botocore asks no retry of a replayed call (``_needs_retry``): no retry headers
-        return _response(request.url, rec.out, beyond)
+        return _response(request.url, out, beyond)
 
     def raised(self, request: Any, out: Mapping[str, Any]) -> BaseException:
         return _raised(out)
@@ -331,7 +331,7 @@ def _before_call(params: Any, context: Any, **_: Any) -> None:
         return
     parts = urlsplit(str(params.get("url", "")))
     found = taker(str(params.get("method", "")), parts.hostname or "", parts.path)
-    if found is not None:
+    if isinstance(found, Capture | Tape):  # no AWS host is a telemetry host
         context[_CALL] = _Call(found)
 
 

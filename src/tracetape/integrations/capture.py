@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, urlencode
@@ -41,19 +41,23 @@ from ..tape import Effect, Tape
 from .framing import framing_for
 from .providers import Match, match_route, providers
 from .state import http_tape, resolve_tape, state_of
+from .telemetry import is_telemetry
 
 __all__ = [
     "Capture",
     "Keyed",
     "Tap",
+    "Telemetry",
     "beyond_recording",
     "capture_var",
     "clean_url",
     "flush_pending",
+    "hearing",
     "key_request",
     "learn_credentials",
     "llm_payload",
     "out_content",
+    "passing",
     "play",
     "rebuilt",
     "replayed_headers",
@@ -245,11 +249,46 @@ def learn_credentials(tape: Tape, headers: Mapping[str, str], query: str = "") -
 sending: contextvars.ContextVar[bool] = contextvars.ContextVar("tracetape_sending", default=False)
 
 
-def taker(method: str, host: str, path: str) -> Capture | Tape | None:
+# Set while a hooked transport sends a request no tape took (the library's name), or while a
+# taped tool or MCP request runs (""): a recording's network watch tells the connections no
+# tape hears from those it does (``hearing``).
+heard_by: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "tracetape_heard_by", default=None
+)
+
+
+@contextlib.contextmanager
+def passing(library: str) -> Iterator[None]:
+    """Mark what happens in the block as ``library``'s (``""``: a tape's)."""
+    token = heard_by.set(library)
+    try:
+        yield
+    finally:
+        heard_by.reset(token)
+
+
+def hearing() -> str | None:
+    """Who hears a connection being made now: ``""`` a tape (a taped exchange, tool or MCP
+    request, or tracetape's own thread: the push to a collector), a hooked library's name for
+    its request no tape took, None nobody."""
+    if sending.get() or threading.current_thread().name.startswith("tracetape-"):
+        return ""
+    return heard_by.get()
+
+
+class Telemetry(NamedTuple):
+    """Who takes a request to a telemetry host (``telemetry``): nobody records it; a replay
+    of ``tape`` answers it with an empty success."""
+
+    tape: Tape
+
+
+def taker(method: str, host: str, path: str) -> Capture | Tape | Telemetry | None:
     """Who takes a request a transport is about to send: the SDK fast path recording it (its
     ``Capture``: only the model request itself, not a credential refresh the SDK makes first),
     the tape of ``patch_http`` (every request), the tape of the model routes (a model
-    request), or nobody (also inside another transport that took it: ``sending``)."""
+    request), the current tape's ``Telemetry`` for a telemetry host, or nobody (also inside
+    another transport that took it: ``sending``)."""
     if sending.get():
         return None
     capture = capture_var.get()
@@ -257,8 +296,11 @@ def taker(method: str, host: str, path: str) -> Capture | Tape | None:
     if capture is not None:
         return capture if match is not None else None
     tape = http_tape.get()
-    if tape is None and match is not None:
-        tape = resolve_tape()
+    if match is not None:
+        return tape or resolve_tape()
+    if is_telemetry(host):
+        found = tape or resolve_tape()
+        return Telemetry(found) if found is not None else None
     return tape
 
 

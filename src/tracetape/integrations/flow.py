@@ -7,7 +7,8 @@ how its response reports the body it is read for to a ``Tap`` (``tapped``). The 
 
 * ``begin``: key the request (``capture.key_request``), and in replay answer it from the tape
   (``replay``); else start recording it (a ``Capture`` of its own, or the SDK fast path's that
-  took it), its credentials learned so that an answer that echoes one is redacted;
+  took it), its credentials learned so that an answer that echoes one is redacted; a request
+  to a telemetry host (``telemetry``) is counted, sent unrecorded, answered empty in replay;
 * ``exchange`` / ``aexchange`` (sync, async): ``begin``, then send (``capture.sending`` set, so
   an inner transport takes it no more), record a failure, tap the response;
 * ``recording``: the SDK fast path records a call, whose request the transports then tap.
@@ -28,11 +29,12 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from ..record import Record
 from ..tape import Tape
+from . import telemetry
 from .capture import (
     Capture,
     Keyed,
+    Telemetry,
     beyond_recording,
     capture_var,
     failed,
@@ -42,6 +44,7 @@ from .capture import (
     replayed_headers,
     sending,
 )
+from .state import state_of
 
 __all__ = [
     "Adapter",
@@ -76,12 +79,12 @@ class Answers(Protocol[Rq_contra, Rs_co]):
     def answer(
         self,
         request: Rq_contra,
-        rec: Record,
+        out: Mapping[str, Any],
         headers: Mapping[str, str],
         beyond: Callable[[], BaseException] | None,
     ) -> Rs_co:
-        """The response to ``request`` built from ``rec`` (``headers`` besides its content
-        type; ``beyond`` raises past the end of a stream the recorded run abandoned)."""
+        """The response to ``request`` built from a recorded output (``headers`` besides its
+        content type; ``beyond`` raises past the end of a stream the recorded run abandoned)."""
         ...
 
     def raised(self, request: Rq_contra, out: Mapping[str, Any]) -> BaseException:
@@ -115,7 +118,7 @@ def replay(adapter: Answers[Rq, Rs], tape: Tape, keyed: Keyed, request: Rq) -> R
     if failed(rec.out):
         raise adapter.raised(request, rec.out)
     headers = replayed_headers(tape, keyed, rec.out)
-    return adapter.answer(request, rec, headers, beyond_recording(tape, keyed.decision, rec))
+    return adapter.answer(request, rec.out, headers, beyond_recording(tape, keyed.decision, rec))
 
 
 def prepare(tape: Tape, parts: Parts) -> None:
@@ -123,10 +126,23 @@ def prepare(tape: Tape, parts: Parts) -> None:
     learn_credentials(tape, parts.headers, parts.url[3])
 
 
-def begin(adapter: Adapter[Rq, Rs], taker: Capture | Tape, request: Rq, content: bytes) -> Any:
+# What ``begin`` returns for a request that is sent as it is, unrecorded (a telemetry host's).
+PASS: Any = object()
+
+Taker = Capture | Tape | Telemetry
+
+
+def begin(adapter: Adapter[Rq, Rs], taker: Taker, request: Rq, content: bytes) -> Any:
     """The answer (``Rs``) when ``taker`` is a replaying tape, else the ``Capture`` that
-    records this request, ready to send (``content`` is the request's body)."""
+    records this request, ready to send (``content`` is the request's body), or ``PASS`` for
+    a telemetry request recorded by nobody (answered with an empty success in replay)."""
     parts = adapter.parts(request)
+    if isinstance(taker, Telemetry):
+        host = parts.url[1].rsplit("@", 1)[-1]
+        state_of(taker.tape).telemetry[host] += 1
+        if taker.tape.replaying:
+            return adapter.answer(request, telemetry.answer(parts.content_type), {}, None)
+        return PASS
     if isinstance(taker, Tape):
         keyed = key_request(taker, parts.method, parts.url, content, parts.content_type)
         if taker.replaying:
@@ -141,46 +157,48 @@ def begin(adapter: Adapter[Rq, Rs], taker: Capture | Tape, request: Rq, content:
 
 def exchange(
     adapter: Adapter[Rq, Rs],
-    taker: Capture | Tape,
+    taker: Taker,
     request: Rq,
     content: bytes,
     send: Callable[[Rq], Rs],
 ) -> Rs:
     """Take ``request``: answer it from the tape, or ``send`` it and record its response."""
     begun = begin(adapter, taker, request, content)
-    if not isinstance(begun, Capture):
+    if begun is not PASS and not isinstance(begun, Capture):
         return begun  # type: ignore[no-any-return]
     token = sending.set(True)
     try:
         response = send(request)
     except Exception as exc:
-        begun.failed(exc)
+        if begun is not PASS:
+            begun.failed(exc)
         raise
     finally:
         sending.reset(token)
-    return adapter.tapped(request, response, begun)
+    return response if begun is PASS else adapter.tapped(request, response, begun)
 
 
 async def aexchange(
     adapter: Adapter[Rq, Rs],
-    taker: Capture | Tape,
+    taker: Taker,
     request: Rq,
     content: bytes,
     send: Callable[[Rq], Awaitable[Rs]],
 ) -> Rs:
     """The async twin of ``exchange``."""
     begun = begin(adapter, taker, request, content)
-    if not isinstance(begun, Capture):
+    if begun is not PASS and not isinstance(begun, Capture):
         return begun  # type: ignore[no-any-return]
     token = sending.set(True)
     try:
         response = await send(request)
     except Exception as exc:
-        begun.failed(exc)
+        if begun is not PASS:
+            begun.failed(exc)
         raise
     finally:
         sending.reset(token)
-    return adapter.tapped(request, response, begun)
+    return response if begun is PASS else adapter.tapped(request, response, begun)
 
 
 @contextlib.contextmanager

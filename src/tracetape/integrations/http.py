@@ -41,8 +41,8 @@ from typing import Any
 
 from ..record import Record
 from ..tape import Tape
-from .capture import Capture, capture_var, flush_pending, out_content, rebuilt, taker
-from .flow import Parts, aexchange, exchange
+from .capture import Capture, capture_var, flush_pending, out_content, passing, rebuilt, taker
+from .flow import Parts, Taker, aexchange, exchange
 from .framing import content_type_of, framing_of
 from .install import install, patch_attr, uninstall
 from .state import http_tape
@@ -184,12 +184,12 @@ class _Adapter:
     def answer(
         self,
         request: Any,
-        rec: Record,
+        out: Mapping[str, Any],
         headers: Mapping[str, str],
         beyond: Callable[[], BaseException] | None,
     ) -> Any:
         return replay_response(
-            self.module, request, rec, aio=self.aio, beyond=beyond, headers=headers
+            self.module, request, out, aio=self.aio, beyond=beyond, headers=headers
         )
 
     def raised(self, request: Any, out: Mapping[str, Any]) -> BaseException:
@@ -274,7 +274,7 @@ def async_http_transport(
 # -- the clients' ``send`` -------------------------------------------------------------------------
 
 
-def _taker(module: ModuleType, client: Any, request: Any) -> Capture | Tape | None:
+def _taker(module: ModuleType, client: Any, request: Any) -> Taker | None:
     """Who takes ``request`` at ``send`` (``capture.taker``), unless the client was given a
     tape transport: it tapes the request there."""
     found = taker(request.method, request.url.host, request.url.path)
@@ -285,11 +285,11 @@ def _taker(module: ModuleType, client: Any, request: Any) -> Capture | Tape | No
     return found
 
 
-def _replayed(taker: Capture | Tape, response: Any) -> bool:
+def _replayed(taker: Taker, response: Any) -> bool:
     """Whether ``response`` was answered from the tape (no client sent it): then it gets
     what a sent one has, its ``elapsed`` time (set by ``httpx`` once a response is closed),
     and the client's response hooks are run on it."""
-    if not (isinstance(taker, Tape) and taker.replaying):
+    if not (taker if isinstance(taker, Tape) else taker.tape).replaying:  # a Capture records
         return False
     response.elapsed = datetime.timedelta(0)
     return True
@@ -304,7 +304,8 @@ def wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Ca
         async def asend(self: Any, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
             taker = _taker(module, self, request)
             if taker is None:
-                return await original(self, request, stream=stream, **kwargs)
+                with passing(module.__name__):
+                    return await original(self, request, stream=stream, **kwargs)
 
             def send(request: Any) -> Any:
                 return original(self, request, stream=True, **kwargs)
@@ -328,7 +329,8 @@ def wrap_send(module: ModuleType, original: Callable[..., Any], aio: bool) -> Ca
     def send(self: Any, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
         taker = _taker(module, self, request)
         if taker is None:
-            return original(self, request, stream=stream, **kwargs)
+            with passing(module.__name__):
+                return original(self, request, stream=stream, **kwargs)
 
         def sent(request: Any) -> Any:
             return original(self, request, stream=True, **kwargs)

@@ -73,6 +73,7 @@ from pydantic import TypeAdapter
 from ..errors import IrreversibleEffectError
 from ..record import RAISED, reraise
 from ..tape import Effect, Tape
+from .capture import passing
 from .install import patch_attr
 from .state import current_step, http_tape, resolve_tape, state_of
 
@@ -141,7 +142,8 @@ async def _taped(
     async def do() -> Any:
         token = http_tape.set(None)  # taped here: the transports let it through
         try:
-            result = await send()
+            with passing(""):
+                result = await send()
         except MCPError as exc:
             live.append(exc)
             return _raised(exc)

@@ -16,7 +16,7 @@ import ipaddress
 import socket
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,9 +33,13 @@ class NetworkGuard:
     allow_hosts: frozenset[str] = frozenset()
     hint: str = ""
     attempts: list[NetworkBlockedError] = field(default_factory=list)
-    # A watching guard (``watch_network``) blocks nothing: it notes what was reached.
+    # A watching guard (``watch_network``) blocks nothing: it notes what was reached, unless
+    # ``hearing()`` says a tape hears it (``""``); ``through`` names the hooked library that
+    # sent what it noted, where one did (a request no tape took).
     watch: bool = False
     seen: list[str] = field(default_factory=list)
+    hearing: Callable[[], str | None] | None = None
+    through: dict[str, str] = field(default_factory=dict)
 
     def allows(self, host: str) -> bool:
         """True when a connection to ``host`` may go through this guard."""
@@ -47,8 +51,12 @@ class NetworkGuard:
         """Note the attempt and raise ``NetworkBlockedError`` (a watching guard only notes)."""
         __tracebackhide__ = True
         if self.watch:
-            if what not in self.seen and len(self.seen) < 100:
-                self.seen.append(what)
+            heard = self.hearing() if self.hearing is not None else None
+            if heard == "" or what in self.seen or len(self.seen) >= 100:
+                return
+            self.seen.append(what)
+            if heard:
+                self.through[what] = heard
             return
         message = (
             f"tracetape: network access blocked in replay: {what}; a replayed test must not "
@@ -128,9 +136,13 @@ connect to 192.0.2.1:80; a replayed test must not reach the network
     return _guarding(NetworkGuard(allow_loopback, frozenset(allow_hosts), hint))
 
 
-def watch_network() -> contextlib.AbstractContextManager[NetworkGuard]:
+def watch_network(
+    hearing: Callable[[], str | None] | None = None,
+) -> contextlib.AbstractContextManager[NetworkGuard]:
     """Note every network connection and host lookup in this process without blocking any
-    (``guard.seen``): a recording that taped nothing can say what the program reached.
+    (``guard.seen``), but those ``hearing()`` says a tape hears (``""``; a library's name
+    says which hooked client sent one no tape took): a recording can say what the program
+    reached that its replay will not find.
 
         >>> import socket
         >>> with watch_network() as guard:
@@ -138,7 +150,7 @@ def watch_network() -> contextlib.AbstractContextManager[NetworkGuard]:
         >>> guard.seen
         []
     """
-    return _guarding(NetworkGuard(watch=True))
+    return _guarding(NetworkGuard(watch=True, hearing=hearing))
 
 
 @contextlib.contextmanager
@@ -156,10 +168,27 @@ def _guarding(guard: NetworkGuard) -> Iterator[NetworkGuard]:
             _guards.remove(guard)
 
 
-def untaped_traffic(seen: Sequence[str], fix: str) -> str:
-    """The warning of a recording that taped nothing while the program used the network."""
-    shown = ", ".join(seen[:5]) + (f" and {len(seen) - 5} more" if len(seen) > 5 else "")
-    return (
-        f"recorded 0 decisions, but the program reached the network ({shown}): no hook taped "
-        f"those requests, so a replay would miss them; {fix}"
-    )
+def _listed(items: Sequence[str]) -> str:
+    return ", ".join(items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")
+
+
+def untaped_traffic(guard: NetworkGuard, hook_fix: str, unhooked_fix: str) -> str:
+    """The warning of a recording whose program reached the network where no tape heard it:
+    what it reached, and the fix that fits each: ``hook_fix`` for requests a hooked client
+    sent that no tape took, ``unhooked_fix`` for those no hook hears (raw sockets, a client
+    tracetape does not patch)."""
+    hooked = [what for what in guard.seen if what in guard.through]
+    unheard = [what for what in guard.seen if what not in guard.through]
+    parts = [
+        "the program reached the network where no tape heard it, so its replay will miss "
+        "(or be blocked at) those requests:"
+    ]
+    if hooked:
+        libraries = ", ".join(sorted({guard.through[what] for what in hooked}))
+        parts.append(
+            f"{_listed(hooked)}, sent by {libraries} and taken by no tape (not a model "
+            f"request): {hook_fix};"
+        )
+    if unheard:
+        parts.append(f"{_listed(unheard)}, sent where no hook hears: {unhooked_fix}")
+    return " ".join(parts).rstrip(";")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import weakref
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,7 +38,7 @@ class HookState:
     """What the hooks keep for one tape: the captures of responses still being read (written
     when they end), the step book, and for the SDK fast path the routes the cassette answers
     (found once), whether each one's first call was rehearsed, and the SDKs a client was
-    built for."""
+    built for; and the requests sent to telemetry hosts."""
 
     pending: set[Pending] = field(default_factory=set)
     steps: StepBook = field(default_factory=StepBook)
@@ -45,6 +46,8 @@ class HookState:
     rehearsed: dict[Any, bool] = field(default_factory=dict)
     built: set[str] = field(default_factory=set)
     migrated: bool = False
+    # Requests to telemetry hosts (``telemetry``), per host: never recorded; answered in replay.
+    telemetry: Counter[str] = field(default_factory=Counter)
 
 
 _states: weakref.WeakKeyDictionary[Tape, HookState] = weakref.WeakKeyDictionary()

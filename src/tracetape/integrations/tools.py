@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
 from ..errors import TapeError
 from ..record import RAISED, raised_record, reraise
 from ..tape import Effect, current_tape
+from .capture import passing
 from .state import state_of
 
 if TYPE_CHECKING:
@@ -105,7 +106,8 @@ def _wrap(spec: _ToolSpec) -> Callable[..., Any]:
 
             async def do() -> Any:
                 try:
-                    return await func(*args, **kwargs)
+                    with passing(""):  # taped here: what it reaches is heard
+                        return await func(*args, **kwargs)
                 except TapeError:
                     raise
                 except Exception as exc:
@@ -134,7 +136,8 @@ def _wrap(spec: _ToolSpec) -> Callable[..., Any]:
 
         def do() -> Any:
             try:
-                return func(*args, **kwargs)
+                with passing(""):  # taped here: what it reaches is heard
+                    return func(*args, **kwargs)
             except TapeError:
                 raise
             except Exception as exc:

@@ -36,8 +36,8 @@ from urllib.parse import urlsplit
 import urllib3.exceptions
 import urllib3.response
 
-from ..record import RAISED, Record
-from .capture import Capture, Tap, out_content, rebuilt, taker
+from ..record import RAISED
+from .capture import Capture, Tap, out_content, passing, rebuilt, taker
 from .flow import Parts, exchange
 from .framing import content_type_of, framing_of
 from .install import patch_attr
@@ -236,11 +236,10 @@ class _Adapter:
     def answer(
         self,
         request: _Request,
-        rec: Record,
+        out: Mapping[str, Any],
         headers: Mapping[str, str],
         beyond: Callable[[], BaseException] | None,
     ) -> _Response:
-        out: Mapping[str, Any] = rec.out
         status = int(out.get("status", 200))
         if "events" in out:
             body = _Replayed(framing_of(out).encode(out), beyond)
@@ -279,7 +278,8 @@ def _wrap_urlopen(original: Callable[..., Any]) -> Callable[..., Any]:
     ) -> Any:
         found = taker(method, str(self.host), urlsplit(url).path or "/")
         if found is None:
-            return original(self, method, url, body, headers, **kwargs)
+            with passing("urllib3"):
+                return original(self, method, url, body, headers, **kwargs)
         content = _body(body)
         given = headers if headers is not None else self.headers
         request = _Request(self, method, url, content, dict(given.items()), kwargs)
