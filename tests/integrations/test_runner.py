@@ -553,11 +553,56 @@ def test_a_recording_that_taped_nothing_while_using_the_network_says_so(tmp_path
             tmp_path, "--tape", "t.jsonl", "--mode", "record", "--", PYTHON, str(script), url
         )
     assert done.returncode == 0, done.stderr
-    assert "recorded 0 decisions, but the program reached the network (connect to 127.0.0.1:" in (
-        done.stderr
-    )
+    assert (
+        "the program reached the network where no tape heard it, so its replay will miss (or be "
+        "blocked at) those requests: connect to 127.0.0.1:"
+    ) in done.stderr
+    assert "sent where no hook hears: no hook of tracetape hears that client" in done.stderr
     quiet = run(tmp_path, "--tape", "t2.jsonl", "--mode", "record", "--", PYTHON, "-c", "pass")
     assert "reached the network" not in quiet.stderr
+
+
+TELEMETRY_AGENT = """
+import sys, requests, tracetape
+span = {"model": "otel", "messages": [{"content": "run f00d"}]}  # what the echo server reads
+requests.post(sys.argv[1] + "/v1/traces", json=span, timeout=5)
+print(tracetape.env("AGENT_REGION"))
+"""
+
+
+def test_telemetry_is_sent_unrecorded_then_answered_in_replay(tmp_path: Path) -> None:
+    """A program's telemetry (over requests, under the default hooks: crewai's case) is no
+    decision: recorded runs send it, replays answer it with the network blocked (not exit 5),
+    and both reports count it, in text and in JSON."""
+    (tmp_path / "pyproject.toml").write_text('[tool.tracetape.telemetry]\nadd = ["127.0.0.1"]\n')
+    script = tmp_path / "agent.py"
+    script.write_text(TELEMETRY_AGENT)
+    with fake_openai() as url:
+        done = run(
+            tmp_path, "--tape", "t.jsonl", "--mode", "record", "--", PYTHON, str(script), url
+        )
+    assert done.returncode == 0, done.stderr
+    assert "1 telemetry request(s) sent unrecorded, never decisions: 127.0.0.1:" in done.stderr
+    assert "reached the network" not in done.stderr
+    assert [r.kind for r in read_cassette(tmp_path / "t.jsonl").records] == ["env"]
+    replayed = run(tmp_path, "--tape", "t.jsonl", "--format", "json", "--", PYTHON, str(script),
+                   url)  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr
+    report = json.loads(replayed.stderr)  # the report goes to stderr, stdout is the program's
+    assert list(report["telemetry"].values()) == [1]
+    assert report["network"] == []
+
+
+def test_untaped_traffic_is_reported_even_when_something_was_taped(tmp_path: Path) -> None:
+    script = tmp_path / "agent.py"
+    script.write_text("import tracetape\ntracetape.env('AGENT_REGION')\n" + URLLIB_AGENT)
+    with fake_openai() as url:
+        done = run(
+            tmp_path, "--tape", "t.jsonl", "--mode", "record", "--", PYTHON, str(script), url
+        )
+    assert done.returncode == 0, done.stderr
+    assert "recorded 1 decision(s)" in done.stderr
+    assert "reached the network where no tape heard it" in done.stderr
 
 
 def _miss() -> ReplayMiss:

@@ -68,6 +68,14 @@ EXIT_SETUP = 2
 EXIT_REPLAY_MISS = 3
 EXIT_UNPLAYED = 4
 EXIT_NETWORK = 5
+
+# The fixes a warning of untaped traffic gives (``network.untaped_traffic``).
+HOOK_FIX = "tape them with --hook http (every request) or @tracetape.tool around the call"
+UNHOOKED_FIX = (
+    "no hook of tracetape hears that client (raw sockets, or an HTTP library it does not "
+    "patch): put the call in a @tracetape.tool, or give the framework an httpx, aiohttp or "
+    "requests engine (dspy and others: their litellm engine)"
+)
 HOOKS = ("auto", "sdk", "http", "none")
 NETWORK = ("block", "loopback", "allow")
 
@@ -208,9 +216,10 @@ def start_from_environment() -> None:
         _enter_hooks(tape, hook, hooks)
         guard = watcher = None
         if not tape.replaying or tape.branch is not None:
+            from .capture import hearing
             from .network import untaped_traffic, watch_network
 
-            watcher = hooks.enter_context(watch_network())
+            watcher = hooks.enter_context(watch_network(hearing))
         elif network != "allow":
             from .network import block_network
 
@@ -268,9 +277,13 @@ def start_from_environment() -> None:
                 final["error"] = str(exc)
                 final["error_type"] = type(exc).__name__
         final["warnings"] = [str(w.message) for w in caught] + final.pop("warnings_extra", [])
-        if watcher is not None and watcher.seen and not tape.written:
-            fix = "tape them with --hook http (any httpx client) or @tracetape.tool around the call"
-            final["warnings"].append(untaped_traffic(watcher.seen, fix))
+        if watcher is not None and watcher.seen:
+            final["warnings"].append(untaped_traffic(watcher, HOOK_FIX, UNHOOKED_FIX))
+        from .state import state_of
+
+        telemetry = state_of(tape).telemetry
+        if telemetry:
+            final["telemetry"] = dict(sorted(telemetry.items()))
         if not tape.replaying:
             final["written"] = tape.written
             final["ended"] = tape.ending(failed[0] if failed else None)
@@ -327,6 +340,7 @@ class RunResult:
             "branch": self.report.get("branch"),
             "fork": self.report.get("fork"),
             "warnings": self.report.get("warnings", []),
+            "telemetry": self.report.get("telemetry", {}),
             "messages": self.messages,
         }
 
@@ -536,6 +550,11 @@ def _judge(
         return result
     for warning in report.get("warnings", []):
         say(f"warning: {warning}")
+    telemetry = report.get("telemetry")
+    if telemetry:
+        how = "answered here with an empty success" if "recorded" in report else "sent unrecorded"
+        hosts = ", ".join(f"{host} ({n})" for host, n in telemetry.items())
+        say(f"{sum(telemetry.values())} telemetry request(s) {how}, never decisions: {hosts}")
     fork = report.get("fork")
     if fork is not None:
         where = f"decision {fork.get('seq')}" + (
