@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from tracetape import ReplayMiss, Tape
-from tracetape.integrations.capture import Capture, Keyed, capture_var, sending
+from tracetape.integrations.capture import Capture, capture_var, sending
 from tracetape.integrations.flow import Parts, aexchange, begin, exchange, recording
+from tracetape.integrations.keying import Keyed
 from tracetape.record import RAISED
 
 SECRET = "velvet-harbor-9931"  # no shape a redaction rule knows: only learning finds it

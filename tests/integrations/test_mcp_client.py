@@ -29,6 +29,7 @@ from tracetape.integrations import unpatch_all
 from tracetape.integrations.network import block_network
 from tracetape.integrations.runner import EXIT_REPLAY_MISS
 from tracetape.integrations.state import state_of
+from tracetape.record import RAISED
 
 SERVERS = Path(__file__).parent / "mcp_servers"
 
@@ -167,7 +168,7 @@ def test_cassette_holds_the_sessions_decisions_only(
     }
     assert [r.effect for r in records[2:6]] == ["read", "write", "read", "read"]
     assert records[4].out["isError"] is True
-    assert records[5].out[tracetape.tape.RAISED]["args"] == [
+    assert records[5].out[RAISED]["args"] == [
         -32602,
         "unknown user bob",
         {"user": "bob"},

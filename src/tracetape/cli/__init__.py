@@ -21,6 +21,7 @@ COMMANDS = {
     "verify": "show",
     "migrate": "migrate",
     "run": "run",
+    "proxy": "proxy",
     "diff": "diff",
     "check": "diff",
     "summarize": "diff",
@@ -96,6 +97,13 @@ EXIT_CODES: dict[str, dict[str, str]] = {
         "input under match rules, a migration that would not replay the same): it is left "
         "as it was",
     },
+    "proxy": {
+        "0": "stopped (Ctrl-C or SIGTERM), the cassette sealed, no miss",
+        "2": "it cannot start: a missing or corrupt cassette, a bad option or --upstream, a "
+        "host beyond loopback without a token of 16 characters or more, a port in use, the "
+        "server extra missing",
+        "3": "a request missed in replay (each was answered 400 with its diagnosis)",
+    },
     "run": {
         "N": "the program's own exit code when the tape ran clean (a signal N gives 128 + N)",
         "2": "the tape could not start: a bad option, a missing or corrupt cassette in replay, "
@@ -103,7 +111,8 @@ EXIT_CODES: dict[str, dict[str, str]] = {
         "(in replay) a command that started no Python at all; or the recording stopped (a "
         "full disk: the cassette holds what was written before)",
         "3": "replay met a decision that was never recorded, even where the program caught the "
-        "`ReplayMiss` (the diagnosis is on stderr)",
+        "`ReplayMiss` (the diagnosis is on stderr); with `--proxy`, a request the proxy "
+        "answered 400 with the diagnosis",
         "4": "`--strict` replay left recorded decisions unplayed",
         "5": "replay tried to open a network connection (blocked unless `--network "
         "loopback` or `allow`), even where the program caught the error",

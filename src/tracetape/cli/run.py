@@ -13,12 +13,32 @@ from pathlib import Path
 import click
 
 from ..errors import OptionError
-from ..integrations.runner import EXIT_SETUP, HOOKS, NETWORK, run_program
+from ..integrations.runner import EXIT_SETUP, HOOKS, NETWORK, RunResult, run_program
 from ..tape import Mode, TapeOptions
 from . import exit_codes_help
 from ._common import output_options
 
 __all__ = ["run"]
+
+
+def _run_with_proxy(
+    command: tuple[str, ...],
+    tape_path: Path,
+    options: TapeOptions,
+    upstreams: tuple[str, ...],
+    proxy_env: str,
+) -> RunResult:
+    """``tracetape run --proxy``: the server extra's proxy in front of the program."""
+    from .collector import _extra
+
+    _extra("server", "uvicorn", "httpx")
+    from ..integrations.proxied import run_with_proxy
+    from ..integrations.proxy import parse_upstreams
+
+    return run_with_proxy(
+        command, tape_path, options, upstreams=parse_upstreams(upstreams), proxy_env=proxy_env
+    )
+
 
 EXIT_NOT_EXECUTABLE = 126
 EXIT_NOT_FOUND = 127
@@ -94,6 +114,28 @@ EXIT_NOT_FOUND = 127
     is_flag=True,
     help="On a replay miss, print the program's traceback before the diagnosis.",
 )
+@click.option(
+    "--proxy",
+    "proxy",
+    is_flag=True,
+    help="Tape the program through a local proxy of the providers' HTTP APIs instead of "
+    "hooks: any language (Node, a coding-agent CLI); its clients are pointed at it by "
+    "OPENAI_BASE_URL, ANTHROPIC_BASE_URL and the like (see tracetape proxy).",
+)
+@click.option(
+    "--upstream",
+    "upstreams",
+    multiple=True,
+    metavar="PROVIDER=URL",
+    help="With --proxy: where a provider's requests go when recording (default: its API).",
+)
+@click.option(
+    "--proxy-env",
+    type=click.Choice(["keep", "force"]),
+    default="keep",
+    show_default=True,
+    help="With --proxy: keep a base-URL variable the environment already sets, or override it.",
+)
 @output_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(
@@ -107,6 +149,9 @@ def run(
     fork_at: int | None,
     branch: Path | None,
     latency: str | None,
+    proxy: bool,
+    upstreams: tuple[str, ...],
+    proxy_env: str,
     fmt: str,
     command: tuple[str, ...],
 ) -> None:
@@ -116,6 +161,7 @@ def run(
         tracetape run --tape runs/412.jsonl --mode record -- python -m agent --task fix-ci
         tracetape run --tape runs/412.jsonl -- python -m agent --task fix-ci
         tracetape run --tape runs/412.jsonl --mode fork --fork-at 17 -- python -m agent
+        tracetape run --proxy --tape runs/ts.jsonl --mode record -- node agent.mjs
     """
     try:
         options = TapeOptions(
@@ -125,14 +171,17 @@ def run(
         click.echo(f"tracetape run: error: {exc.flag_message}", err=True)
         sys.exit(EXIT_SETUP)
     try:
-        result = run_program(
-            command,
-            tape_path,
-            options,
-            hook=hook,
-            network=network,
-            show_traceback=show_traceback,
-        )
+        if proxy or upstreams:
+            result = _run_with_proxy(command, tape_path, options, upstreams, proxy_env)
+        else:
+            result = run_program(
+                command,
+                tape_path,
+                options,
+                hook=hook,
+                network=network,
+                show_traceback=show_traceback,
+            )
     except (OSError, ValueError) as exc:
         click.echo(f"tracetape run: error: {exc}", err=True)
         if isinstance(exc, FileNotFoundError):

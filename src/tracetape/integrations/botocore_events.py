@@ -46,10 +46,11 @@ from urllib.parse import urlsplit
 
 from ..record import RAISED
 from ..tape import Tape
-from .capture import Capture, Keyed, Tap, key_request, out_content, rebuilt, sending, taker
+from .capture import Capture, Tap, out_content, rebuilt, sending, taker
 from .flow import Parts, prepare, replay
 from .framing import content_type_of, framing_of
 from .install import patch_attr
+from .keying import Keyed, key_request
 from .state import http_tape
 
 __all__ = ["patch_module"]

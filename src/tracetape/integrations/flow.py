@@ -5,7 +5,7 @@ headers that carry its credentials), how to ask its body uncompressed, how a res
 own kind is built from a record (``answer``) or a recorded failure raised (``raised``), and
 how its response reports the body it is read for to a ``Tap`` (``tapped``). The flow is here:
 
-* ``begin``: key the request (``capture.key_request``), and in replay answer it from the tape
+* ``begin``: key the request (``keying.key_request``), and in replay answer it from the tape
   (``replay``); else start recording it (a ``Capture`` of its own, or the SDK fast path's that
   took it), its credentials learned so that an answer that echoes one is redacted; a request
   to a telemetry host (``telemetry``) is counted, sent unrecorded, answered empty in replay;
@@ -33,17 +33,15 @@ from ..tape import Tape
 from . import telemetry
 from .capture import (
     Capture,
-    Keyed,
     Telemetry,
     beyond_recording,
     capture_var,
     failed,
-    key_request,
-    learn_credentials,
     play,
     replayed_headers,
     sending,
 )
+from .keying import Keyed, key_request, learn_credentials
 from .state import state_of
 
 __all__ = [

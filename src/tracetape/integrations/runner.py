@@ -357,7 +357,7 @@ def _shown(command: Sequence[str]) -> str:
 def _rerun_hint(tape: Path, command: Sequence[str], hook: str, mode: str = "rewrite") -> str:
     import shlex
 
-    hook_option = f" --hook {hook}" if hook != "auto" else ""
+    hook_option = {"auto": "", "proxy": " --proxy"}.get(hook, f" --hook {hook}")
     return (
         f"tracetape run --tape {shlex.quote(str(tape))} --mode {mode}{hook_option} -- "
         f"{_shown(command)}"
@@ -518,6 +518,11 @@ def _judge(
         fate = miss.get("fate")
         if fate == "stopped":
             say(f"the program stopped at the miss (it exited {code}):")
+        elif fate == "answered":
+            say(
+                "the proxy answered the miss with a 400 error, its diagnosis the message (the "
+                f"program exited {code}); the run diverged from the recording:"
+            )
         elif fate == "turned":
             say(
                 f"the program turned the ReplayMiss into {miss.get('turned_into')} and stopped "

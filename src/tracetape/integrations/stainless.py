@@ -37,10 +37,11 @@ from typing import Any, NamedTuple
 from ..errors import ReplayMiss
 from ..record import Record
 from ..tape import Tape
-from .capture import Keyed, capture_var, failed, model_decision, play, rebuilt
+from .capture import capture_var, failed, play, rebuilt
 from .flow import recording
 from .framing import content_type_of, framing_of
 from .install import patch_attr
+from .keying import Keyed, model_decision
 from .providers import Match, Provider, SdkTarget, providers
 from .state import resolve_tape, state_of
 

@@ -1,0 +1,361 @@
+"""``tracetape proxy``: a local server that speaks the providers' own HTTP APIs, so an agent
+in any language (a TypeScript agent, a coding-agent CLI) is taped unmodified: it only takes a
+base URL (``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL`` …, ``client_env``).
+
+The proxy is one more transport adapter over the capture flow (``flow.aexchange``): a request
+is keyed, replayed and recorded exactly as the in-process hooks do (the provider table decides
+route, conversation, step, usage and credentials), so a request the openai Python SDK would
+send keys the same through either, and a cassette recorded by one replays through the other.
+In record the request goes on to the provider (``UPSTREAMS``, or ``--upstream NAME=URL``) with
+the client's own credentials, which are never stored; the answer streams back to the client as
+it arrives, chunk for chunk, and is stored as it is read. In replay it is answered from the
+cassette, with no upstream and no credentials.
+
+Where a request goes: a path under a provider's name (``/anthropic/v1/messages``,
+``/groq/openai/v1/chat/completions``) goes to that provider; any other path goes to the
+provider whose model route it is (``/v1/messages`` is Anthropic's, ``/v1/chat/completions``
+OpenAI's), and the rest of ``/v1`` to OpenAI.
+
+A miss is answered 400 in the provider's error shape (SDKs retry 408, 409, 429 and 5xx; coding
+CLIs show a 400), its message the miss's diagnosis; the proxy also prints it and keeps serving
+(the next request may match). A request body beyond ``max_body`` is a 413, a path no provider
+answers a 404, an upstream that cannot be reached a 502: a one-line reason each, never a crash.
+
+Engine: a plain ASGI app (``ProxyApp``) served by uvicorn, the upstream reached with httpx's
+async client (HTTP/2 where the upstream offers it), both of the ``server`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from ..errors import ReplayMiss
+from ..tape import Tape
+from .capture import Capture, Tap, flush_pending, out_content, rebuilt
+from .flow import Parts, aexchange
+from .framing import content_type_of, framing_of
+from .providers import match_route
+
+__all__ = [
+    "UPSTREAMS",
+    "ProxyApp",
+    "client_env",
+    "parse_upstreams",
+]
+
+# Where each provider's API lives: the proxy's upstream for it unless ``--upstream`` says.
+UPSTREAMS: dict[str, str] = {
+    "openai": "https://api.openai.com",
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com",
+    "mistral": "https://api.mistral.ai",
+    "cohere": "https://api.cohere.com",
+    "groq": "https://api.groq.com",
+    "ollama": "http://127.0.0.1:11434",
+}
+
+# The variables that point each known client at the proxy, and the path they point at.
+CLIENT_ENV: tuple[tuple[str, str], ...] = (
+    ("OPENAI_BASE_URL", "/v1"),  # openai (Python, Node), the Vercel AI SDK, Codex
+    ("ANTHROPIC_BASE_URL", ""),  # anthropic (Python, Node), Claude Code
+    ("GOOGLE_GEMINI_BASE_URL", "/gemini"),  # Gemini CLI, @google/genai
+    ("GROQ_BASE_URL", "/groq"),
+    ("CO_API_URL", "/cohere"),
+    ("OLLAMA_HOST", "/ollama"),
+)
+
+# Headers of one hop, not forwarded (RFC 9110 7.6.1), and those httpx sets itself.
+_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "x-tracetape-token",
+    }
+)
+# Headers of the upstream's answer not handed on: the body handed on is decoded and framed anew.
+_ANSWER_DROPPED = frozenset({*_HOP, "content-encoding"})
+
+
+def client_env(address: str) -> dict[str, str]:
+    """The environment that points each known client at the proxy at ``address``."""
+    return {name: f"{address}{path}" for name, path in CLIENT_ENV}
+
+
+def parse_upstreams(given: Iterable[str]) -> dict[str, str]:
+    """``NAME=URL`` pairs over the defaults; a bad pair is a ``ValueError`` saying why."""
+    upstreams = dict(UPSTREAMS)
+    for pair in given:
+        name, sep, url = pair.partition("=")
+        name = name.strip().lower()
+        if not sep or name not in UPSTREAMS:
+            raise ValueError(
+                f"--upstream {pair!r}: use PROVIDER=URL with PROVIDER one of {', '.join(UPSTREAMS)}"
+            )
+        split = urlsplit(url.strip())
+        if split.scheme not in ("http", "https") or not split.netloc:
+            raise ValueError(f"--upstream {pair!r}: {url!r} is not an http(s) URL")
+        upstreams[name] = url.strip().rstrip("/")
+    return upstreams
+
+
+@dataclass
+class ProxyRequest:
+    """One request the proxy took, as it goes upstream."""
+
+    method: str
+    provider: str
+    url: tuple[str, str, str, str]  # the upstream's scheme, netloc, path and query
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def target(self) -> str:
+        scheme, netloc, path, query = self.url
+        return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+
+
+@dataclass
+class Answer:
+    """What the proxy answers: a status, headers, and the body's chunks (an iterator of the
+    upstream's, being recorded, or the recorded ones); past the end of a stream the recorded
+    run abandoned, ``beyond()`` is the miss."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    chunks: AsyncIterator[bytes] | Sequence[bytes] = ()
+    beyond: Callable[[], BaseException] | None = None
+
+
+class _Failed(Exception):
+    """The upstream could not be reached (now, or when the recording was made)."""
+
+
+class _Adapter:
+    """The flow's adapter for the proxy's requests and answers."""
+
+    def parts(self, request: ProxyRequest) -> Parts:
+        return Parts(
+            request.method, request.url, request.headers.get("content-type", ""), request.headers
+        )
+
+    def identity(self, request: ProxyRequest) -> None:
+        request.headers["accept-encoding"] = "identity"
+
+    def answer(
+        self,
+        request: ProxyRequest,
+        out: Mapping[str, Any],
+        headers: Mapping[str, str],
+        beyond: Callable[[], BaseException] | None,
+    ) -> Answer:
+        status = int(out.get("status", 200))
+        if "events" in out:
+            chunks = framing_of(out).encode(out)
+            all_headers = [("content-type", content_type_of(out)), *headers.items()]
+            return Answer(status, all_headers, chunks, beyond)
+        ctype, content = out_content(out)
+        return Answer(status, [("content-type", ctype), *headers.items()], [content])
+
+    def raised(self, request: ProxyRequest, out: Mapping[str, Any]) -> BaseException:
+        return _Failed(str(rebuilt(out)))
+
+    def tapped(self, request: ProxyRequest, response: Any, capture: Capture) -> Answer:
+        tap = capture.new_tap(response.status_code, response.headers.get("content-type", ""))
+        headers = [(k, v) for k, v in response.headers.items() if k.lower() not in _ANSWER_DROPPED]
+        return Answer(response.status_code, headers, _tapped(response, tap))
+
+
+async def _tapped(response: Any, tap: Tap) -> AsyncIterator[bytes]:
+    """The upstream's body, decoded, as it arrives, fed to ``tap``; finished at its end, or
+    as far as it was read when the client went away."""
+    try:
+        async for chunk in response.aiter_bytes():
+            tap.feed(chunk)
+            yield chunk
+        tap.finish(complete=True)
+    finally:
+        tap.finish(complete=False)  # no-op once finished
+        await response.aclose()
+
+
+_ADAPTER = _Adapter()
+
+
+def _error_body(provider: str, status: int, message: str, kind: str) -> bytes:
+    """An error in the provider's own shape, which its SDKs read the message of."""
+    if provider == "anthropic":
+        body: dict[str, Any] = {
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": message},
+        }
+    elif provider == "gemini":
+        body = {"error": {"code": status, "message": message, "status": "FAILED_PRECONDITION"}}
+    elif provider == "ollama":
+        body = {"error": message}
+    elif provider == "cohere":
+        body = {"message": message}
+    else:
+        body = {"error": {"message": message, "type": kind, "param": None, "code": kind}}
+    return json.dumps(body).encode()
+
+
+@dataclass
+class ProxyApp:
+    """The ASGI app: routes each request to its provider through ``tape``."""
+
+    tape: Tape
+    upstreams: Mapping[str, str] = field(default_factory=lambda: dict(UPSTREAMS))
+    max_body: int = 32 * 2**20
+    token: str | None = None
+    say: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
+    misses: list[ReplayMiss] = field(default_factory=list)
+    _client: httpx.AsyncClient | None = None
+
+    def route(self, path: str) -> tuple[str, str] | None:
+        """The provider a path goes to, and the path it has upstream."""
+        first, _, rest = path.lstrip("/").partition("/")
+        if first in self.upstreams:
+            return first, "/" + rest
+        match = match_route("POST", "", path)
+        if match is not None:
+            return match.provider.name, path
+        if path.startswith("/v1/") or path == "/v1":
+            return "openai", path
+        return None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        answer = await self._answer(scope, receive)
+        await self._send(answer, send)
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def aclose(self) -> None:
+        """Close the upstream client and record what responses were left half read."""
+        flush_pending(self.tape)
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def _refused(self, status: int, provider: str, message: str, kind: str) -> Answer:
+        body = _error_body(provider, status, message, kind)
+        return Answer(
+            status, [("content-type", "application/json"), ("x-should-retry", "false")], [body]
+        )
+
+    async def _answer(self, scope: dict[str, Any], receive: Any) -> Answer:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if self.token is not None and headers.get("x-tracetape-token") != self.token:
+            return self._refused(401, "openai", "tracetape proxy: a token is needed", "auth")
+        body = b""
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return Answer(499, [])
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.max_body:
+                return self._refused(
+                    413,
+                    "openai",
+                    f"tracetape proxy: request body over {self.max_body} bytes",
+                    "too_large",
+                )
+        path = scope["path"]
+        routed = self.route(path)
+        if routed is None:
+            return self._refused(
+                404,
+                "openai",
+                f"tracetape proxy: no provider answers {path}; put the provider's name first "
+                f"({', '.join(f'/{name}/' for name in self.upstreams)})",
+                "not_found",
+            )
+        provider, upstream_path = routed
+        base = urlsplit(self.upstreams[provider])
+        request = ProxyRequest(
+            method=scope["method"],
+            provider=provider,
+            url=(
+                base.scheme,
+                base.netloc,
+                base.path.rstrip("/") + upstream_path,
+                scope.get("query_string", b"").decode("latin-1"),
+            ),
+            headers={k: v for k, v in headers.items() if k not in _HOP},
+            body=body,
+        )
+        try:
+            return await aexchange(_ADAPTER, self.tape, request, body, self._upstream)
+        except ReplayMiss as miss:
+            self.misses.append(miss)
+            self.say(f"tracetape proxy: replay miss at {scope['method']} {path}:\n{miss}")
+            return self._refused(400, provider, f"tracetape replay miss: {miss}", "replay_miss")
+        except (_Failed, httpx.HTTPError) as exc:
+            message = f"tracetape proxy: the upstream {request.target} failed: {exc}"
+            return self._refused(502, provider, message, "upstream_failed")
+
+    async def _upstream(self, request: ProxyRequest) -> Any:
+        if self._client is None:
+            self._client = httpx.AsyncClient(http2=True, timeout=httpx.Timeout(600, connect=30))
+        sent = self._client.build_request(
+            request.method, request.target, headers=request.headers, content=request.body
+        )
+        return await self._client.send(sent, stream=True)
+
+    async def _send(self, answer: Answer, send: Any) -> None:
+        if answer.status == 499:  # the client left before it asked
+            return
+        await send(
+            {
+                "type": "http.response.start",
+                "status": answer.status,
+                "headers": [(k.encode(), v.encode()) for k, v in answer.headers],
+            }
+        )
+        chunks = answer.chunks
+        try:
+            if isinstance(chunks, AsyncIterator):
+                async for chunk in chunks:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            else:
+                for chunk in chunks:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        finally:
+            if isinstance(chunks, AsyncIterator):
+                await chunks.aclose()  # type: ignore[attr-defined]
+        if answer.beyond is not None:
+            miss = answer.beyond()
+            if isinstance(miss, ReplayMiss):
+                self.misses.append(miss)
+            self.say(f"tracetape proxy: replay miss past the recorded stream:\n{miss}")
+            raise miss  # the connection is cut: the client sees the stream broken, not ended
+        await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -1,0 +1,156 @@
+"""The proxy: the official openai and anthropic SDKs (and curl) pointed at it by base URL,
+recording through it against the local fake provider, then replaying with the fake stopped
+and no key, and missing on a changed prompt with the diagnosis in the answer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+from fakeserver import FakeServer
+from sdk_agents import anthropic_agent, openai_agent
+
+import tracetape
+from tracetape import Tape, read_cassette
+from tracetape.integrations.proxied import listen, serving
+from tracetape.integrations.proxy import ProxyApp, parse_upstreams
+
+KEY = "sk-proj-proxy0123456789abcdefghijklmnopqr"
+
+
+@pytest.fixture
+def proxy_of() -> Iterator[Any]:
+    """Serve a ``ProxyApp`` of a tape for the block: ``with proxy_of(tape, upstream) as url``."""
+    apps: list[ProxyApp] = []
+
+    def start(tape: Tape, upstream: str = "http://127.0.0.1:9") -> Any:
+        app = ProxyApp(
+            tape, upstreams=parse_upstreams([f"openai={upstream}", f"anthropic={upstream}"])
+        )
+        apps.append(app)
+        return serving(app, listen("127.0.0.1", 0))
+
+    yield start
+
+
+def _openai(url: str, key: str = KEY) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_openai_records_through_the_proxy_and_replays_offline(
+    tmp_path: Path, server: FakeServer, proxy_of: Any, stream: bool
+) -> None:
+    path = tmp_path / "run.jsonl"
+    with proxy_of(tape := Tape(path, mode="record"), server.base_url) as url:
+        live = openai_agent(_openai(url), "sum 1 to 3", stream=stream)
+    tape.close()
+    records = read_cassette(path).records
+    assert [r.kind for r in records] == ["llm"] * 4 and [r.step for r in records] == [1, 2, 3, 4]
+    assert KEY not in path.read_text(), "the client's credential is never stored"
+    assert all(r.tokens for r in records) or stream
+    asked = len(server.requests)
+    server.stop()
+    with proxy_of(tape := Tape(path, mode="replay")) as url:
+        assert openai_agent(_openai(url, key="none"), "sum 1 to 3", stream=stream) == live
+    tape.close()
+    assert len(server.requests) == asked
+
+
+def test_anthropic_streaming_with_tool_use_replays(
+    tmp_path: Path, server: FakeServer, proxy_of: Any
+) -> None:
+    path = tmp_path / "run.jsonl"
+
+    def client(url: str, key: str) -> anthropic.Anthropic:
+        return anthropic.Anthropic(base_url=url, api_key=key, max_retries=0)
+
+    with proxy_of(tape := Tape(path, mode="record"), server.base_url) as url:
+        live = anthropic_agent(client(url, KEY), "sum 1 to 2", stream=True)
+    tape.close()
+    assert [r.step for r in read_cassette(path).records] == [1, 2, 3]
+    server.stop()
+    with proxy_of(tape := Tape(path, mode="replay")) as url:
+        assert anthropic_agent(client(url, "none"), "sum 1 to 2", stream=True) == live
+    tape.close()
+
+
+def test_a_miss_is_a_400_the_sdk_raises_at_once_with_the_diagnosis(
+    tmp_path: Path, server: FakeServer, proxy_of: Any
+) -> None:
+    path = tmp_path / "run.jsonl"
+    with proxy_of(tape := Tape(path, mode="record"), server.base_url) as url:
+        openai_agent(_openai(url), "sum 1 to 2")
+    tape.close()
+    server.stop()
+    tape = Tape(path, mode="replay")
+    with proxy_of(tape) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="none")  # retries on: none taken
+        with pytest.raises(openai.BadRequestError) as error:
+            openai_agent(client, "sum 1 to 2 please")
+        # the proxy keeps serving after a miss: the recorded run still replays
+        openai_agent(_openai(url, key="none"), "sum 1 to 2")
+    message = str(error.value)
+    assert "tracetape replay miss" in message and "messages[0].content" in message
+    assert len(tape.misses) == 1, "answered once: the SDK did not retry the 400"
+    tape.close(failed=True)
+
+
+def test_curl_records_and_replays_a_hand_written_request(
+    tmp_path: Path, server: FakeServer, proxy_of: Any
+) -> None:
+    path = tmp_path / "run.jsonl"
+    body = json.dumps(
+        {"model": "gpt-test", "messages": [{"role": "user", "content": "sum 1 to 1"}]}
+    )
+
+    def curl(url: str) -> dict[str, Any]:
+        done = subprocess.run(
+            ["curl", "-sS", "-H", "content-type: application/json", "-H",
+             f"authorization: Bearer {KEY}", "-d", body, f"{url}/v1/chat/completions"],
+            capture_output=True, text=True, check=True, timeout=30,
+        )  # fmt: skip
+        return dict(json.loads(done.stdout))
+
+    with proxy_of(tape := Tape(path, mode="record"), server.base_url) as url:
+        live = curl(url)
+    tape.close()
+    server.stop()
+    with proxy_of(tape := Tape(path, mode="replay")) as url:
+        assert curl(url) == live
+    tape.close()
+
+
+def test_a_cassette_of_the_in_process_hook_replays_through_the_proxy(
+    tmp_path: Path, server: FakeServer, no_leftover_patch: None, proxy_of: Any
+) -> None:
+    """One mechanism: what the openai SDK asks keys the same whichever way it is taped."""
+    path = tmp_path / "run.jsonl"
+    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
+        live = openai_agent(_openai(server.base_url), "sum 1 to 3", stream=True)
+    hooked = [(r.key, r.step) for r in read_cassette(path).records]
+    server.stop()
+    with proxy_of(tape := Tape(path, mode="replay")) as url:
+        assert openai_agent(_openai(url, key="none"), "sum 1 to 3", stream=True) == live
+    tape.close()
+    assert not tape.unplayed and len(hooked) == 4
+
+
+def test_malformed_and_unknown_requests_get_a_one_line_answer(
+    tmp_path: Path, proxy_of: Any
+) -> None:
+    import httpx
+
+    with proxy_of(tape := Tape(tmp_path / "run.jsonl", mode="record")) as url:
+        unknown = httpx.post(f"{url}/nowhere", content=b"{}")
+        broken = httpx.post(f"{url}/v1/chat/completions", content=b"{not json")
+    tape.close()
+    assert unknown.status_code == 404 and "no provider answers /nowhere" in unknown.text
+    assert broken.status_code == 502, "sent upstream as it is: the upstream is unreachable"
+    assert "the upstream http://127.0.0.1:9/v1/chat/completions failed" in broken.text
