@@ -36,6 +36,28 @@ def format_option(*formats: str) -> Callable[[F], F]:
 output_options = format_option("text", "json")
 """The shared ``--format text|json`` of every command that prints a report."""
 
+tape_option = click.option(
+    "--tape",
+    "tape_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The cassette to record into or replay from.",
+)
+"""The ``--tape PATH`` of ``tracetape run`` and ``tracetape proxy`` (as ``tape_path``)."""
+
+
+def mode_option(default: str, help: str) -> Callable[[F], F]:
+    """``--mode`` of a tape, one of ``Mode``'s values."""
+    from ..options import Mode
+
+    return click.option(
+        "--mode",
+        type=click.Choice([m.value for m in Mode]),
+        default=default,
+        show_default=True,
+        help=help,
+    )
+
 
 def handle_errors(func: F) -> F:
     """Turn tracetape's errors into one clear line on stderr and exit code 2."""

@@ -11,9 +11,9 @@ from pathlib import Path
 import click
 
 from ..errors import OptionError, TapeError
-from ..tape import Mode, TapeOptions
+from ..tape import TapeOptions
 from . import exit_codes_help
-from ._common import EXIT_BAD_INPUT
+from ._common import EXIT_BAD_INPUT, mode_option, tape_option
 from .collector import _extra
 
 __all__ = ["proxy"]
@@ -25,19 +25,10 @@ EXIT_MISSED = 3
     short_help="Serve the providers' HTTP APIs locally: tape an agent in any language.",
     epilog=exit_codes_help("proxy"),
 )
-@click.option(
-    "--tape",
-    "tape_path",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The cassette to record into or replay from.",
-)
-@click.option(
-    "--mode",
-    type=click.Choice([m.value for m in Mode]),
-    default="auto",
-    show_default=True,
-    help="As tracetape run's: record, replay, auto (replay if the cassette exists), rewrite, fork.",
+@tape_option
+@mode_option(
+    "auto",
+    "As tracetape run's: record, replay, auto (replay if the cassette exists), rewrite, fork.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to bind.")
 @click.option(

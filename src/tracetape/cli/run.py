@@ -14,9 +14,9 @@ import click
 
 from ..errors import OptionError
 from ..integrations.runner import EXIT_SETUP, HOOKS, NETWORK, RunResult, run_program
-from ..tape import Mode, TapeOptions
+from ..tape import TapeOptions
 from . import exit_codes_help
-from ._common import output_options
+from ._common import mode_option, output_options, tape_option
 
 __all__ = ["run"]
 
@@ -49,19 +49,10 @@ EXIT_NOT_FOUND = 127
     epilog=exit_codes_help("run"),
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
-@click.option(
-    "--tape",
-    "tape_path",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The cassette to record into or replay from.",
-)
-@click.option(
-    "--mode",
-    type=click.Choice([m.value for m in Mode]),
-    default="replay",
-    show_default=True,
-    help="replay: run offline from the cassette; record: run live and write a cassette that "
+@tape_option
+@mode_option(
+    "replay",
+    "replay: run offline from the cassette; record: run live and write a cassette that "
     "does not exist yet; auto: replay if the cassette exists, else record; rewrite: run live "
     "and overwrite; fork: replay while the run matches, then go live, writing the whole run "
     "to a branch cassette (the cassette itself is never changed).",

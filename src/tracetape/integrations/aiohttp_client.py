@@ -47,7 +47,7 @@ import inspect
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, TypeAlias, cast
 
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -55,7 +55,7 @@ from yarl import URL
 
 from ..record import RAISED
 from .capture import Capture, Tap, out_content, passing, rebuilt, taker
-from .flow import Parts, aexchange
+from .flow import Beyond, Headers, Out, Parts, aexchange
 from .framing import content_type_of, framing_of
 from .install import patch_attr
 from .providers import dig
@@ -87,6 +87,10 @@ def _content_type(req: aiohttp.ClientRequest) -> str:
     return found or ""
 
 
+_Request: TypeAlias = aiohttp.ClientRequest
+_Response: TypeAlias = aiohttp.ClientResponse
+
+
 class _Adapter:
     """The flow's adapter for ``aiohttp`` requests and responses."""
 
@@ -96,13 +100,7 @@ class _Adapter:
     def identity(self, request: aiohttp.ClientRequest) -> None:
         request.headers["Accept-Encoding"] = "identity"
 
-    def answer(
-        self,
-        request: aiohttp.ClientRequest,
-        out: Mapping[str, Any],
-        headers: Mapping[str, str],
-        beyond: Callable[[], BaseException] | None,
-    ) -> aiohttp.ClientResponse:
+    def answer(self, request: _Request, out: Out, headers: Headers, beyond: Beyond) -> _Response:
         status = int(out.get("status", 200))
         if "events" in out:
             reader = _ReplayReader(framing_of(out).encode(out), beyond)

@@ -47,7 +47,7 @@ from urllib.parse import urlsplit
 from ..record import RAISED
 from ..tape import Tape
 from .capture import Capture, Tap, out_content, rebuilt, sending, taker
-from .flow import Parts, prepare, replay
+from .flow import Beyond, Headers, Out, Parts, prepare, replay
 from .framing import content_type_of, framing_of
 from .install import patch_attr
 from .keying import Keyed, key_request
@@ -204,13 +204,7 @@ def _raised(out: Mapping[str, Any]) -> BaseException:
 class _Answers:
     """How the flow answers a botocore request from the tape (``flow.replay``)."""
 
-    def answer(
-        self,
-        request: Any,
-        out: Mapping[str, Any],
-        headers: Mapping[str, str],
-        beyond: Callable[[], BaseException] | None,
-    ) -> Any:
+    def answer(self, request: Any, out: Out, headers: Headers, beyond: Beyond) -> Any:
         # botocore asks no retry of a replayed call (``_needs_retry``): no retry headers
         return _response(request.url, out, beyond)
 

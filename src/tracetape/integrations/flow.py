@@ -47,6 +47,9 @@ from .state import state_of
 __all__ = [
     "Adapter",
     "Answers",
+    "Beyond",
+    "Headers",
+    "Out",
     "Parts",
     "aexchange",
     "begin",
@@ -62,6 +65,13 @@ Rq_contra = TypeVar("Rq_contra", contravariant=True)
 Rs_co = TypeVar("Rs_co", covariant=True)
 
 
+# What an answer is built from besides the request: the recorded output, headers besides its
+# content type, and what raises past the end of a stream the recorded run abandoned.
+Out = Mapping[str, Any]
+Headers = Mapping[str, str]
+Beyond = Callable[[], BaseException] | None
+
+
 class Parts(NamedTuple):
     """What the flow reads of a request: ``url`` as scheme, netloc, path and query."""
 
@@ -74,13 +84,7 @@ class Parts(NamedTuple):
 class Answers(Protocol[Rq_contra, Rs_co]):
     """How a transport answers a request from the tape."""
 
-    def answer(
-        self,
-        request: Rq_contra,
-        out: Mapping[str, Any],
-        headers: Mapping[str, str],
-        beyond: Callable[[], BaseException] | None,
-    ) -> Rs_co:
+    def answer(self, request: Rq_contra, out: Out, headers: Headers, beyond: Beyond) -> Rs_co:
         """The response to ``request`` built from a recorded output (``headers`` besides its
         content type; ``beyond`` raises past the end of a stream the recorded run abandoned)."""
         ...
@@ -164,15 +168,8 @@ def exchange(
     begun = begin(adapter, taker, request, content)
     if begun is not PASS and not isinstance(begun, Capture):
         return begun  # type: ignore[no-any-return]
-    token = sending.set(True)
-    try:
+    with _sending(begun):
         response = send(request)
-    except Exception as exc:
-        if begun is not PASS:
-            begun.failed(exc)
-        raise
-    finally:
-        sending.reset(token)
     return response if begun is PASS else adapter.tapped(request, response, begun)
 
 
@@ -187,16 +184,24 @@ async def aexchange(
     begun = begin(adapter, taker, request, content)
     if begun is not PASS and not isinstance(begun, Capture):
         return begun  # type: ignore[no-any-return]
+    with _sending(begun):
+        response = await send(request)
+    return response if begun is PASS else adapter.tapped(request, response, begun)
+
+
+@contextlib.contextmanager
+def _sending(begun: Capture | Any) -> Iterator[None]:
+    """While a taken request is sent: no inner transport takes it (``capture.sending``), and a
+    failure to send is recorded (``Capture.failed``) unless nobody records it (``PASS``)."""
     token = sending.set(True)
     try:
-        response = await send(request)
+        yield
     except Exception as exc:
         if begun is not PASS:
             begun.failed(exc)
         raise
     finally:
         sending.reset(token)
-    return response if begun is PASS else adapter.tapped(request, response, begun)
 
 
 @contextlib.contextmanager

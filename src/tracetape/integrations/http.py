@@ -42,7 +42,7 @@ from typing import Any
 from ..record import Record
 from ..tape import Tape
 from .capture import Capture, capture_var, flush_pending, out_content, passing, rebuilt, taker
-from .flow import Parts, Taker, aexchange, exchange
+from .flow import Beyond, Headers, Out, Parts, Taker, aexchange, exchange
 from .framing import content_type_of, framing_of
 from .install import install, patch_attr, uninstall
 from .state import http_tape
@@ -181,13 +181,7 @@ class _Adapter:
     def identity(self, request: Any) -> None:
         request.headers["accept-encoding"] = "identity"
 
-    def answer(
-        self,
-        request: Any,
-        out: Mapping[str, Any],
-        headers: Mapping[str, str],
-        beyond: Callable[[], BaseException] | None,
-    ) -> Any:
+    def answer(self, request: Any, out: Out, headers: Headers, beyond: Beyond) -> Any:
         return replay_response(
             self.module, request, out, aio=self.aio, beyond=beyond, headers=headers
         )

@@ -14,7 +14,8 @@ cassette, with no upstream and no credentials.
 Where a request goes: a path under a provider's name (``/anthropic/v1/messages``,
 ``/groq/openai/v1/chat/completions``) goes to that provider; any other path goes to the
 provider whose model route it is (``/v1/messages`` is Anthropic's, ``/v1/chat/completions``
-OpenAI's), and the rest of ``/v1`` to OpenAI.
+OpenAI's), a model route's path without its version to that route (``/messages``, which the
+Vercel AI SDK's Anthropic provider asks), and the rest of ``/v1`` to OpenAI.
 
 A miss is answered 400 in the provider's error shape (SDKs retry 408, 409, 429 and 5xx; coding
 CLIs show a 400), its message the miss's diagnosis; the proxy also prints it and keeps serving
@@ -39,7 +40,7 @@ import httpx
 from ..errors import ReplayMiss
 from ..tape import Tape
 from .capture import Capture, Tap, flush_pending, out_content, rebuilt
-from .flow import Parts, aexchange
+from .flow import Beyond, Headers, Out, Parts, aexchange
 from .framing import content_type_of, framing_of
 from .providers import match_route
 
@@ -156,13 +157,7 @@ class _Adapter:
     def identity(self, request: ProxyRequest) -> None:
         request.headers["accept-encoding"] = "identity"
 
-    def answer(
-        self,
-        request: ProxyRequest,
-        out: Mapping[str, Any],
-        headers: Mapping[str, str],
-        beyond: Callable[[], BaseException] | None,
-    ) -> Answer:
+    def answer(self, request: ProxyRequest, out: Out, headers: Headers, beyond: Beyond) -> Answer:
         status = int(out.get("status", 200))
         if "events" in out:
             chunks = framing_of(out).encode(out)
@@ -234,6 +229,11 @@ class ProxyApp:
         match = match_route("POST", "", path)
         if match is not None:
             return match.provider.name, path
+        # @ai-sdk/anthropic wants the version in ANTHROPIC_BASE_URL, which the anthropic SDKs
+        # and Claude Code add themselves: its /messages is Anthropic's /v1/messages
+        match = match_route("POST", "", "/v1" + path)
+        if match is not None:
+            return match.provider.name, "/v1" + path
         if path.startswith("/v1/") or path == "/v1":
             return "openai", path
         return None

@@ -38,7 +38,7 @@ import urllib3.response
 
 from ..record import RAISED
 from .capture import Capture, Tap, out_content, passing, rebuilt, taker
-from .flow import Parts, exchange
+from .flow import Beyond, Headers, Out, Parts, exchange
 from .framing import content_type_of, framing_of
 from .install import patch_attr
 from .providers import dig
@@ -233,13 +233,7 @@ class _Adapter:
             del request.headers[name]
         request.headers["Accept-Encoding"] = "identity"
 
-    def answer(
-        self,
-        request: _Request,
-        out: Mapping[str, Any],
-        headers: Mapping[str, str],
-        beyond: Callable[[], BaseException] | None,
-    ) -> _Response:
+    def answer(self, request: _Request, out: Out, headers: Headers, beyond: Beyond) -> _Response:
         status = int(out.get("status", 200))
         if "events" in out:
             body = _Replayed(framing_of(out).encode(out), beyond)
