@@ -154,3 +154,43 @@ def test_malformed_and_unknown_requests_get_a_one_line_answer(
     assert unknown.status_code == 404 and "no provider answers /nowhere" in unknown.text
     assert broken.status_code == 502, "sent upstream as it is: the upstream is unreachable"
     assert "the upstream http://127.0.0.1:9/v1/chat/completions failed" in broken.text
+
+
+def test_a_body_over_the_bound_is_a_413_and_one_at_the_bound_goes_through(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    import httpx
+
+    body = json.dumps(
+        {"model": "gpt-test", "messages": [{"role": "user", "content": "sum 1 to 1"}]}
+    )
+    tape = Tape(tmp_path / "run.jsonl", mode="record")
+    app = ProxyApp(tape, upstreams=parse_upstreams([f"openai={server.base_url}"]))
+    app.max_body = len(body)
+    with serving(app, listen("127.0.0.1", 0)) as url:
+        at = httpx.post(f"{url}/v1/chat/completions", content=body.encode())
+        over = httpx.post(f"{url}/v1/chat/completions", content=body.encode() + b" ")
+    tape.close()
+    assert at.status_code == 200
+    assert over.status_code == 413
+    assert f"request body over {len(body)} bytes" in over.json()["error"]["message"]
+
+
+def test_a_token_guards_every_request(tmp_path: Path, server: FakeServer) -> None:
+    import httpx
+
+    token = "t0ken-of-sixteen-chars"
+    tape = Tape(tmp_path / "run.jsonl", mode="record")
+    app = ProxyApp(tape, upstreams=parse_upstreams([f"openai={server.base_url}"]), token=token)
+    body = {"model": "gpt-test", "messages": [{"role": "user", "content": "sum 1 to 1"}]}
+    with serving(app, listen("127.0.0.1", 0)) as url:
+        bare = httpx.post(f"{url}/v1/chat/completions", json=body)
+        wrong = httpx.post(
+            f"{url}/v1/chat/completions", json=body, headers={"x-tracetape-token": token[:-1]}
+        )
+        right = httpx.post(
+            f"{url}/v1/chat/completions", json=body, headers={"x-tracetape-token": token}
+        )
+    tape.close()
+    assert (bare.status_code, wrong.status_code, right.status_code) == (401, 401, 200)
+    assert token not in (tmp_path / "run.jsonl").read_text()

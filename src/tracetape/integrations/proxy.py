@@ -28,6 +28,7 @@ async client (HTTP/2 where the upstream offers it), both of the ``server`` extra
 
 from __future__ import annotations
 
+import hmac
 import json
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -272,23 +273,27 @@ class ProxyApp:
 
     async def _answer(self, scope: dict[str, Any], receive: Any) -> Answer:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if self.token is not None and headers.get("x-tracetape-token") != self.token:
+        given = headers.get("x-tracetape-token", "").encode()
+        if self.token is not None and not hmac.compare_digest(given, self.token.encode()):
             return self._refused(401, "openai", "tracetape proxy: a token is needed", "auth")
-        body = b""
-        more = True
+        parts: list[bytes] = []
+        size, more = 0, True
         while more:
             message = await receive()
             if message["type"] == "http.disconnect":
                 return Answer(499, [])
-            body += message.get("body", b"")
+            chunk = message.get("body", b"")
+            parts.append(chunk)
+            size += len(chunk)
             more = message.get("more_body", False)
-            if len(body) > self.max_body:
+            if size > self.max_body:
                 return self._refused(
                     413,
                     "openai",
                     f"tracetape proxy: request body over {self.max_body} bytes",
                     "too_large",
                 )
+        body = b"".join(parts)
         path = scope["path"]
         routed = self.route(path)
         if routed is None:
