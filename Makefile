@@ -9,6 +9,8 @@ INSTRUCTOR := .venv-instructor
 OLDEST := .venv-oldest-sdks
 # strands-agents pins an mcp the dev extra excludes: its tests run it in a venv of its own
 STRANDS := .venv-strands
+# the Node clients the proxy's tests run (tests/node, from its lockfile); without npm they skip
+NODE_CLIENTS := tests/node/node_modules/.installed
 # Some machines set PYTHONDONTWRITEBYTECODE: then every process (each pytest worker, each
 # `tracetape run` a test starts) compiles this checkout's modules and rewrites every test
 # module's asserts again, a third of the suite's time. Here Python keeps its bytecode, as it
@@ -59,7 +61,16 @@ $(STRANDS)/.installed: pyproject.toml
 	$(STRANDS)/bin/python $(PIP_INSTALL) -e '.[strands]'
 	touch $@
 
-test: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed $(STRANDS)/.installed
+# npm ci empties node_modules first, the stamp with it: a failed install is tried again
+$(NODE_CLIENTS): tests/node/package.json tests/node/package-lock.json
+	@if command -v npm >/dev/null; then \
+		echo "== installing the Node clients of the proxy tests (npm ci in tests/node)"; \
+		cd tests/node && npm ci --no-audit --no-fund$(if $(CI), --loglevel=error) && touch node_modules/.installed; \
+	else \
+		echo "== no npm: the Node client tests (tests/integrations/test_proxy_node.py) will skip"; \
+	fi
+
+test: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed $(STRANDS)/.installed $(NODE_CLIENTS)
 	@echo "== lint: ruff check, ruff format --check"
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
@@ -71,7 +82,7 @@ test: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed $(STRANDS)/.install
 # What make test leaves out or bounds (tests/suite.py): the property tests at their full
 # counts, and the slow tests (a framework's or an SDK's whole program in child processes, see
 # tests/suite.py). .ci/run runs it.
-test-deep: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed $(STRANDS)/.installed
+test-deep: $(STAMP) $(INSTRUCTOR)/.installed $(OLDEST)/.installed $(STRANDS)/.installed $(NODE_CLIENTS)
 	@echo "== deep: the slow tests, and the bounded property tests at every example"
 	HYPOTHESIS_PROFILE=deep $(BIN)/python -m pytest -n auto --dist worksteal -m "deep or slow" --durations=5
 
@@ -84,4 +95,4 @@ bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(INSTRUCTOR) $(OLDEST) $(STRANDS) .pytest_cache .mypy_cache .ruff_cache .hypothesis site
+	rm -rf $(VENV) $(INSTRUCTOR) $(OLDEST) $(STRANDS) tests/node/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis site

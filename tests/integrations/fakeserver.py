@@ -4,6 +4,9 @@ The "model" is a deterministic function of the request: for a task "sum 1 to N" 
 ``add`` tool once per number, then answers with the total. JSON and SSE streaming both work,
 for ``/v1/chat/completions``, ``/v1/responses``, ``/v1/completions``, ``/v1/embeddings`` and
 Anthropic's ``/v1/messages``. Every request (path, headers, body) is kept in ``requests``.
+
+A Messages request offering a ``Bash`` tool and no ``add`` (Claude Code's) has each addition
+done by the shell instead: ``echo $((A + B))``, its result read from the tool's output.
 """
 
 from __future__ import annotations
@@ -90,10 +93,16 @@ def plan_openai(messages: list[dict[str, Any]]) -> tuple[str, Any]:
     return "text", f"The total is {total}."
 
 
+def _number_in(text: str) -> int:
+    """The first integer of a tool's output (a shell's output may end in a newline)."""
+    found = re.search(r"-?\d+", text)
+    return int(found.group()) if found else 0
+
+
 def plan_anthropic(messages: list[dict[str, Any]]) -> tuple[str, Any]:
     n = _task_n(_task_of(messages))
     results = [
-        int(_text_of(block["content"]))
+        _number_in(_text_of(block["content"]))
         for m in messages
         if isinstance(m.get("content"), list)
         for block in m["content"]
@@ -344,10 +353,18 @@ class FakeServer(Served):
                 step = len(body["messages"])
                 usage = {"input_tokens": step, "output_tokens": 1}
                 if kind == "tool":
+                    tools = {tool.get("name") for tool in body.get("tools") or ()}
+                    name = "add"
+                    if "Bash" in tools and "add" not in tools:  # a coding agent's shell
+                        name = "Bash"
+                        value = {
+                            "command": f"echo $(({value['a']} + {value['b']}))",
+                            "description": "Add two numbers",
+                        }
                     block: dict[str, Any] = {
                         "type": "tool_use",
                         "id": f"toolu_{step}",
-                        "name": "add",
+                        "name": name,
                         "input": value,
                     }
                     stop = "tool_use"

@@ -1,0 +1,275 @@
+"""Real clients through ``tracetape run --proxy``: the agents of ``tests/node/agents`` (the
+official ``openai`` and ``@anthropic-ai/sdk`` packages, the Vercel AI SDK over
+``@ai-sdk/openai`` and ``@ai-sdk/anthropic``, ``@google/genai``) and Claude Code find the
+proxy by the variables it sets, record against the local fakes, replay with the fakes stopped
+and no key in their environment, and miss on a one-word edit of the prompt: the diagnosis
+reaches the program as its client's error, and the run exits 3.
+
+They need Node.js 20 or later and ``npm ci`` in tests/node (``make test`` runs it); without
+them they skip, saying why, except under CI, where they fail. ``make test`` runs the openai
+agent's case; the others are ``slow`` (tests/suite.py), run by ``make test-deep``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakeserver import FakeServer
+
+from tests.integrations.providers.fake_gemini import FakeGemini
+from tests.services import skip_or_fail
+from tracetape import Tape, read_cassette
+from tracetape.integrations.proxy import ProxyApp
+
+NODE_DIR = Path(__file__).parents[1] / "node"
+AGENTS = NODE_DIR / "agents"
+TRACETAPE = str(Path(sys.executable).with_name("tracetape"))
+KEYS = {
+    "OPENAI_API_KEY": "sk-proj-node0123456789abcdefghijklmnopqrstu",
+    "ANTHROPIC_API_KEY": "sk-ant-api03-node0123456789abcdefghijklmnop",
+    "GEMINI_API_KEY": "AIzaSyD-node0123456789abcdefghijklmnopqrs",
+}
+TASK, EDITED = "Please sum 1 to 3.", "Kindly sum 1 to 3."
+# what the agent did: the add calls of "sum 1 to 3", then the answer (fakeserver's model)
+CALLS = [{"a": 0, "b": 1}, {"a": 1, "b": 2}, {"a": 3, "b": 3}]
+
+
+@pytest.fixture(scope="module")
+def node() -> str:
+    """The node binary, with tests/node's pinned packages installed."""
+    found = shutil.which("node")
+    if found is None:
+        skip_or_fail("no node on PATH: the Node client tests need Node.js 20 or later")
+    version = subprocess.run(
+        [found, "--version"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    if int(version.lstrip("v").split(".")[0]) < 20:
+        skip_or_fail(f"node {version}: the Node client tests need Node.js 20 or later")
+    pinned = json.loads((NODE_DIR / "package.json").read_text())["dependencies"]
+    for name, want in pinned.items():
+        installed = NODE_DIR / "node_modules" / name / "package.json"
+        have = json.loads(installed.read_text())["version"] if installed.exists() else None
+        if have != want:
+            skip_or_fail(
+                f"tests/node/node_modules has {name} {have or 'missing'}, not {want}: "
+                "run npm ci in tests/node (make test does)"
+            )
+    return found
+
+
+@pytest.fixture
+def fakes() -> Iterator[tuple[FakeServer, FakeGemini]]:
+    """The fake OpenAI + Anthropic provider and the fake Gemini API, the proxy's upstreams."""
+    server, gemini = FakeServer().start(), FakeGemini().start()
+    try:
+        yield server, gemini
+    finally:
+        server.stop()
+        gemini.stop()
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """This environment without a provider's key or base URL, and with ``extra``."""
+    prefixes = ("OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_")
+    return {**{k: v for k, v in os.environ.items() if not k.startswith(prefixes)}, **extra}
+
+
+def _run(
+    node: str, tape: Path, agent: list[str], task: str, *args: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [TRACETAPE, "run", "--proxy", "--tape", str(tape), *args, "--",
+         node, str(AGENTS / agent[0]), *agent[1:], task],
+        cwd=tape.parent, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def _result(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The agent's result: the last line it printed, JSON."""
+    lines = done.stdout.strip().splitlines()
+    assert lines, f"the agent printed nothing; its run said:\n{done.stderr}"
+    return dict(json.loads(lines[-1]))
+
+
+# (agent and its arguments, the field a miss names, id); the first runs in make test, the
+# others are slow (tests/suite.py: an SDK beyond OpenAI's in child processes)
+AGENT_CASES = [
+    (["openai-chat.mjs"], "messages[0].content", "openai-chat-tools"),
+    (["openai-chat-stream.mjs"], "messages[0].content", "openai-chat-stream"),
+    (["openai-responses.mjs"], "messages[0].content", "openai-responses"),
+    (["anthropic-messages.mjs"], "messages[0].content", "anthropic-messages"),
+    (["anthropic-stream.mjs"], "messages[0].content", "anthropic-stream-tools"),
+    (["ai-generate.mjs", "openai"], "messages[0].content[0].text", "ai-generateText-openai"),
+    (["ai-stream.mjs", "openai"], "messages[0].content[0].text", "ai-streamText-openai"),
+    (["ai-generate.mjs", "anthropic"], "messages[0].content[0].text", "ai-generateText-anthropic"),
+    (["ai-stream.mjs", "anthropic"], "messages[0].content[0].text", "ai-streamText-anthropic"),
+    (["genai-generate.mjs"], "messages[0].parts[0].text", "genai-generateContent"),
+    (["genai-generate.mjs", "stream"], "messages[0].parts[0].text", "genai-streamGenerateContent"),
+]
+
+
+@pytest.mark.parametrize(
+    ("agent", "field"),
+    [
+        pytest.param(agent, field, id=name, marks=[pytest.mark.slow] if i else [])
+        for i, (agent, field, name) in enumerate(AGENT_CASES)
+    ],
+)
+def test_a_node_agent_records_replays_offline_and_misses_with_exit_3(
+    tmp_path: Path,
+    node: str,
+    fakes: tuple[FakeServer, FakeGemini],
+    agent: list[str],
+    field: str,
+) -> None:
+    """Recorded through the proxy, the run replays with no upstream and no key; an edited
+    prompt is a miss its client raises at once, with the changed field, and exit 3."""
+    server, gemini = fakes
+    tape = tmp_path / "run.jsonl"
+    upstreams = [f"openai={server.base_url}", f"anthropic={server.base_url}"]
+    upstreams.append(f"gemini={gemini.base_url}")
+    recorded = _run(
+        node, tape, agent, TASK, "--mode", "record",
+        *(arg for pair in upstreams for arg in ("--upstream", pair)), env=_env(**KEYS),
+    )  # fmt: skip
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    live = _result(recorded)
+    assert live["calls"] == CALLS and live["text"] == "The total is 6."
+    assert "recorded 4 decision(s)" in recorded.stderr
+    assert [r.step for r in read_cassette(tape).records] == [1, 2, 3, 4]
+    text = tape.read_text()
+    assert not [name for name, key in KEYS.items() if key in text], "no key is stored"
+    asked = len(server.requests) + len(gemini.requests)
+    server.stop()
+    gemini.stop()
+
+    replayed = _run(node, tape, agent, TASK, env=_env())
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert _result(replayed) == live, "the same calls, text and stream pieces"
+    assert "replayed 4 of 4 recorded decision(s)" in replayed.stderr
+    assert len(server.requests) + len(gemini.requests) == asked
+
+    missed = _run(node, tape, agent, EDITED, env=_env())
+    assert missed.returncode == 3, missed.stdout + missed.stderr
+    error = _result(missed)["error"]
+    assert "tracetape replay miss" in error and field in error, error
+    assert "Kindly" in error and "Please" in error, "the before and after text"
+    assert "the proxy answered the miss with a 400 error" in missed.stderr
+    assert missed.stderr.count("tracetape proxy: replay miss at POST") == 1, "no retry"
+
+
+def test_the_vercel_anthropic_path_without_its_version_is_anthropic_messages(
+    tmp_path: Path,
+) -> None:
+    """@ai-sdk/anthropic wants ``/v1`` in ANTHROPIC_BASE_URL, the anthropic SDKs and Claude
+    Code add it themselves: the proxy takes ``/messages`` as Anthropic's ``/v1/messages``."""
+    with Tape(tmp_path / "run.jsonl", mode="record") as tape:
+        app = ProxyApp(tape)
+    assert app.route("/messages") == ("anthropic", "/v1/messages")
+    assert app.route("/v1/messages") == ("anthropic", "/v1/messages")
+    assert app.route("/v1/chat/completions") == ("openai", "/v1/chat/completions")
+    assert app.route("/nowhere") is None
+
+
+# Claude Code's documented switches that keep it to the model's API: no telemetry, error
+# reports, auto-update or other non-essential traffic, no model calls beyond the session's.
+CLAUDE_OFFLINE = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_NON_ESSENTIAL_MODEL_CALLS": "1",
+}
+# docs/proxy.md's rules for Claude Code: it sends a fresh session id in metadata.user_id on
+# every request, and today's date in its first message
+CLAUDE_RULES = """[tool.tracetape.match]
+ignore = ["metadata"]
+mask = ["re:Today's date is [0-9-]+"]
+"""
+
+
+@pytest.fixture(scope="module")
+def claude(node: str) -> str:
+    """Claude Code's ``claude`` (the native binary of @anthropic-ai/claude-code)."""
+    found = NODE_DIR / "node_modules" / ".bin" / "claude"
+    done = subprocess.run(
+        [str(found), "--version"], capture_output=True, text=True, timeout=60, check=False
+    )
+    if done.returncode != 0:
+        skip_or_fail(f"tests/node's claude does not run here: {done.stdout}{done.stderr}".strip())
+    return str(found)
+
+
+def _claude(
+    claude: str, tmp_path: Path, task: str, *args: str, key: str
+) -> subprocess.CompletedProcess[str]:
+    """``claude -p TASK`` under ``tracetape run --proxy`` in ``tmp_path`` (its home there:
+    the session's system prompt names the working and configuration folders)."""
+    home = tmp_path / "home"
+    env = {k: v for k, v in _env().items() if not k.startswith("CLAUDE")}
+    env.update(
+        CLAUDE_OFFLINE,
+        HOME=str(home),
+        CLAUDE_CONFIG_DIR=str(home / ".claude"),
+        ANTHROPIC_API_KEY=key,
+    )
+    return subprocess.run(
+        [TRACETAPE, "run", "--proxy", "--tape", "run.jsonl", *args, "--",
+         claude, "-p", task, "--output-format", "json", "--allowedTools", "Bash(echo:*)"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rules", [None, CLAUDE_RULES], ids=["default-rules", "documented-rules"])
+def test_claude_code_records_a_session_with_tool_use_replays_offline_and_misses(
+    tmp_path: Path, claude: str, fakes: tuple[FakeServer, FakeGemini], rules: str | None
+) -> None:
+    """``claude -p`` runs its Bash tool for each addition through the proxy; the session
+    replays with no upstream and a placeholder key, and an edited prompt is a miss whose
+    diagnosis is Claude Code's result, with exit 3."""
+    server = fakes[0]
+    if rules is not None:
+        (tmp_path / "pyproject.toml").write_text(rules)
+    recorded = _claude(
+        claude, tmp_path, "Please sum 1 to 2.", "--mode", "record",
+        "--upstream", f"anthropic={server.base_url}", key=KEYS["ANTHROPIC_API_KEY"],
+    )  # fmt: skip
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    live = _result(recorded)
+    assert live["result"] == "The total is 3." and not live["is_error"]
+    tools = [
+        block
+        for request in server.requests
+        for message in request["body"]["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    assert len(tools) == 3 and tools[-1]["content"].strip() == "3", "the shell did the sums"
+    assert [r.step for r in read_cassette(tmp_path / "run.jsonl").records] == [1, 2, 3]
+    assert KEYS["ANTHROPIC_API_KEY"] not in (tmp_path / "run.jsonl").read_text()
+    server.stop()
+
+    missed = _claude(claude, tmp_path, "Kindly sum 1 to 2.", key="placeholder")
+    assert missed.returncode == 3, missed.stdout + missed.stderr
+    result = _result(missed)
+    assert result["is_error"] and result["api_error_status"] == 400, "shown, not retried"
+    assert "tracetape replay miss" in result["result"]
+    assert "messages[0].content[1].text" in result["result"] and "Kindly" in result["result"]
+
+    replayed = _claude(claude, tmp_path, "Please sum 1 to 2.", key="placeholder")
+    if rules is None and "changed: params.metadata.user_id" in replayed.stdout:
+        pytest.xfail("metadata.user_id (a fresh session id per run) is keyed: the provider "
+                     "table does not make Anthropic's metadata noise yet (issue 50)")  # fmt: skip
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert _result(replayed)["result"] == live["result"]
+    assert "replayed 3 of 3 recorded decision(s)" in replayed.stderr
