@@ -194,3 +194,30 @@ def test_a_token_guards_every_request(tmp_path: Path, server: FakeServer) -> Non
     tape.close()
     assert (bare.status_code, wrong.status_code, right.status_code) == (401, 401, 200)
     assert token not in (tmp_path / "run.jsonl").read_text()
+
+
+def test_clients_in_parallel_record_and_replay(
+    tmp_path: Path, server: FakeServer, proxy_of: Any
+) -> None:
+    """Eight clients at once: each conversation keeps its own steps, the cassette holds the
+    answers in the order they were sent, and they replay in parallel with the fake stopped."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "run.jsonl"
+    tasks = [f"sum 1 to {n}" for n in range(1, 9)]
+
+    def run_all(url: str, key: str) -> list[str]:
+        with ThreadPoolExecutor(8) as pool:
+            return list(pool.map(lambda task: openai_agent(_openai(url, key), task), tasks))
+
+    with proxy_of(tape := Tape(path, mode="record"), server.base_url) as url:
+        live = run_all(url, KEY)
+    tape.close()
+    records = read_cassette(path).records
+    assert len(records) == sum(n + 1 for n in range(1, 9))
+    assert [r.seq for r in records] == sorted(r.seq for r in records)
+    server.stop()
+    with proxy_of(tape := Tape(path, mode="replay")) as url:
+        assert run_all(url, "none") == live
+    tape.close()
+    assert not tape.unplayed
