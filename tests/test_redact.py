@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import random
 import re
+import string
 from typing import Any
 
 import pytest
@@ -513,3 +515,234 @@ def test_item_2_shapes_never_survive_in_any_position(secret: str) -> None:
     out, changed = Redactor().redact_value(stream)
     texts = "".join(e["data"]["delta"]["text"] for e in out["events"])
     assert changed and secret not in texts and secret[:half] not in texts
+
+
+# Issue 53: the four shapes a hostile test still got through the Tape API.
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKE"
+AUTH_VALUE = "Token v4lue-P7xQ9zR2kLm8"
+QUOTED_PASSWORD = "pa\"ss'w0rd-P7xQ9zR2"
+
+
+def _appended(redactor: Redactor, message: Any) -> str:
+    """The redacted text of a conversation's second request, which appends ``message``: record
+    mode searches only the appended JSON text, where quotes, newlines and non-ASCII characters
+    are escapes."""
+    first: dict[str, Any] = {"messages": ["look it up"], "step": 1}
+    redactor.redact_payload(first, canonical_json(first), "llm")
+    second = {"messages": ["look it up", message], "step": 2}
+    return redactor.redact_payload(second, canonical_json(second), "llm")
+
+
+@pytest.mark.parametrize("before", ["\n", "\t", "\f", "\u00a0", "é", "key=", "sig='"])
+@pytest.mark.parametrize(
+    ("detector", "secret"),
+    [("aws_secret_key", AWS_SECRET), ("openai_key", SECRETS["openai_key"])],
+)
+def test_a_secret_shape_is_found_after_an_escape_or_an_equals_sign(
+    before: str, detector: str, secret: str
+) -> None:
+    """A tool's exception message quoting a bare AWS secret key (or another shape) after a
+    newline, a tab, a form feed, a non-ASCII character or ``=`` is redacted in the value, and in
+    the next request that quotes the message (searched as JSON text, where those characters
+    are escapes)."""
+    message = f"SignatureDoesNotMatch{before}{secret}' refused"
+    out, _ = Redactor().redact_value({"error": message})
+    assert secret not in json.dumps(out) and f"[REDACTED:{detector}:" in out["error"]
+    assert secret not in _appended(Redactor(), f"the tool failed: {message}")
+
+
+def test_a_bare_aws_secret_key_of_lower_entropy_is_found() -> None:
+    """One random AWS secret key in fifty has under 4.5 bits of entropy a character (the limit
+    that keeps identifiers and words out): those are found too unless they read as words,
+    which 40 characters of base64 rarely do. Of a thousand keys drawn as AWS draws them, fewer
+    than one in a hundred are missed; long identifiers with digits are still no key."""
+    rng = random.Random(53)
+    alphabet = string.ascii_letters + string.digits + "+/"
+    keys = ["".join(rng.choice(alphabet) for _ in range(40)) for _ in range(1000)]
+    base = Redactor()
+    missed = [k for k in keys if k in base.fresh().redact_string(f"secret {k} rejected")]
+    assert len(missed) < 10, missed
+    for lookalike in (
+        "ThisIsALongCamelCaseIdentifierName123456",
+        "getUserById2ForTenantAndRegionWithCache1",
+        "fetchOrderItems4CustomerByIdAndStatusV2x",
+    ):
+        assert Redactor().redact_string(f"see {lookalike} now") == f"see {lookalike} now"
+
+
+def _p(text: str) -> str:
+    """``text`` with each field placeholder written ``P``."""
+    return re.sub(r"\[REDACTED:field:[0-9a-f]{12}\]", "P", text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("login failed, password: 48213377", "login failed, password: P"),
+        ("PASSWORD=48213377 ./deploy.sh", "PASSWORD=P ./deploy.sh"),
+        ("login(user='bob', password=48213377)", "login(user='bob', password=P)"),
+        ("[warn] db_password: 48213377.", "[warn] db_password: P."),
+        ("password\t: 48213377", "password\t: P"),
+        # a dict's repr: quoted as the repr of the output replay returns (a placeholder string)
+        ("rejected {'password': 48213377}", "rejected {'password': 'P'}"),
+        ("('login failed', {'pin_password':4711})", "('login failed', {'pin_password':'P'})"),
+        # numbers that are no password stay
+        ("password: 12 characters at least", None),
+        ("max_tokens: 2048, port=5432, timeout=30000", None),
+        ("token_count: 99999 and password_age=86400", None),
+        ("input tokens: 1234, output tokens: 5678", None),
+        ("the password expires in 86400 seconds", None),
+        ("password: 1234.5 points", None),
+    ],
+)
+def test_a_numeric_password_named_in_prose_is_redacted(text: str, expected: str | None) -> None:
+    """A number of four digits or more after a secret name in prose, a log line or a repr is a
+    password, as under a secret-named JSON key; counts, ports and ordinary numbers stay."""
+    r = Redactor()
+    assert _p(r.redact_string(text)) == (text if expected is None else expected)
+    if expected is not None:
+        number = max(re.findall("[0-9]{4,}", text), key=len)
+        assert number not in _appended(Redactor(), text)
+        if len(number) >= 6:  # learned: replaced wherever it appears later
+            assert _p(r.redact_string(f"retry with {number}")) == "retry with P"
+
+
+QUOTED_FORMS = [
+    *PROSE_FORMS,
+    "{name}: {value}",
+    "rejected {mapping!s}",  # a dict's repr: the quote escaped
+    "RuntimeError{args!s}",  # an exception's args
+    '{name}="{value}" in the log',
+]
+
+
+@pytest.mark.parametrize("form", QUOTED_FORMS)
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        pytest.param("password", QUOTED_PASSWORD, id="quote-in-password"),
+        pytest.param("Authorization", AUTH_VALUE, id="authorization-scheme"),
+    ],
+)
+def test_a_credential_with_quotes_or_a_scheme_named_in_prose_is_redacted_whole(
+    form: str, name: str, value: str
+) -> None:
+    """A password holding quote characters and an authorization value of a scheme and a token,
+    named in any prose form, are redacted whole and learned as the same secret a JSON field of
+    that name gives (the same placeholder), in a value and in record mode's appended text."""
+    text = form.format(
+        name=name, value=value, mapping={name: value}, args=("denied", {"m": {name: value}})
+    )
+    r = Redactor()
+    out = r.redact_string(text)
+    assert value[-10:] not in out and "[REDACTED:field:" in out, out
+    field = Redactor().redact_value({name: value})[0][name]
+    assert r.known.get(value) == field
+    assert value[-10:] not in _appended(Redactor(), text)
+
+
+@pytest.mark.parametrize("name", ["cl\u00e9_api_key", "\\password", "db\npassword", "\tsecret"])
+def test_a_secret_named_key_with_escapes_is_found_in_the_appended_text(name: str) -> None:
+    """A key whose name ends with a secret name after a character JSON escapes (non-ASCII, a
+    backslash, a newline): record mode's search of the appended JSON text reads the name
+    decoded, so its value is redacted as the walk redacts it."""
+    out = _appended(Redactor(), {"cfg": {name: "v4lue-P7xQ9zR2kLm8"}})
+    assert "v4lue" not in out and "[REDACTED:field:" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{'password':'v4lue-P7xQ9zR2kLm8'}", "{'password':'P'}"),
+        ("{'db_password':48213377, 'n': 1}", "{'db_password':'P', 'n': 1}"),
+    ],
+)
+def test_a_dict_repr_without_a_space_is_redacted(text: str, expected: str) -> None:
+    """``{'password':'v4lue'}`` (a repr written without the space after the colon) is found
+    from its own separator, for a string and for a number."""
+    assert _p(Redactor().redact_string(text)) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "authorization: Token required", "authorization: Bearer of bad news", "it's the password",
+        "password: don't", "token: 'n/a'", "password='{0}'", "secret: it's a 'secret'",
+    ],
+)  # fmt: skip
+def test_prose_that_only_resembles_a_credential_stays(text: str) -> None:
+    """An authorization's state, a scheme followed by a word, and quotes in ordinary words."""
+    assert Redactor().redact_string(text) == text
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param({"m": {AUTH_VALUE: 1}}, id="authorization-value-as-key"),
+        pytest.param({"m": [{"Bearer": {"bearer aB3dE6gH9jK2mN5p": True}}]}, id="bearer-as-key"),
+    ],
+)
+def test_an_authorization_value_used_as_a_mapping_key_is_redacted(value: Any) -> None:
+    """A mapping key that is a scheme and its credential is a secret in the walk, in JSON text
+    and to the clean checks alike; keys that only start with a scheme's name stay."""
+    out, changed = Redactor().redact_value(value)
+    assert changed and "v4lue" not in json.dumps(out) and "aB3dE6" not in json.dumps(out)
+    assert json.loads(Redactor().redact_json(json.dumps(value))) == out
+    assert not Redactor()._clean_value(value)
+    assert not Redactor().is_clean(canonical_json(value))
+    plain = {"Token count": 1, "token 2": 2, "Basic usage 101": 3, "Bearer of news": 4}
+    assert Redactor().redact_value(plain) == (plain, False)
+
+
+@pytest.mark.parametrize(
+    ("secret", "where"),
+    [
+        *(
+            (secret, where)
+            for secret in (AUTH_VALUE, QUOTED_PASSWORD, "48213377", "correct horse battery")
+            for where in ("key", "prose", "quoted")
+        ),
+        ("a passphrase of six words", "key"),  # a key is known whole, however many words
+    ],
+)
+def test_replay_redacts_a_recorded_secret_by_the_rule_recording_used(
+    secret: str, where: str
+) -> None:
+    """A secret a recording learned from a field of an output (which replay never redacts
+    again) and then met as a mapping key, in prose or quoted: replay recognises it by the
+    recording's placeholders, with its spaces and quotes (up to four words in prose), and
+    redacts the payload to the recorded text."""
+    payload: dict[str, Any] = {
+        "key": {"m": {secret: 1}},
+        "prose": {"note": f"sent {secret} twice"},
+        "quoted": {"note": f"sent '{secret}', twice"},
+    }[where]
+    recording = Redactor()
+    output, _ = recording.redact_value({"error": {"credentials": secret}})
+    recorded = recording.redact_json(json.dumps(payload))
+    assert secret not in recorded
+    replaying = Redactor()
+    replaying.recognise(json.dumps(output))
+    assert replaying.redact_json(json.dumps(payload)) == recorded
+
+
+_prose_pieces = st.sampled_from(
+    ["password", "Authorization", "token", "note", "key", ": ", "=", "':", "'", '"', "\\", "\n",
+     "\t", "\f", " ", "é", "\u00a0", "{", "}", "(", "48213377", "v4lue-P7xQ", "pa", "ss", "w0rd-9",
+     "Token ", AWS_SECRET, "sk-proj-", "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1"]
+)  # fmt: skip
+
+
+@bounded(deep=2000, ci=400)
+@given(st.lists(_prose_pieces, max_size=14).map("".join).filter(lambda t: len(t) <= 100))
+def test_what_the_text_check_calls_clean_the_walk_leaves_alone(text: str) -> None:
+    """Record mode skips a request whose appended JSON text its scan finds clean: for any
+    prose (secret names, separators, quotes, escapes, numbers, shapes), as a string and as a
+    key, in canonical JSON (escaped ASCII) and in UTF-8 JSON (a collector's batch), the walk
+    then changes nothing."""
+    # A key's name is read to 100 characters, and to a double quote with a colon after it
+    # (``"a\": password"`` reads as a nested key's end): keys programs write hold neither.
+    value = {"messages": [text, {"m": {text.replace('"', "'"): 1}}]}
+    for dumped in (canonical_json(value), json.dumps(value, ensure_ascii=False)):
+        if Redactor().is_clean(dumped):
+            assert Redactor().redact_value(value) == (value, False), dumped

@@ -1032,6 +1032,88 @@ def test_a_cassette_recorded_before_the_second_trust_round_replays(tmp_path: Pat
         assert secret not in data, secret
 
 
+# Issue 53: the four shapes that still leaked through the Tape API, each with the field name
+# that reveals it ("key" reveals nothing: the bare AWS key is found by its shape alone).
+LAST_LEAKS = [
+    pytest.param("key", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKE", id="bare-aws-secret"),
+    pytest.param("authorization", "Token v4lue-P7xQ9zR2kLm8", id="authorization-scheme"),
+    pytest.param("password", 48213377, id="numeric-password"),
+    pytest.param("password", "pa\"ss'w0rd-P7xQ9zR2", id="password-with-quotes"),
+]
+
+
+def _last_leaks_agent(tape: Tape, name: str, secret: str | int, edit: str = "") -> list[Any]:
+    """Plants ``secret`` in a tool's exception message and args, in a tool call's nested
+    arguments (as a field's value, then as a mapping key) and in a prompt quoting the error.
+    The key comes before the value: replay, which never redacts a recorded output again,
+    knows the secret only by the recording's placeholders there. ``edit`` changes the key's
+    value and the last prompt (a run that misses)."""
+
+    @tracetape.tool(name="login")
+    def login(user: str) -> Any:
+        raise RuntimeError(f"login refused for {user}, {name}={secret}")
+
+    @tracetape.tool(name="audit")
+    def audit(user: str) -> Any:
+        raise RuntimeError("audit failed", {"m": {name: secret}})
+
+    ask = [{"role": "user", "content": "log in as bob"}]
+    outs: list[Any] = [tape.call("llm", {"messages": ask, "step": 1}, lambda: "call login")]
+    try:
+        login("bob")
+    except RuntimeError as exc:
+        error = str(exc)
+    with contextlib.suppress(RuntimeError):
+        audit("bob")
+    outs += [
+        tape.call("tool", {"name": "map", "args": {"m": {str(secret): 1 + len(edit)}}, "step": 2},
+                  lambda: "mapped"),
+        tape.call("tool", {"name": "use", "args": {"m": {name: secret}}, "step": 2},
+                  lambda: "used"),
+        tape.call("llm", {"messages": [*ask, {"role": "tool", "content": error + edit}],
+                          "step": 3}, lambda: "done"),
+    ]  # fmt: skip
+    return outs
+
+
+@pytest.mark.parametrize(("name", "secret"), LAST_LEAKS)
+def test_the_last_leaks_reach_no_file_miss_or_report_and_the_run_replays(
+    tmp_path: Path, name: str, secret: str | int
+) -> None:
+    """Each shape planted in every path: the ``.partial`` snapshot while recording, the
+    cassette, the same run replayed (no miss: record and replay redact keys by one rule), a
+    changed run's ReplayMiss, and ``show`` and ``diff`` in text and JSON hold no trace of it."""
+    from click.testing import CliRunner
+
+    from tracetape.cli import main
+
+    path, changed = tmp_path / "run.jsonl", tmp_path / "changed.jsonl"
+    traces = [str(secret), str(secret)[-10:]]
+
+    def clean(text: str, where: str) -> None:
+        for trace in traces:
+            assert trace not in text, f"{where}: {text}"
+
+    with Tape(path, mode="record") as tape:
+        recorded = _last_leaks_agent(tape, name, secret)
+        clean(path.with_name("run.jsonl.partial").read_text(), "partial")
+    data = path.read_text()
+    clean(data, "cassette")
+    assert data.count("tracetape:raised") == 2
+    with Tape(path, mode="replay", strict=True) as tape:
+        assert _last_leaks_agent(tape, name, secret) == recorded
+    with pytest.raises(ReplayMiss) as info, Tape(path, mode="replay") as tape:
+        _last_leaks_agent(tape, name, secret, edit="!")
+    assert "[REDACTED:" in str(info.value)
+    clean(str(info.value), "miss")
+    with Tape(changed, mode="record") as tape:
+        _last_leaks_agent(tape, name, secret, edit="!")
+    for args in (["show", str(path)], ["diff", str(path), str(changed)]):
+        for fmt in ("text", "json"):
+            result = CliRunner().invoke(main, [*args, "--format", fmt], catch_exceptions=False)
+            clean(result.output, f"{args[0]} {fmt}")
+
+
 # -- replay control: fork, endings, recorded speed, the transport guard ----------------------------
 
 

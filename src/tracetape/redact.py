@@ -12,17 +12,23 @@ How (``Redactor``):
   (``DETECTORS``, after gitleaks' rules and detect-secrets' plugins) and for secret-named
   fields of JSON quoted in them, at any depth of escaping; the value of a field whose name ends
   with a secret name (any case or separator) is a secret whatever its shape, nested values
-  included. A replacement keeps the structure: a string stays a string, a list its length, a
-  number under a secret name becomes a placeholder string;
+  included; so is a mapping key that holds a shape, a secret met before or an
+  authorization's value (``{"Token v4lue7...": 1}``). A replacement keeps the structure: a
+  string stays a string, a list its length, a number under a secret name becomes a
+  placeholder string;
 * **run-wide**: every secret met is remembered (``known``) and replaced wherever it appears
-  later (prose, a ``repr``, an exception message); in replay, ``recognise`` teaches the
-  placeholders a recording holds, so a live secret a field name revealed when recording is
-  known by its digest (checked on misses only);
+  later (prose, a ``repr``, an exception message, a mapping key); in replay, ``recognise``
+  teaches the placeholders a recording holds, so a live secret a field name revealed when
+  recording is known by its digest (checked on misses only, on a text's words, its tokens and
+  runs of up to four of them, and the whole text, so a secret holding spaces or quotes is
+  known too): record and replay redact by one rule;
 * **streams** are redacted on the text their events' deltas assemble, and those deltas are
   rewritten so the stream keeps its number of events;
 * **incrementally**: a conversation grows by appending, so ``redact_payload`` searches only
-  what a payload appended after the previous clean one, and each distinct string is scanned
-  once (a cache); replay redacts nothing on a hit (a recorded text is already redacted).
+  the JSON text a payload appended after the previous clean one (where quotes, newlines and
+  non-ASCII characters are escapes: a secret name before a prose separator there sends the
+  payload to the walk), and each distinct string is scanned once (a cache); replay redacts
+  nothing on a hit (a recorded text is already redacted).
 
 Limits, said plainly: detectors find common secret *shapes* and *field names*; a secret with
 neither (a bare password in prose never met under a secret name in the run) is not found, so
@@ -31,7 +37,7 @@ add a pattern for it. The digest is keyed with ``TRACETAPE_REDACT_KEY`` (or
 ``DEFAULT_REDACT_KEY``, and anyone holding the cassette can then confirm a guess of a
 low-entropy secret (a short password) by hashing it. Set a key of your own to prevent that. In
 JSON quoted inside a string, a field-name match stops at the first embedded double quote that
-looks like the end of the value.
+looks like the end of the value. The incremental search reads a key's name to 100 characters.
 
 Why one module: the detectors of secret shapes, the field-name rules and the ``Redactor``
 that applies them are one promise (nothing that looks like a secret is written), tested
@@ -71,7 +77,7 @@ PLACEHOLDER_PREFIX = "[REDACTED:"
 
 # The left boundary a token must have: not inside a word (letters and digits); ``_``, ``-``, a
 # non-ASCII character or a JSON escape such as ``\n`` right before it is a boundary.
-_B = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt])|(?<=\\u[0-9a-fA-F]{4}))"
+_B = r"(?:(?<![A-Za-z0-9])|(?<=\\[bfnrt])|(?<=\\u[0-9a-fA-F]{4}))"
 # A token that is an identifier rather than a key (``sk-learn_compatible_estimator_api``) has
 # no digit: keys are random, so a key-shaped token must hold at least one.
 _HAS_DIGIT = r"(?=[A-Za-z_\-]*[0-9])"
@@ -104,15 +110,27 @@ def _entropy(text: str) -> float:
 
 
 def _aws_secret(text: str) -> bool:
-    """A bare AWS secret access key: 40 characters of base64 as random as a key is
-    (detect-secrets' base64 entropy limit, 4.5 bits), with a capital, a small letter and a
-    digit; a git SHA (hex: 4 bits at most) or a word never is."""
+    """A bare AWS secret access key: 40 characters of base64 as random as a key is, with a
+    capital, a small letter and a digit; a git SHA (hex: 4 bits at most) or a word never is.
+    As random: detect-secrets' base64 entropy limit (4.5 bits), or a little under it (4.2,
+    where one real key in fifty falls) with no word in it: seven small letters in a row
+    (``Identifier``) or three capitalised words (``getUserById2ForTenant...``)."""
+    entropy = _entropy(text)
     return (
-        _entropy(text) >= 4.5
+        (entropy >= 4.5 or (entropy >= 4.2 and not _reads_as_words(text)))
         and any(c.isdigit() for c in text)
         and any(c.isupper() for c in text)
         and any(c.islower() for c in text)
     )
+
+
+_WORD_RUN = re.compile(r"[a-z]{7}")
+_CAPITALISED = re.compile(r"[A-Z][a-z]{3,}")
+
+
+def _reads_as_words(text: str) -> bool:
+    """Whether ``text`` holds a word of seven small letters or three capitalised words."""
+    return _WORD_RUN.search(text) is not None or len(_CAPITALISED.findall(text)) >= 3
 
 
 def _wrapped_key(text: str) -> bool:
@@ -151,10 +169,13 @@ DETECTORS: tuple[Detector, ...] = (
         ("akia", "asia", "abia", "acca"),
     ),
     # a bare secret access key, with no name beside it (detect-secrets' high-entropy base64
-    # string, the length of AWS's keys)
+    # string, the length of AWS's keys), or after ``=``; a JSON escape before it is a boundary,
+    # as the character it stands for is in the parsed string (matched, not looked behind for:
+    # this search runs over every character)
     Detector(
         "aws_secret_key",
-        r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
+        r"(?<![A-Za-z0-9/+])(?:(?<=\\)(?:[bfnrt]|u[0-9a-fA-F]{4}))?"
+        r"(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
         check=_aws_secret,
     ),
     # an OpenAI or Anthropic key wrapped in base64 (``base64("sk-")`` is ``c2st``)
@@ -260,6 +281,9 @@ _SITE = re.compile(rf'(\\*)"({_KEY_NAME})\1"\s*:')
 # no escape) and ``_SITE``'s names, and more; found at twice their speed (a match starts at a
 # quote), to tell whether any is secret before the exact search.
 _KEY_ANY = re.compile(r'"([^"\\]{1,100})\\*"\s*:')
+# And names with escapes (``\\password``, ``cl\u00e9_api_key``), searched only when a key's end
+# (``":``) is left that ``_KEY_ANY`` did not find: this search reads whole strings.
+_KEY_ESCAPED = re.compile(r'"([^"\\]{0,100}(?:\\[^"][^"\\]{0,100})*)\\*"\s*:')
 # The string value after such a key, up to its closing quote.
 _FIELD_VALUE = (
     rf'(?P<q>\\*)"{_KEY_NAME}(?P=q)"\s*:\s*(?P=q)"'
@@ -270,16 +294,46 @@ _FIELD_VALUE = (
 # ``password='v4lue'`` (a call's keyword arguments),
 # ``password=v4lue7`` and ``password: v4lue7`` (an env file, a query, a log line). A quoted
 # value is a secret as JSON's is (four characters or more); a bare one only when it looks
-# random, with a letter and a digit (``password=None``, ``token: str`` are code, not secrets).
+# random, with a letter and a digit (``password=None``, ``token: str`` are code, not secrets),
+# or when it is a number of four digits or more, as under a JSON key (``password: 48213377``).
+# A value may hold quotes (``pa"ss'w0rd``): inside a bare value, and inside a quoted one where
+# its own quote is escaped (a repr's ``\'``) or followed by more of a word.
 _BARE = r"[^\s,;&'\"<>(){}\[\]\\*]"  # what a bare (unquoted) value may hold
-# The name before a separator (searched in the text just before it) and the value after it.
-_PROSE_NAME = re.compile(
-    r"(?:'(?P<qn>" + _KEY_NAME + r")'|(?<![A-Za-z0-9_\-.'\"])(?P<n>[A-Za-z][A-Za-z0-9_\-.]{0,60}))"
-    r"\s*$"
+_BARE_Q = r"[^\s,;&<>(){}\[\]\\*]"  # the same with quotes, inside a bare value
+# The name before a separator and the value after it. The name is read backwards from the
+# separator (``_name_before``: the text before it reversed), a name quoted as a repr's key
+# (``'db password'``) or a bare one (``db_password``), spaces between: matching forwards,
+# every position of the text before a separator would be tried.
+_NAME_BACK = re.compile(
+    r"\s*(?:'(?P<qn>"
+    + _KEY_NAME
+    + r")'|(?P<n>[A-Za-z0-9_\-.]{0,60}[A-Za-z])(?![A-Za-z0-9_\-.'\"]))"
+)
+# The same in the clean check's JSON text, where a string's opening quote or an escape
+# (``\n``, ``\u00e9``) comes before a name and escaped spaces after it: it finds the parsed
+# name, or one ending with it (``npassword``).
+_LOOSE_NAME_BACK = re.compile(
+    r"(?:\s|[bfnrt]\\|[0-9a-fA-F]{4}u\\)*"
+    r"(?:'(?P<qn>" + _KEY_NAME + r")'|(?P<n>[A-Za-z0-9_\-.]{0,60}[A-Za-z])(?![A-Za-z0-9_\-.']))"
 )
 _PROSE_VALUE = re.compile(
-    r"\s*(?:(?P<vq>['\"])(?P<s>(?!\[REDACTED:)[^'\"\\\n]{4,300})(?P=vq)"
-    rf"|(?P<b>(?!\[REDACTED:)(?={_BARE}*[0-9])(?={_BARE}*[A-Za-z]){_BARE}{{6,300}}))"
+    r"\s*(?:(?P<vq>['\"])(?P<s>(?!\[REDACTED:)"
+    r"(?:[^'\"\\\n]|\\[^\n]|(?!(?P=vq))['\"]|(?P=vq)(?=[A-Za-z0-9_\-])){4,300})(?P=vq)"
+    r"|(?P<d>[0-9]{4,300})(?![0-9A-Za-z_\-]|\.[0-9])"
+    rf"|(?P<b>(?!\[REDACTED:)(?={_BARE_Q}*[0-9])(?={_BARE_Q}*[A-Za-z])"
+    rf"{_BARE}(?:{_BARE_Q}{{4,298}}{_BARE})))"
+)
+# An authorization written in prose is a scheme and its credential (``authorization: Token
+# v4lue7``), a credential holding a digit (``Token required`` is a state).
+_AUTH_PROSE = re.compile(
+    r"\s*(?P<a>[A-Za-z][A-Za-z0-9-]*[ \t]+(?=[^\s,;'\"<>(){}\[\]\\]*[0-9])"
+    r"[^\s,;'\"<>(){}\[\]\\]{8,300})"
+)
+# A mapping key that is an Authorization header's value, a scheme and its credential (a key
+# is no prose: ``{"Token v4lue7...": ...}`` is a credential used as a key).
+_AUTH_KEY = re.compile(
+    r"(?i:bearer|basic|token|digest|bot|apikey|api-key|jwt|dpop)[ \t]+"
+    r"(?=[^\s]*[0-9])[A-Za-z0-9\-._~+/=]{8,}"
 )
 _SEPARATORS = ("=", ": ", "':")  # JSON writes none of them between a key and its value
 # Values that are code or an example, not a secret: a dotted name (``base64.decodebytes``), a
@@ -340,16 +394,53 @@ class RedactRules:
 
 
 def _unescape_fully(text: str) -> str:
-    """Decode JSON string escapes until none is left, so every escaping depth agrees."""
+    """Decode JSON string escapes until none is left, so every escaping depth agrees; then a
+    Python repr's (``'pa"ss\\'w0rd'``), whose ``\\'`` no JSON text writes."""
     while "\\" in text:
         try:
             decoded = json.loads(f'"{text}"')
         except ValueError:
+            if "\\'" in text:
+                text = _REPR_ESCAPE.sub(r"\1", text)
             break
         if decoded == text:
             break
         text = decoded
     return text
+
+
+_REPR_ESCAPE = re.compile(r"\\(['\"\\])")
+
+
+def _name_before(text: str, lo: int, at: int, loose: bool) -> tuple[str, bool] | None:
+    """The field name written just before ``at`` (spaces between), within ``text[lo:at]``,
+    and whether it is quoted; None when there is none. Read backwards: the name must not go on
+    past ``lo``, so the character before it is read too (it bounds the name)."""
+    window = text[lo - 1 if lo else 0 : at][::-1]
+    m = (_LOOSE_NAME_BACK if loose else _NAME_BACK).match(window)
+    if m is None or m.end() > at - lo:
+        return None
+    quoted = m.group("qn")
+    return (quoted[::-1], True) if quoted is not None else (m.group("n")[::-1], False)
+
+
+def _prose_value(text: str, pos: int, end: int, name: str) -> tuple[int, int, bool] | None:
+    """The span of the value written after the secret name ``name`` and its separator, which
+    ends at ``pos``, and whether it is a number; None when what follows is no secret: code, a
+    template or an example (``_NOT_A_VALUE``), an authorization's state ("approved")."""
+    authorization = _normal(name).endswith("authorization")
+    if authorization and (m := _AUTH_PROSE.match(text, pos, end)) is not None:
+        group = "a"
+    elif (m := _PROSE_VALUE.match(text, pos, end)) is not None:
+        group = "s" if m.group("s") is not None else "d" if m.group("d") is not None else "b"
+    else:
+        return None
+    value = m.group(group)
+    if _NOT_A_VALUE.fullmatch(value) or len(value.strip()) < _MIN_FIELD_VALUE:
+        return None
+    if authorization and group != "a" and _AUTH_VALUE.fullmatch(value) is None:
+        return None
+    return m.start(group), m.end(group), group == "d"
 
 
 Match = tuple[int, int, str]
@@ -463,8 +554,12 @@ class Redactor:
         self._compiled = list(by_anchor.items()), free, order
         self._ready = True
 
-    def _scan(self, text: str, start: int, end: int) -> list[Match]:
-        """Find the secrets in ``text[start:end]``, without overlaps, in text order."""
+    def _scan(
+        self, text: str, start: int, end: int, loose: bool = False, sites: bool = True
+    ) -> list[Match]:
+        """Find the secrets in ``text[start:end]``, without overlaps, in text order
+        (``loose``: prose fields as ``_prose`` says; not ``sites``: no key is a secret's
+        name, known beforehand)."""
         if not self._ready:
             self._compile()
         anchored, free, order = self._compiled
@@ -483,11 +578,7 @@ class Redactor:
         field = self._field
         # Sites are visited only when one of their (distinct) names is secret: a batch of
         # records repeats the same few keys thousands of times.
-        if (
-            field is not None
-            and ":" in low
-            and any(self.secret_name(n) for n in set(_KEY_ANY.findall(text, start, end)))
-        ):
+        if field is not None and sites and ":" in low and self._secret_key_in(text, start, end):
             for site in _SITE.finditer(text, start, end):
                 if self.secret_name(site.group(2)):
                     m = field.regex.match(text, site.start(), end)
@@ -500,7 +591,8 @@ class Redactor:
                         found.append((s, e, order[FIELD], False, FIELD, m.group("q") + '"'))
         if field is not None:
             found += [
-                (s, e, order[FIELD], False, FIELD, "") for s, e in self._prose(text, start, end)
+                (s, e, order[FIELD], False, FIELD, quote)
+                for s, e, quote in self._prose(text, start, end, loose)
             ]
         for det in free:
             for m in det.regex.finditer(text, start, end):
@@ -519,33 +611,36 @@ class Redactor:
         chosen.sort()
         return [(s, e, q + self.placeholder(n, text[s:e]) + q) for s, e, n, q in chosen]
 
-    def _prose(self, text: str, start: int, end: int) -> list[tuple[int, int]]:
-        """The spans of secret-named fields' values written in prose (``_PROSE_NAME``): found
-        from their separators (``str.find``, fast), so JSON's own keys cost nothing here."""
+    def _prose(
+        self, text: str, start: int, end: int, loose: bool = False
+    ) -> list[tuple[int, int, str]]:
+        """The spans of secret-named fields' values written in prose (``_name_before``), each
+        with the quote its placeholder takes: found from their separators (``str.find``,
+        fast), so JSON's own keys cost nothing here.
+
+        ``loose``: any secret name before a separator is a span, whatever follows. The clean
+        check searches JSON text, where a value's quotes and non-ASCII characters are escapes
+        the value patterns (written for the parsed string) do not read; the walk then decides.
+        """
         spans = []
         for separator in _SEPARATORS:
             i = text.find(separator, start, end)
             while i >= 0:
                 at = i + 1 if separator == "':" else i  # the name's closing quote is its own
-                named = _PROSE_NAME.search(text, max(start, at - 110), at)
+                named = _name_before(text, max(start, at - 110), at, loose)
                 if named is not None:
-                    name = named.group("qn") or named.group("n")
-                    m = _PROSE_VALUE.match(text, i + len(separator), end)
-                    if m is not None and self.secret_name(name):
-                        group = "s" if m.group("s") is not None else "b"
-                        value = m.group(group)
-                        if self._field_value(name, value) and not _NOT_A_VALUE.fullmatch(value):
-                            spans.append(m.span(group))
+                    name, quoted = named
+                    if self.secret_name(name):
+                        if loose:
+                            return [(i, i + len(separator), "")]
+                        found = _prose_value(text, i + len(separator), end, name)
+                        if found is not None:
+                            s, e, number = found
+                            # a number in a dict's repr: quoted as the repr of replay's output,
+                            # where it is a placeholder string (``_FIELD_NUMBER`` says why)
+                            spans.append((s, e, "'" if number and quoted else ""))
                 i = text.find(separator, i + 1, end)
         return spans
-
-    @staticmethod
-    def _field_value(name: str, value: str) -> bool:
-        """Whether ``value``, written under the secret name ``name`` in prose, is a secret: not
-        a placeholder, not an authorization's state ("approved")."""
-        if _normal(name).endswith("authorization"):
-            return _AUTH_VALUE.fullmatch(value) is not None
-        return len(value.strip()) >= _MIN_FIELD_VALUE
 
     @staticmethod
     def _apply(text: str, matches: list[Match]) -> str:
@@ -626,12 +721,24 @@ class Redactor:
     def _clean_from(self, text: str, start: int) -> bool:
         """Whether a JSON ``text`` holds nothing to redact from ``start`` on: canonical text
         (ASCII), or UTF-8 JSON as orjson writes it (a known secret is searched in both forms)."""
-        if self._scan(text, start, len(text)):
+        end = len(text)
+        if self._secret_key_in(text, start, end, credentials=True):
             return False
-        if any(text.find(e, start) >= 0 for e in self._known_escaped):
+        # no key names a secret: no site to search
+        if self._scan(text, start, end, loose=True, sites=False):
             return False
-        # Each distinct key once: a batch of records repeats the same few keys.
-        return not any(self.secret_name(name) for name in set(_KEY_ANY.findall(text, start)))
+        return not any(text.find(e, start) >= 0 for e in self._known_escaped)
+
+    def _secret_key_in(self, text: str, start: int, end: int, credentials: bool = False) -> bool:
+        """Whether a key of JSON ``text`` (``_KEY_ANY``: at any depth, and more) is a secret's
+        name, or (``credentials``) an authorization's value used as a key (``_AUTH_KEY``)."""
+        names = _KEY_ANY.findall(text, start, end)
+        if text.count('":', start, end) > len(names):
+            names += [_decoded_name(raw) for raw in _KEY_ESCAPED.findall(text, start, end)]
+        # Each distinct name once: a batch of records repeats the same few keys.
+        return any(
+            self.secret_name(name) or (credentials and _credential_key(name)) for name in set(names)
+        )
 
     def redact_json(self, text: str) -> str:
         """Redact a canonical JSON text on its parsed structure (the key's input): the same
@@ -659,8 +766,8 @@ class Redactor:
                 for key in item:
                     if type(key) is not str or secret_name(key):
                         return False
-                    if len(key) >= _MIN_KNOWN and redact(key) != key:  # a secret as a key
-                        return False
+                    if len(key) >= _MIN_KNOWN and (redact(key) != key or _credential_key(key)):
+                        return False  # a secret as a key
                 push(item.values())
             elif kind is list or kind is tuple:
                 push(item)
@@ -704,12 +811,16 @@ class Redactor:
         return value, False
 
     def _keys(self, mapping: dict[Any, Any]) -> dict[str, str] | None:
-        """The keys of ``mapping`` that hold a secret (a token used as a key, a secret met
-        before), each with its redacted form; None when no key does."""
+        """The keys of ``mapping`` that hold a secret (a token or an authorization's value used
+        as a key, a secret met before), each with its redacted form; None when no key does.
+        Record and replay redact keys by this one rule (replay knows a secret met before by
+        the recording's placeholders: ``recognise``)."""
         found = None
         for k in mapping:
             if type(k) is str and len(k) >= _MIN_KNOWN:
                 new = self.redact_string(k)
+                if new == k and _credential_key(k):
+                    new = self._learn(FIELD, k)  # the placeholder of {"authorization": k}
                 if new != k:
                     found = found or {}
                     found[k] = new
@@ -759,19 +870,20 @@ class Redactor:
         """Redact one string (not JSON): secret shapes, secret-named fields of JSON quoted in
         it, and every secret this redactor has met before.
 
-        Remembered per string until the registry grows: a conversation repeats its earlier
-        messages in every request, so each is scanned once (the incremental rescan)."""
+        Remembered per string until the registry grows (or the placeholders ``recognise``
+        learned): a conversation repeats its earlier messages in every request, so each is
+        scanned once (the incremental rescan), in replay as in record."""
         if not text:
             return text
         cached = self._strings.get(text)
-        if cached is not None and cached[0] == len(self.known) and not self._recognised:
+        if cached is not None and cached[0] == len(self.known) + len(self._recognised):
             return cached[1]
         out = self._apply(text, self._spans(text))
         self._cached += len(text)
         if self._cached > _MAX_CACHED:  # bounded memory: start again
             self._strings.clear()
             self._cached = len(text)
-        self._strings[text] = (len(self.known), out)
+        self._strings[text] = (len(self.known) + len(self._recognised), out)
         return out
 
     def _spans(self, text: str) -> list[Match]:
@@ -779,12 +891,12 @@ class Redactor:
         overlapping one another or a placeholder already there (learning each one found)."""
         matches = self._scan(text, 0, len(text))
         for s, e, placeholder in matches:  # a quoted placeholder is remembered bare
-            self._remember(_unescape_fully(text[s:e]), placeholder.strip('\\"'))
+            self._remember(_unescape_fully(text[s:e]), placeholder.strip("\\\"'"))
         if self._recognised:
-            for m in _WORD.finditer(text):
-                recorded = self._recognised.get(self.mac(m.group()))
+            for candidate in _candidates(text):
+                recorded = self._recognised.get(self.mac(_unescape_fully(candidate)))
                 if recorded is not None:
-                    self._remember(m.group(), recorded)
+                    self._remember(candidate, recorded)
         if not self.known or len(text) < _MIN_KNOWN:
             return matches
         pattern = self._known_re
@@ -861,6 +973,21 @@ class Redactor:
             self._known_re = None
 
 
+def _decoded_name(raw: str) -> str:
+    """A key's name as JSON text escapes it, decoded (left as it is where it does not decode:
+    a nested key's, whose escaped names the exact search never reads either)."""
+    try:
+        name: str = json.loads(f'"{raw}"')
+    except ValueError:
+        return raw
+    return name
+
+
+def _credential_key(key: str) -> bool:
+    """Whether a mapping key is an authorization's value: a scheme and its credential."""
+    return " " in key and _AUTH_KEY.fullmatch(key) is not None
+
+
 def _under_delta(path: tuple[Any, ...]) -> bool:
     """The default rule of streamed text: strings under a ``delta`` (chat chunks' content and
     tool arguments, Anthropic text and JSON deltas, Responses text deltas)."""
@@ -881,6 +1008,27 @@ def _stream_strings(
                 parts.setdefault((*path, k), []).append((node, k, v))
         elif isinstance(v, dict | list):
             _stream_strings(v, (*path, k), piece, parts)
+
+
+_TOKEN = re.compile(r"\S+")
+_TRIM = "'\"`,;:.()[]{}<>"
+_RUN = 4  # tokens in a row a recognised secret may span: a passphrase of four words
+
+
+def _candidates(text: str) -> set[str]:
+    """The pieces of ``text`` a secret the recording learned may be, to be told by their
+    digests (``recognise``): its words (``_WORD``); its whitespace-separated tokens, and runs
+    of up to ``_RUN`` of them, as they are and without the punctuation around them (a password
+    holding quotes, an authorization's scheme and credential, a passphrase); the whole text (a
+    mapping key)."""
+    found = {m.group() for m in _WORD.finditer(text)}
+    tokens = [m.span() for m in _TOKEN.finditer(text)]
+    for k, (s, _) in enumerate(tokens):
+        for _, e in tokens[k : k + _RUN]:
+            piece = text[s:e]
+            found.update((piece, piece.strip(_TRIM)))
+    found.update((text, text.strip()))
+    return {c for c in found if len(c) >= _MIN_KNOWN}
 
 
 def _token_start(text: str, pos: int) -> int:
