@@ -180,7 +180,7 @@ def migrate_cassette(
     records = cassette.records
     hooked = _hooked(records)
     if found.keys != KEYS_VERSION and hooked:
-        records = migrate_steps(records)
+        records = migrate_steps(records, since=found.keys)
     redactor = Redactor(RedactRules.coerce(load_config("redact") or None))
     stepped, records = records, _current(records, rules, redactor, path)
     found.rekeyed = sum(a.key != b.key for a, b in zip(cassette.records, records, strict=True))

@@ -27,6 +27,11 @@ from tracetape.integrations.providers import Match, match_route, provider
 from tracetape.integrations.steps import StepBook, conversation_step, migrate
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "recorded_before_conversation_steps.jsonl"
+# Recorded by the tracetape of e736d9e~1 ("keys": 2, before quotes were read) with the openai
+# SDK against a local fake model: a ReAct loop as ``_react_sdk(..., taped=True)`` runs it, and
+# two Responses calls as ``_responses_run`` makes them.
+KEYS_2_REACT = FIXTURE.with_name("recorded_before_quoted_steps_react.jsonl")
+KEYS_2_RESPONSES = FIXTURE.with_name("recorded_before_quoted_steps_responses.jsonl")
 set_tracing_disabled(True)
 
 
@@ -219,7 +224,7 @@ def test_a_cassette_keyed_before_conversation_steps_replays(
     path = tmp_path / "now.jsonl"
     assert _agent_run(path, "record", server.base_url) == "The total is 6."
     now = read_cassette(path)
-    assert now.header is not None and now.header["keys"] == 2
+    assert now.header is not None and now.header["keys"] == 3
     assert [r.key for r in now.records] == [r.key for r in migrated]
     server.stop()
     assert _agent_run(FIXTURE, "replay", server.base_url, strict=True) == "The total is 6."
@@ -243,7 +248,7 @@ def test_tracetape_migrate_re_keys_a_hooked_cassette_for_good(
     tmp_path: Path, server: FakeServer
 ) -> None:
     """``tracetape migrate`` writes the re-keying the hooks do on the fly into the file: the
-    migrated cassette holds today's keys (a recording now makes the same), is keys 2, and
+    migrated cassette holds today's keys (a recording now makes the same), is keys 3, and
     replays whole, strict, with the server stopped, re-keyed by nothing."""
     from click.testing import CliRunner
 
@@ -252,9 +257,9 @@ def test_tracetape_migrate_re_keys_a_hooked_cassette_for_good(
     path = tmp_path / "old.jsonl"
     path.write_bytes(FIXTURE.read_bytes())
     done = CliRunner().invoke(main, ["migrate", str(path), "--no-backup"])
-    assert done.exit_code == 0 and "keys 1 -> 2 (steps from the conversation)" in done.output
+    assert done.exit_code == 0 and "keys 1 -> 3 (steps from the conversation)" in done.output
     migrated = read_cassette(path)
-    assert migrated.header is not None and migrated.header["keys"] == 2
+    assert migrated.header is not None and migrated.header["keys"] == 3
     now = tmp_path / "now.jsonl"
     assert _agent_run(now, "record", server.base_url) == "The total is 6."
     assert [r.key for r in migrated.records] == [r.key for r in read_cassette(now).records]
@@ -593,36 +598,142 @@ class _ReactModel(BaseHTTPRequestHandler):
         pass
 
 
-def test_a_flattened_flow_records_and_replays_its_steps_through_the_sdk(tmp_path: Path) -> None:
-    """A ReAct loop over the OpenAI SDK (each request ``[system, user]`` built from the answers
-    it got) records steps 1..4 through the hooks, and replays whole, strict, with the server
-    stopped: replay reads the same steps from the same quotes."""
+def _serve_react() -> tuple[ThreadingHTTPServer, str]:
+    """A ``_ReactModel`` server started, and its base URL."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ReactModel)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
 
-    def react(mode: str, **tape: Any) -> list[str]:
-        client = openai.OpenAI(base_url=url, api_key="sk-test", max_retries=0)
-        answers: list[str] = []
-        done: list[Act] = []
-        with Tape(path, mode=mode, **tape) as t, tracetape.patch_sdks(t):
-            for i in range(len(_FRANCE) + 1):
-                asks = _REACT_ASKS if i < len(_FRANCE) else _EXTRACT_ASKS
-                body = _react_request("What is the capital of France?", done, asks)
-                reply = client.chat.completions.create(**body).choices[0].message.content
-                answers.append(str(reply))
-                if i < len(_FRANCE):  # what dspy parses from the answer, and the tool's result
-                    fields = dict(re.findall(r"\[\[ ## (\w+) ## \]\]\n([^\n]*)", str(reply)))
-                    args = json.loads(fields["next_tool_args"])
-                    done.append((fields["next_thought"], fields["next_tool_name"], args,
-                                 _FRANCE[i][3]))  # fmt: skip
-        return answers
 
+def _stop(server: ThreadingHTTPServer) -> None:
+    server.shutdown()
+    server.server_close()
+
+
+@tracetape.tool(effect="read")
+def search_wikipedia(query: str) -> str:
+    """The search ReAct calls in ``_react_sdk`` (and in the keys-2 fixture): ``_FRANCE``'s
+    observations."""
+    return {act[2]["query"]: act[3] for act in _FRANCE if "query" in act[2]}[query]
+
+
+def _react_sdk(path: Path, url: str, mode: str, *, taped: bool = False, **tape: Any) -> list[str]:
+    """A ReAct loop over the OpenAI SDK (each request ``[system, user]`` built from the answers
+    it got), run on a tape at ``path``; with ``taped``, its searches are ``search_wikipedia``
+    calls on the tape. The answers it got."""
+    client = openai.OpenAI(base_url=url, api_key="sk-test", max_retries=0)
+    answers: list[str] = []
+    done: list[Act] = []
+    with Tape(path, mode=mode, **tape) as t, tracetape.patch_sdks(t):
+        for i in range(len(_FRANCE) + 1):
+            asks = _REACT_ASKS if i < len(_FRANCE) else _EXTRACT_ASKS
+            body = _react_request("What is the capital of France?", done, asks)
+            reply = client.chat.completions.create(**body).choices[0].message.content
+            answers.append(str(reply))
+            if i < len(_FRANCE):  # what dspy parses from the answer, and the tool's result
+                fields = dict(re.findall(r"\[\[ ## (\w+) ## \]\]\n([^\n]*)", str(reply)))
+                args = json.loads(fields["next_tool_args"])
+                tool = fields["next_tool_name"]
+                seen = search_wikipedia(**args) if taped and tool != "finish" else _FRANCE[i][3]
+                done.append((fields["next_thought"], tool, args, seen))
+    return answers
+
+
+def test_a_flattened_flow_records_and_replays_its_steps_through_the_sdk(tmp_path: Path) -> None:
+    """A ReAct loop over the OpenAI SDK records steps 1..4 through the hooks, and replays
+    whole, strict, with the server stopped: replay reads the same steps from the same
+    quotes."""
+    server, url = _serve_react()
     path = tmp_path / "react.jsonl"
     try:
-        recorded = react("record")
+        recorded = _react_sdk(path, url, "record")
     finally:
-        server.shutdown()
-        server.server_close()
+        _stop(server)
     assert [r.step for r in read_cassette(path).records if r.kind == "llm"] == [1, 2, 3, 4]
-    assert react("replay", strict=True) == recorded
+    assert _react_sdk(path, url, "replay", strict=True) == recorded
+
+
+# -- cassettes keyed before the quotes were read (keys 2) ------------------------------------------
+
+_NOWHERE = "http://127.0.0.1:9/v1"  # no server: a replay that missed would fail to connect
+_REACT_STEPS = [("llm", 1), ("tool", 1), ("llm", 2), ("tool", 2), ("llm", 3), ("llm", 4)]
+
+
+def _react_replay(path: Path) -> list[str]:
+    """The answers ``_react_sdk`` replays from ``path`` (recorded with taped searches) whole,
+    strict, with no server."""
+    return _react_sdk(path, _NOWHERE, "replay", taped=True, strict=True, harness_sha="fixture")
+
+
+def test_a_react_cassette_keyed_before_quotes_replays_through_the_sdk(tmp_path: Path) -> None:
+    """A ReAct run with taped searches recorded by the tracetape before quotes were read
+    (keys 2: every call step 1) replays whole, strict, with no server: the hooks re-key its
+    requests that quote an earlier answer, and the searches after them, as a recording keys
+    them now (steps 1..4, each search at the step that asked for it)."""
+    old = read_cassette(KEYS_2_REACT)
+    assert old.header is not None and old.header["keys"] == 2
+    assert [r.step for r in old.records] == [1] * 6
+    migrated = migrate(old.records, since=2)
+    assert [(r.kind, r.step) for r in migrated] == _REACT_STEPS
+    server, url = _serve_react()
+    try:
+        recorded = _react_sdk(tmp_path / "now.jsonl", url, "record", taped=True)
+    finally:
+        _stop(server)
+    assert [r.key for r in read_cassette(tmp_path / "now.jsonl").records] == [
+        r.key for r in migrated
+    ]
+    assert _react_replay(KEYS_2_REACT) == recorded
+
+
+def _migrate_cli(path: Path) -> str:
+    from click.testing import CliRunner
+
+    from tracetape.cli import main
+
+    done = CliRunner().invoke(main, ["migrate", str(path), "--no-backup"])
+    assert done.exit_code == 0, done.output
+    return done.output
+
+
+def test_tracetape_migrate_re_steps_a_react_cassette_keyed_before_quotes(tmp_path: Path) -> None:
+    """``tracetape migrate`` writes the keys-2 ReAct cassette as keys 3, steps 1..4 (its
+    searches with them), and it replays whole, strict, with no server, re-keyed by nothing."""
+    path = tmp_path / "old.jsonl"
+    path.write_bytes(KEYS_2_REACT.read_bytes())
+    assert "keys 2 -> 3 (steps from the conversation)" in _migrate_cli(path)
+    migrated = read_cassette(path)
+    assert migrated.header is not None and migrated.header["keys"] == 3
+    assert [(r.kind, r.step) for r in migrated.records] == _REACT_STEPS
+    assert _react_replay(path)[-1].endswith("Paris")
+
+
+def _responses_run(path: Path, **tape: Any) -> list[str]:
+    """Two Responses calls on a tape at ``path``, the second continuing the first by its
+    ``previous_response_id`` (as the keys-2 fixture recorded them): their texts."""
+    client = openai.OpenAI(base_url=_NOWHERE, api_key="sk-test", max_retries=0)
+    with Tape(path, mode="replay", **tape) as t, tracetape.patch_sdks(t):
+        first = client.responses.create(model="gpt-test", input="What is the capital of Norway?")
+        second = client.responses.create(
+            model="gpt-test", input="How many people live there?", previous_response_id=first.id
+        )
+    return [first.output_text, second.output_text]
+
+
+def test_a_responses_cassette_chained_by_its_answers_keeps_its_keys(tmp_path: Path) -> None:
+    """A keys-2 Responses cassette whose second request continues the first by
+    ``previous_response_id`` (step 2, which its conversation alone does not say) keeps every
+    key: replayed by the hooks, strict, with no server, and written by ``tracetape migrate``
+    as keys 3, which then replays the same."""
+    old = read_cassette(KEYS_2_RESPONSES)
+    assert [r.step for r in old.records] == [1, 2]
+    assert [r.key for r in migrate(old.records, since=2)] == [r.key for r in old.records]
+    said = ["Oslo is the capital of Norway.", "About 700,000 people live there."]
+    assert _responses_run(KEYS_2_RESPONSES, strict=True, harness_sha="fixture") == said
+    path = tmp_path / "old.jsonl"
+    path.write_bytes(KEYS_2_RESPONSES.read_bytes())
+    assert "keys 2 -> 3" in _migrate_cli(path)
+    migrated = read_cassette(path)
+    assert migrated.header is not None and migrated.header["keys"] == 3
+    assert [r.key for r in migrated.records] == [r.key for r in old.records]
+    assert _responses_run(path, strict=True, harness_sha="fixture") == said

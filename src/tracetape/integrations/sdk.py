@@ -10,8 +10,9 @@ task (``with tape:``, ``patch_sdks(tape)``), else the process-wide one of ``patc
 with none, the SDK runs untouched. The patches themselves are process-wide and reference
 counted.
 
-A replaying tape recorded before model steps were read from the conversation (its header has
-no ``"keys": 2``) is re-keyed when a hook first takes it (``steps.migrate``).
+A replaying tape keyed before ``KEYS_VERSION`` (its header's ``keys``: none before model steps
+were read from the conversation, 2 before the quotes of flows that flatten their history were)
+is re-keyed when a hook first takes it (``steps.migrate``).
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ def adopt(tape: Tape) -> None:
     if tape.replaying and not hooks.migrated:
         hooks.migrated = True
         header = tape.header or {}
-        if header.get("keys", 1) != KEYS_VERSION and not tape.matched:
-            tape.rekey(migrate(tape.records))
+        keys = header.get("keys", 1)
+        if keys != KEYS_VERSION and not tape.matched:
+            tape.rekey(migrate(tape.records, since=keys if isinstance(keys, int) else 1))
     warm_up(tape)
 
 

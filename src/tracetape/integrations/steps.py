@@ -26,9 +26,12 @@ those arguments, where several wait) takes it. A tool no answer asked for, and a
 environment read, take the step of the latest model call of their thread or task, else of
 the tape's latest.
 
-Cassettes recorded before steps were read from the conversation (no ``"keys": 2`` in their
+Cassettes recorded before steps were read from the conversation (no ``"keys"`` in their
 header) counted steps per thread and task: ``migrate`` re-keys their model and tool records
-the same way, from the inputs they stored, when a hooked replay loads them.
+the same way, from the inputs they stored, when a hooked replay loads them. Cassettes of
+``"keys": 2`` were recorded before the quotes were read: ``migrate(records, since=2)``
+re-steps only their requests of no model turn keyed 1 that quote an earlier answer (and the
+tool calls that follow them).
 """
 
 from __future__ import annotations
@@ -473,55 +476,76 @@ def _rekeyed(rec: Record, data: dict[str, Any], step: int) -> Record:
     )
 
 
-def migrate(records: Iterable[Record]) -> list[Record]:
-    """The records of a cassette keyed before ``KEYS_VERSION`` 2, re-keyed as they would be now: a
-    hooked model call's step from its conversation (or the earlier answer its one user message
-    quotes), a tool call's from the answer that asked for it (else the latest model call
-    before it), from the inputs the records stored. A record whose input was not stored keeps
+def migrate(records: Iterable[Record], since: int = 1) -> list[Record]:
+    """The records of a cassette keyed under keys ``since`` (its header's ``keys``), re-keyed
+    as they would be now, from the inputs the records stored.
+
+    Keys 1 counted steps per thread: every hooked model call's step is read from its
+    conversation (or the earlier answer its one user message quotes), a tool call's from the
+    answer that asked for it (else the latest model call before it). Keys 2 read steps from
+    the conversation but knew no quotes: only a model call it keyed 1 whose conversation holds
+    no model turn is re-stepped by the answer it quotes, and a tool call follows the answer
+    that asked for it (else the latest model call before it) where that one was re-stepped;
+    every other record keeps its key (a Responses request continuing a stored answer knows
+    its step, which its conversation does not say). A record whose input was not stored keeps
     its key.
 
     >>> old = Record(kind="llm", key="llm:x", step=4, input={"messages": [{"role": "user"}],
     ...              "tools": [], "params": {}, "step": 4})
     >>> migrate([old])[0].step
     1
+    >>> migrate([old], since=2)[0].step
+    4
     """
     model = _rule()
-    book: dict[str, deque[tuple[str, int]]] = {}
+    # a tool's name -> what answers asked for it: the arguments, the step recorded, the step now
+    book: dict[str, deque[tuple[str, int, int]]] = {}
     quotes = Quotes()
-    latest = 0
+    latest = (0, 0)  # the latest model call's step recorded, and now
     out: list[Record] = []
     for rec in records:
         data = rec.input
         if rec.kind == "llm" and type(data) is dict and data.keys() == _HOOK_PAYLOAD:
+            was = data["step"]
+            step = turns(data["messages"], model) + 1
+            if since >= 2:
+                if type(was) is not int:
+                    out.append(rec)
+                    continue
+                flat, step = step == 1 and was == 1, was
+            else:
+                flat = step == 1
+            parent = None
             known = provider_of(rec.api)
-            latest = turns(data["messages"], model) + 1
-            flat, parent = latest == 1, None
             if flat and quotes:
                 user = known.user if known is not None else user_turn
                 lines = quotable(_user_text(data["messages"], user))
                 found = quotes.quoted(lines) if lines else None
                 if found is not None:
-                    latest, parent = found[0] + 1, found[1]
-            out.append(_rekeyed(rec, data, latest))
+                    step, parent = found[0] + 1, found[1]
+            latest = (was if type(was) is int else 0, step)
+            out.append(_rekeyed(rec, data, step))
             asked: list[Ask] = []
             for prov in providers():
                 asked = _asked(prov, rec.out)
                 if asked:
                     for ask in asked:
-                        book.setdefault(ask.name, deque()).append((_args_text(ask.args), latest))
+                        book.setdefault(ask.name, deque()).append((_args_text(ask.args), *latest))
                     break
             if flat:
                 provs = (known,) if known is not None else providers()
-                quotes.note(latest, functools.partial(_said, provs, rec.out, asked), parent)
+                quotes.note(step, functools.partial(_said, provs, rec.out, asked), parent)
             continue
         if rec.kind == "tool" and type(data) is dict and type(data.get("step")) is int:
             waiting = book.get(str(data.get("name")))
-            step = latest
+            was, step = latest
             if waiting:
                 text = _args_text(data.get("args"))
                 chosen = next((w for w in waiting if w[0] == text), waiting[0])
                 waiting.remove(chosen)
-                step = chosen[1]
+                was, step = chosen[1], chosen[2]
+            if since >= 2 and was == step:  # asked by an answer that kept its step
+                step = data["step"]
             out.append(_rekeyed(rec, data, step))
             continue
         out.append(rec)
