@@ -162,3 +162,21 @@ def test_only_a_trailer_says_how_a_pushed_run_ended(client: TestClient, tmp_path
     api = client.get("/v1/diff", params={"a": "again", "b": "live"}).json()
     assert api["summary"]["ending"] == ["completed", None]
     assert api["origin"] is None
+
+
+def test_the_routes_refused_before_routing_are_exactly_those_that_analyse() -> None:
+    """When the gate is full, the middleware refuses these paths before FastAPI routes them:
+    the routes that hold a slot and the run list, and no other (health, the runs' JSON and
+    ingest keep answering)."""
+    from tracetape.collector.app import _analyses
+    from tracetape.collector.routers import pages, query
+
+    paths = [p.pattern for p in _analyses(query.router, pages.router)]
+    assert sorted(paths) == sorted([
+        "^/v1/runs/(?P<run_id>[^/]+)/check$",
+        "^/v1/diff$",
+        "^/$",
+        "^/runs/(?P<run_id>[^/]+)$",
+        "^/runs/(?P<run_id>[^/]+)/raw/(?P<n>[^/]+)$",
+        "^/diff$",
+    ])  # fmt: skip

@@ -3,6 +3,10 @@ session cookie is set only when it was opened with the token, cursors are checke
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 from fastapi import HTTPException
 from fastapi.responses import Response
@@ -20,6 +24,17 @@ def test_the_token_check_is_a_dependency_a_test_can_override(client: TestClient)
         assert client.get("/v1/runs", headers=bare).status_code == 200
     finally:
         client.app.dependency_overrides.clear()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "dependency",
+    [deps.collector, deps.authorized, deps.workers, deps.analysis_slot, deps.page_access],
+    ids=lambda f: f.__name__,
+)
+def test_every_dependency_runs_on_the_event_loop(dependency: Callable[..., Any]) -> None:
+    """A plain function would run in a thread, a hop for each request of hundreds at once
+    that the event loop (and ``/healthz``) waits behind: each is a coroutine."""
+    assert inspect.iscoroutinefunction(dependency) or inspect.isasyncgenfunction(dependency)
 
 
 def test_a_session_cookie_is_set_only_for_a_page_opened_with_the_token() -> None:

@@ -4,6 +4,7 @@ what the stored texts no longer hold (a run that grew, a secret redacted since).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -11,10 +12,9 @@ from fastapi.testclient import TestClient
 
 from tests.collector.conftest import TOKEN
 from tests.collector.test_app import jsonl, seed_line
-from tracetape.collector import service
+from tracetape.collector import jobs
 from tracetape.collector.memo import Analyses
-from tracetape.collector.routers import pages as page_routes
-from tracetape.collector.routers import query as query_routes
+from tracetape.collector.workers import Workers
 from tracetape.record import RecordTexts
 
 PASSWORD = "correct-horse-battery-staple-42"
@@ -77,20 +77,18 @@ def test_a_key_tells_every_input_apart(one: list[list[bytes]], other: list[list[
 
 
 def _spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Count the analyses the app makes (the real ones run), wherever it makes them: the
-    query routes, the pages' routes, the background worker."""
+    """Count the analyses any app asks its worker processes for (the real ones run): the
+    query routes' and the diff page's, by job (drawing the run list or a run's page
+    analyses nothing, and the background worker's summaries are not counted)."""
     made: list[str] = []
-    for module in (query_routes, page_routes, service):
-        for name in ("diff_records", "check_records"):
-            real = getattr(module, name, None)
-            if real is None:
-                continue
+    run = Workers.run
 
-            def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
-                made.append(_name)
-                return _real(*args, **kwargs)
+    async def counted(self: Workers, job: Callable[..., Any], *args: Any) -> Any:
+        if job in (jobs.check, jobs.diff, jobs.diff_page):
+            made.append(job.__name__)
+        return await run(self, job, *args)
 
-            monkeypatch.setattr(module, name, counted)
+    monkeypatch.setattr(Workers, "run", counted)
     return made
 
 
@@ -153,13 +151,13 @@ def test_a_recordings_diff_page_is_drawn_when_stored_and_read_back_in_a_new_proc
     assert page.status_code == 200 and made == []
     assert page.headers["content-encoding"] == "gzip" and "id=verdict" in page.text
     assert fresh.get("/diff", params={"a": "second", "b": "first"}).status_code == 200
-    assert made == ["diff_records"]  # another pair: drawn on view, and kept
+    assert made == ["diff_page"]  # another pair: drawn on view, and kept
     fresh.get("/diff", params={"a": "second", "b": "first"})
-    assert made == ["diff_records"]
+    assert made == ["diff_page"]
     more = {"source": "runs/agent.jsonl", "run": "second", "append": "true"}
     fresh.post("/v1/lines", content=jsonl(seed_line("second", 2, q="later")), params=more)
     again = fresh.get("/diff", params={"a": "first", "b": "second"})
-    assert "later" in again.text and made == ["diff_records", "diff_records"]
+    assert "later" in again.text and made == ["diff_page", "diff_page"]
 
 
 def test_a_page_over_the_budget_is_not_kept_and_evicts_nothing() -> None:

@@ -110,8 +110,15 @@ def _listen(host: str, port: int) -> socket.socket:
     "--max-analyses",
     type=click.IntRange(1, 256),
     default=None,
-    help="Diffs, checks and pages run at once per worker (default: the CPUs, at least 2); "
-    "past it they answer 503 with Retry-After.",
+    help="Diffs, checks and pages run at once per worker, each in a process of its own "
+    "(default: the CPUs, 2 to 8).",
+)
+@click.option(
+    "--analysis-queue",
+    type=click.IntRange(0, 10_000),
+    default=None,
+    help="Requests that may wait for an analysis, at most 10 s each (default: twice "
+    "--max-analyses); past it they answer 503 with Retry-After at once.",
 )
 @click.option(
     "--allowed-host",
@@ -132,6 +139,7 @@ def serve(  # noqa: PLR0917 - click passes every option
     max_body: int,
     max_lines: int,
     max_analyses: int | None,
+    analysis_queue: int | None,
     allowed_hosts: tuple[str, ...],
 ) -> None:
     """Run the collector: POST trace lines to /v1/lines, read runs and diffs from /v1, and
@@ -158,6 +166,8 @@ def serve(  # noqa: PLR0917 - click passes every option
     )
     if max_analyses is not None:
         os.environ["TRACETAPE_MAX_ANALYSES"] = str(max_analyses)
+    if analysis_queue is not None:
+        os.environ["TRACETAPE_ANALYSIS_QUEUE"] = str(analysis_queue)
     if token:
         os.environ["TRACETAPE_TOKEN"] = token
     port = sock.getsockname()[1]

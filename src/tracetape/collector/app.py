@@ -17,38 +17,48 @@ Routes (every ``/v1`` route needs ``Authorization: Bearer TOKEN`` when a token i
 * ``GET /v1/runs/{run_id}``: the run's summary and events in order (``after``, ``limit``).
 * ``GET /v1/runs/{run_id}/check``: the invariants of the run (``tracetape check``'s JSON).
 * ``GET /v1/diff?a=RUN&b=RUN``: exactly the JSON ``tracetape diff --format json`` gives.
-* ``GET /healthz``: the database answers.
+* ``GET /healthz``: the database answers; the analyses running and waiting.
 
 Bodies over ``max_body`` bytes or ``max_lines`` lines are refused with 413 before they are
 parsed. Run ids and parameters are validated; every query is parameterized by SQLAlchemy.
+Analyses (diffs, checks, pages) run in worker processes, ``max_analyses`` at once and
+``analysis_queue`` waiting at most ``analysis_wait`` seconds; past that a 503 with
+``Retry-After`` at once (``workers``), answered before the request is routed (``_Shed``:
+hundreds of requests refused must cost the event loop little, or ``/healthz`` waits).
 
 ``create_app`` makes the ``Collector`` (``service``: the database, the settings, the
-analyses and their slots, the background worker), the middleware (body limits, ``security``'s
-guard) and the error handlers, and includes the routers (``routers``: health, ingest, query,
-pages), which take what they need from ``deps``. The pages' HTML is in ``pages``.
+worker processes and the gate that admits analyses, the kept analyses, the background
+worker), the middleware (body limits, ``security``'s guard) and the error handlers, and
+includes the routers (``routers``: health, ingest, query, pages), which take what they need
+from ``deps``; it stops the worker processes when the app stops. The pages' HTML is in
+``pages``.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._version import __version__
 from ..stores.database import Database
-from . import pages
+from . import deps, pages
 from .ingest import BadBatch
+from .jobs import Failed
 from .routers import health, ingest, query
 from .routers import pages as page_routes
 from .security import Guard, allowed_hosts, clean_token
 from .service import Collector, Settings
+from .workers import Busy, Gate, WorkerDied
 
 __all__ = ["Settings", "create_app"]
 
@@ -89,6 +99,37 @@ class _Limit:
         await self.app(scope, receive, send)
 
 
+class _Shed:
+    """Refuse an analysis at once (503, ``Retry-After``) when every slot is taken and the
+    queue is full, before FastAPI routes it and solves its dependencies: the route's own
+    admission (``deps.analysis_slot``) would refuse it too, at several times the cost."""
+
+    def __init__(self, app: ASGIApp, gate: Gate, paths: Sequence[re.Pattern[str]]):
+        self.app, self.gate, self.paths = app, gate, paths
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            busy = self.gate.refusal()
+            if busy is not None and any(p.match(scope["path"]) for p in self.paths):
+                headers = {"Retry-After": str(busy.retry_after)}
+                await _failure(Request(scope), 503, str(busy), headers)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _analyses(*routers: APIRouter) -> list[re.Pattern[str]]:
+    """The paths of the routes that analyse: those that hold a slot (``deps.BUSY``), and the
+    run list, which takes one once its runs' summaries are there (the routers are included
+    without a prefix)."""
+    return [
+        route.path_regex
+        for router in routers
+        for route in router.routes
+        if isinstance(route, APIRoute)
+        and (deps.BUSY[0] in route.dependencies or route.endpoint is page_routes.runs_html)
+    ]
+
+
 def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     """The collector's ASGI app over ``db`` (see the module docstring)."""
     conf = settings or Settings()
@@ -97,6 +138,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        collector.workers.prepare()
         yield
         collector.close()
 
@@ -113,6 +155,9 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
     app.state.collector = collector
     app.state.db, app.state.settings = db, conf
     app.state.analyses = collector.analyses
+    app.add_middleware(
+        _Shed, gate=collector.gate, paths=_analyses(query.router, page_routes.router)
+    )
     app.add_middleware(_Limit, max_body=conf.max_body)
     app.add_middleware(Guard, hosts=allowed_hosts(conf.bind, conf.allowed_hosts), csp=pages.CSP)
 
@@ -128,6 +173,18 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         ]
         return _failure(request, 400, "; ".join(problems) or "bad request")
 
+    @app.exception_handler(Busy)
+    async def busy(request: Request, exc: Busy) -> Response:
+        return _failure(request, 503, str(exc), {"Retry-After": str(exc.retry_after)})
+
+    @app.exception_handler(WorkerDied)
+    async def died(request: Request, exc: WorkerDied) -> Response:
+        return _failure(request, 503, str(exc), {"Retry-After": "1"})
+
+    @app.exception_handler(Failed)
+    async def analysis_failed(request: Request, exc: Failed) -> Response:
+        return _failure(request, 500, f"the collector failed: {exc.name}; nothing was stored")
+
     @app.exception_handler(Exception)
     async def failed(request: Request, exc: Exception) -> Response:
         # Nothing was stored by a request that failed here (a batch is one transaction).
@@ -139,6 +196,7 @@ def create_app(db: Database, settings: Settings | None = None) -> FastAPI:
         # every error, a route's own and the framework's (404, 405), in the one shape
         return _failure(request, exc.status_code, str(exc.detail), exc.headers)
 
-    for router in (health.router, ingest.router, query.router, page_routes.router):
+    routers = (health.router, ingest.router, query.router, page_routes.router)
+    for router in routers:
         app.include_router(router)
     return app

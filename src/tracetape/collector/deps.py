@@ -1,7 +1,10 @@
 """What the collector's routes depend on, as FastAPI dependencies (tests can override them
 with ``app.dependency_overrides``): the ``Collector`` of the app, the bearer token of the API,
-the session of the pages, a slot among ``max_analyses``; and the checks every route makes of
-a run id and a page cursor.
+the session of the pages, a slot among ``max_analyses`` (``BUSY``) and the worker processes
+that analyse (``Pool``); and the checks every route makes of a run id and a page cursor.
+The dependencies are coroutines, though none of them waits for anything: FastAPI runs a
+plain function in a thread, and those hops, several a request, cost the event loop more
+than the checks themselves when hundreds of requests come at once.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from ..record import RecordTexts
 from ..stores.database import RUN_ID
 from .security import SESSION_S, check_session, new_session
 from .service import Collector
+from .workers import Workers
 
 __all__ = [
     "AUTH",
@@ -27,6 +31,7 @@ __all__ = [
     "Access",
     "MaybeRunId",
     "Page",
+    "Pool",
     "RunId",
     "Service",
     "collector",
@@ -35,6 +40,7 @@ __all__ = [
     "known",
     "page_access",
     "stored",
+    "workers",
 ]
 
 COOKIE = "tracetape_session"
@@ -45,7 +51,7 @@ RunId = Annotated[str, Query(min_length=1, max_length=200)]
 MaybeRunId = Annotated[str | None, Query(min_length=1, max_length=200)]
 
 
-def collector(request: Request) -> Collector:
+async def collector(request: Request) -> Collector:
     """The app's ``Collector``."""
     found: Collector = request.app.state.collector
     return found
@@ -54,7 +60,7 @@ def collector(request: Request) -> Collector:
 Service = Annotated[Collector, Depends(collector)]
 
 
-def authorized(request: Request, c: Service) -> None:
+async def authorized(request: Request, c: Service) -> None:
     """Refuse (401) an API request without this collector's bearer token, when it has one."""
     token = c.settings.token
     if token is None:
@@ -72,22 +78,25 @@ def authorized(request: Request, c: Service) -> None:
     raise HTTPException(401, problem, headers={"WWW-Authenticate": "Bearer"})
 
 
+async def workers(c: Service) -> Workers:
+    """The worker processes that run the app's analyses."""
+    return c.workers
+
+
+Pool = Annotated[Workers, Depends(workers)]
+
+
 async def analysis_slot(c: Service) -> AsyncIterator[None]:
-    """Hold one of ``max_analyses`` slots for the request, or answer 503 at once."""
-    if not c.slots.acquire(blocking=False):
-        raise HTTPException(
-            503,
-            f"{c.settings.max_analyses} analyses are running; retry in a moment",
-            headers={"Retry-After": "1"},
-        )
-    try:
+    """Hold one of ``max_analyses`` slots while the route runs: at once, or after waiting
+    in the queue; or raise ``workers.Busy`` (a 503 with ``Retry-After``) at once when the
+    queue is full, or when no slot came free within ``analysis_wait`` seconds."""
+    async with c.gate.slot():
         yield
-    finally:
-        c.slots.release()
 
 
 AUTH = [Depends(authorized)]
-BUSY = [Depends(analysis_slot)]
+# given back when the route returns, before its answer is sent
+BUSY = [Depends(analysis_slot, scope="function")]
 
 
 @dataclass(frozen=True)
@@ -115,7 +124,7 @@ class Page:
         return self.cookie(HTMLResponse(text, status_code=status))
 
 
-def page_access(request: Request, c: Service) -> Page:
+async def page_access(request: Request, c: Service) -> Page:
     """Refuse (401) a page that may not be shown (no session cookie, bearer header or
     ``?token=``); a right ``?token=`` starts a session."""
     token = c.settings.token

@@ -5,9 +5,11 @@ report of an analysis already made of the same texts, in the time it takes to re
 the analysis of two 200-step runs with their conversations is most of a diff page's time
 (benchmarks/README.md, "The pages"). The key is what was read, not a version of the run: a
 run that grew, or whose stored texts were redacted again (``Database.rewrite``), has other
-texts, so another key. Kept in this process: the last ``size`` of them, and of the pages
-kept whole (text), no more than ``budget`` characters (a diff page of two 200-step runs with
-2 KB answers is 5 MB; a report is small: that diff is 39 KB as JSON).
+texts, so another key. Kept in the server's process (the analyses run in worker processes,
+which hand back text: a diff's JSON, a page's HTML or its gzipped bytes): the last ``size``
+of them, no more than ``budget`` characters or bytes (a diff page of two 200-step runs with
+2 KB answers is 5 MB of HTML, far less gzipped; that diff is 39 KB as JSON). ``get`` makes
+a missing result in the caller's thread, ``aget`` awaits it (from a worker process).
 
 >>> memo = Analyses(size=2)
 >>> key = memo.key("diff", ("a", "b"), RecordTexts([b'{"kind": "tool"}']))
@@ -20,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import TypeVar
 
 from ..record import RecordTexts
@@ -54,11 +56,26 @@ class Analyses:
 
     def get(self, key: Hashable, make: Callable[[], T]) -> T:
         """The result kept under ``key``, else ``make()``'s, kept (an error is not)."""
+        found, kept = self._find(key)
+        if found:
+            return kept  # type: ignore[return-value]
+        return self._keep(key, make())  # outside the lock: other analyses go on meanwhile
+
+    async def aget(self, key: Hashable, make: Callable[[], Awaitable[T]]) -> T:
+        """``get``, awaiting ``make()``."""
+        found, kept = self._find(key)
+        if found:
+            return kept  # type: ignore[return-value]
+        return self._keep(key, await make())
+
+    def _find(self, key: Hashable) -> tuple[bool, object]:
         with self._lock:
             if key in self._kept:
                 self._kept.move_to_end(key)
-                return self._kept[key]  # type: ignore[return-value]
-        made = make()  # outside the lock: other analyses go on meanwhile
+                return True, self._kept[key]
+        return False, None
+
+    def _keep(self, key: Hashable, made: T) -> T:
         weight = _weight(made)
         if weight > self.budget:
             return made

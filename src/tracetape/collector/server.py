@@ -2,7 +2,7 @@
 
 ``tracetape serve`` puts its options in the environment (``TRACETAPE_DB``,
 ``TRACETAPE_TOKEN``, ``TRACETAPE_MAX_BODY``, ``TRACETAPE_MAX_LINES``, ``TRACETAPE_BIND``,
-``TRACETAPE_ALLOWED_HOSTS``, ``TRACETAPE_MAX_ANALYSES``) and runs
+``TRACETAPE_ALLOWED_HOSTS``, ``TRACETAPE_MAX_ANALYSES``, ``TRACETAPE_ANALYSIS_QUEUE``) and runs
 ``app_from_env`` as uvicorn's app factory, so every worker process (``--workers N``) builds
 the same app; the collector keeps no state of its own, so workers and hosts share one
 PostgreSQL database. A host that is not loopback needs a token: ``check_binding`` refuses
@@ -56,12 +56,13 @@ def check_binding(host: str, token: str | None) -> str | None:
     return token
 
 
-def _int(name: str, default: int) -> int:
+def _int(name: str, default: int, least: int = 1) -> int:
     value = os.environ.get(name)
     if value is None:
         return default
-    if not value.isdigit() or int(value) <= 0:
-        raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+    if not value.isdigit() or int(value) < least:
+        kind = "a positive integer" if least else "a whole number"
+        raise ConfigError(f"{name} must be {kind}, not {value!r}")
     return int(value)
 
 
@@ -79,4 +80,6 @@ def app_from_env() -> FastAPI:
     )
     if os.environ.get("TRACETAPE_MAX_ANALYSES"):
         settings.max_analyses = _int("TRACETAPE_MAX_ANALYSES", settings.max_analyses)
+    if os.environ.get("TRACETAPE_ANALYSIS_QUEUE"):
+        settings.analysis_queue = _int("TRACETAPE_ANALYSIS_QUEUE", 0, least=0)
     return create_app(db, settings)

@@ -2,54 +2,55 @@
 and kept diff page, and the resources every route shares.
 
 ``Collector`` is made once per app (``create_app``) and handed to each route by a FastAPI
-dependency (``deps.collector``): the database, the settings, one DuckDB workspace for every
-analysis of the process (opened by the first), the slots that bound analyses at once
-(``max_analyses``), the kept analyses (``memo``) and the background worker (``summaries``).
+dependency (``deps.collector``): the database, the settings, the worker processes that run
+every analysis and the gate that admits them (``workers``: ``max_analyses`` at once,
+``analysis_queue`` waiting at most ``analysis_wait`` seconds), the kept analyses (``memo``)
+and the background worker (``summaries``), whose runs are analysed in the workers too.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from .._version import __version__
-from ..analysis import AnalysisConfig, diff_records
-from ..analysis.engine import Workspace
-from ..analysis.render import verdict_text
+from ..analysis import AnalysisConfig
 from ..config import load_config
-from ..record import RecordTexts
 from ..redact import Redactor, RedactRules
 from ..stores.database import Database, RunConflict
-from . import pages
+from . import jobs, pages
 from .ingest import BadBatch, Batch, Registry, parse_batch, redact_stored
 from .memo import Analyses
-from .summaries import Summaries, summarize
+from .summaries import Summaries
+from .workers import Gate, Workers, default_size
 
-__all__ = ["MAX_BODY", "MAX_LINES", "Collector", "Settings", "many"]
+__all__ = ["ANALYSIS_WAIT_S", "MAX_BODY", "MAX_LINES", "Collector", "Settings"]
 
 MAX_BODY = 16 << 20
 MAX_LINES = 10_000
+ANALYSIS_WAIT_S = 10.0
 
 
 @dataclass
 class Settings:
     """The collector's settings: the bearer ``token`` (none: no auth, loopback only), body
     and line limits, the address it listens on (``bind``) and the other host names it
-    answers to (``allowed_hosts``), how many analyses (diffs, checks, pages) run at once
-    (``max_analyses``: past it, a 503 with ``Retry-After``), and the analysis configuration."""
+    answers to (``allowed_hosts``), how many analyses (diffs, checks, pages) run at once, each
+    in a worker process (``max_analyses``), how many requests may wait for one
+    (``analysis_queue``; None: twice ``max_analyses``) and for how long (``analysis_wait``
+    seconds; past either, a 503 with ``Retry-After``), and the analysis configuration."""
 
     token: str | None = None
     max_body: int = MAX_BODY
     max_lines: int = MAX_LINES
     bind: str | None = "127.0.0.1"
     allowed_hosts: tuple[str, ...] = ()
-    max_analyses: int = field(default_factory=lambda: max(2, os.cpu_count() or 2))
+    max_analyses: int = field(default_factory=default_size)
+    analysis_queue: int | None = None
+    analysis_wait: float = ANALYSIS_WAIT_S
     config: AnalysisConfig = field(default_factory=AnalysisConfig.load)
     redactor: Redactor = field(
         default_factory=lambda: Redactor(RedactRules.coerce(load_config("redact") or None))
@@ -57,22 +58,21 @@ class Settings:
     registry: Registry = field(default_factory=Registry)
 
 
-def many(config: AnalysisConfig) -> AnalysisConfig:
-    """The configuration with room for every finding a page shows."""
-    return replace(config, max_examples=10_000)
-
-
 class Collector:
     """What every route of one app shares (see the module docstring)."""
 
     def __init__(self, db: Database, settings: Settings):
         self.db, self.settings = db, settings
-        self.analyses = Analyses()  # the last reports, by the texts they read (``memo``)
-        self.slots = threading.BoundedSemaphore(settings.max_analyses)
-        # Health has threads of its own: it answers while every other thread analyses.
+        self.analyses = Analyses()  # the last answers, by the texts they read (``memo``)
+        queue = settings.analysis_queue
+        self.gate = Gate(
+            settings.max_analyses,
+            2 * settings.max_analyses if queue is None else queue,
+            settings.analysis_wait,
+        )
+        self.workers = Workers(settings.max_analyses)
+        # Health has threads of its own: it answers while every other thread reads or stores.
         self.health_pool = ThreadPoolExecutor(2, thread_name_prefix="tracetape-health")
-        self._space: Workspace | None = None
-        self._lock = threading.Lock()
         # what a kept diff page depends on besides its runs: this collector's code and
         # settings, and the project's redaction rules
         said = f"{__version__}\n{settings.config!r}\n{load_config('redact')!r}\n{pages.CSP}"
@@ -80,20 +80,11 @@ class Collector:
         self.summaries = Summaries(self.summarized)
         self.summaries.add(db.unsummarized())  # runs stored before, or by a collector stopped
 
-    def workspace(self) -> Workspace:
-        """The one DuckDB database of this process's analyses, opened by the first."""
-        with self._lock:
-            if self._space is None:
-                self._space = Workspace(self.settings.config.memory_limit)
-            return self._space
-
     def close(self) -> None:
-        """Stop the worker and the health threads; close the workspace."""
+        """Stop the background worker, the worker processes and the health threads."""
         self.summaries.close()
+        self.workers.close()
         self.health_pool.shutdown(wait=False)
-        with self._lock:
-            if self._space is not None:
-                self._space.close()
 
     # -- storing --------------------------------------------------------------------------
 
@@ -162,39 +153,26 @@ class Collector:
     def summarized(self, run: str, diff: bool) -> None:
         """Compute and keep one run's summary (``summaries``: the run list reads it) and,
         with ``diff`` (its recording's last lines were stored), its verdict against the run
-        of its source before it and that diff's page. The summary is stored last: a page
-        that sees it finds the rest done."""
+        of its source before it and that diff's page (the run list shows the one and links
+        the other, and neither is analysed on view), in a worker process
+        (``jobs.summary``). The summary is stored last: a page that sees it finds the rest
+        done."""
         db = self.db
         texts = db.record_texts(run)
         if not texts.texts:
             return
+        before, ended = None, None
         if diff:
-            before = db.previous([run]).get(run)
-            if before is not None:
-                self._verdict(before, run, texts)
-        config = many(self.settings.config)
-        found = summarize(texts, run, config=config, workspace=self.workspace())
-        db.set_summary(run, found, len(texts.texts))
-
-    def _verdict(self, before: str, run: str, texts: RecordTexts) -> None:
-        """Keep ``run``'s verdict against ``before`` and their diff page (the run list shows
-        the one and links the other, and neither is analysed on view). A pair the analysis
-        cannot read keeps none: its lines are stored, and its diff page says why."""
-        db = self.db
-        ended = db.endings((before, run))
-        ta = db.record_texts(before)
-        ra, rb = ta.records(), texts.records()
-        try:
-            report = diff_records(
-                ra, rb, names=(before, run), config=many(self.settings.config),
-                workspace=self.workspace(), endings=ended,
-            )  # fmt: skip
-        except Exception:  # the verdict is a convenience; the lines are stored
-            return
-        read = (len(ta.texts), len(texts.texts))
-        if db.set_verdict(run, before, verdict_text(report), read):
-            html = pages.diff_page(before, run, ra, rb, report)
-            self.keep_page((before, run), read, ended, html)
+            name = db.previous([run]).get(run)
+            if name is not None:
+                before, ended = (name, db.record_texts(name)), db.endings((name, run))
+        with self.gate.held():
+            done = self.workers.call(jobs.summary, run, texts, self.settings.config, before, ended)
+        if before is not None and done.verdict is not None and ended is not None:
+            read = (len(before[1].texts), len(texts.texts))
+            if db.set_verdict(run, before[0], done.verdict, read) and done.page is not None:
+                self.keep_page((before[0], run), read, ended, done.page)
+        db.set_summary(run, done.summary, len(texts.texts))
 
     # -- kept diff pages ----------------------------------------------------------------------
 
@@ -207,8 +185,8 @@ class Collector:
         return hashlib.sha256("\x00".join(said).encode()).hexdigest()
 
     def keep_page(
-        self, runs: tuple[str, str], events: tuple[int, int], ended: dict[str, str], html: str
+        self, runs: tuple[str, str], events: tuple[int, int], ended: dict[str, str], body: bytes
     ) -> None:
-        """Keep a diff page drawn from ``events`` of each run (gzipped, in the database)."""
-        key = self.page_key(runs, events, ended)
-        self.db.keep_page(key, runs, gzip.compress(html.encode(), 5))
+        """Keep a diff page drawn from ``events`` of each run (``body``: gzipped, as
+        ``jobs.diff_page`` gives it) in the database."""
+        self.db.keep_page(self.page_key(runs, events, ended), runs, body)

@@ -1,4 +1,4 @@
-"""``GET /healthz``: the collector and its database answer."""
+"""``GET /healthz``: the collector and its database answer; how many analyses run and wait."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ router = APIRouter(tags=["service"])
 @router.get("/healthz")
 async def healthz(c: Service) -> dict[str, Any]:
     """Whether the collector and its database answer (503 when the database does not
-    within 5 s); it never waits behind analyses (its threads are its own)."""
+    within 5 s), and the analyses running and waiting for a slot; it never waits behind
+    analyses (they run in worker processes, and its threads are its own)."""
 
     def ping() -> None:
         with c.db.engine.connect() as conn:
@@ -30,4 +31,11 @@ async def healthz(c: Service) -> dict[str, Any]:
         await asyncio.wait_for(loop.run_in_executor(c.health_pool, ping), timeout=5)
     except TimeoutError:
         raise HTTPException(503, "the database did not answer within 5 s") from None
-    return {"ok": True, "database": c.db.engine.dialect.name, "schema": HEAD}
+    running, waiting = c.gate.counts()
+    return {
+        "ok": True,
+        "database": c.db.engine.dialect.name,
+        "schema": HEAD,
+        "analyses": {"running": running, "waiting": waiting, "slots": c.gate.slots,
+                     "queue": c.gate.queue},
+    }  # fmt: skip

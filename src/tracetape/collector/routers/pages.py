@@ -1,7 +1,9 @@
 """The web pages: ``/`` (the runs), ``/runs/{run_id}`` (one run), ``/runs/{run_id}/raw/{n}``
 (a decision whole, as JSON), ``/diff`` (two runs), ``/docs`` and ``/openapi.json`` (the API),
 ``/favicon.ico``. A page needs the session cookie, the bearer header or ``?token=``
-(``deps.page_access``); the HTML is ``collector.pages``'."""
+(``deps.page_access``); the HTML is ``collector.pages``', drawn in a worker process
+(``jobs``) from what the route read in a thread, but for the run list's (a page of numbers
+computed when the runs were stored: drawn in a thread): the event loop only awaits them."""
 
 from __future__ import annotations
 
@@ -11,13 +13,13 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from ...analysis import diff_records
-from ...errors import TapeError
-from .. import pages
-from ..deps import BUSY, Access, MaybeRunId, Service, cursor, ended_key, known
-from ..service import many
+from ...record import RecordTexts, decode_record
+from .. import jobs, pages
+from ..deps import BUSY, Access, MaybeRunId, Page, Pool, Service, cursor, ended_key, known
+from ..service import Collector
 from ..summaries import RANK
 
 __all__ = ["router"]
@@ -81,8 +83,8 @@ def docs(request: Request, access: Access) -> HTMLResponse:
     return access.html(pages.docs_page(request.app.openapi()))
 
 
-@router.get("/", response_class=HTMLResponse, tags=["pages"], dependencies=BUSY)
-def runs_html(  # noqa: PLR0917 - the page's filters
+@router.get("/", response_class=HTMLResponse, tags=["pages"])
+async def runs_html(  # noqa: PLR0917 - the page's filters
     c: Service,
     access: Access,
     cursor_: Annotated[str | None, Query(alias="cursor", max_length=300)] = None,
@@ -116,45 +118,58 @@ def runs_html(  # noqa: PLR0917 - the page's filters
             worst=RANK[severity] if severity else None,
         )
 
-    found = listed()
-    waiting = [r["run_id"] for r in found if r["summary_of"] != r["events"]]
-    if waiting:  # stored a moment ago: their summaries are being computed
-        summaries.add([r for r in waiting if not summaries.queued(r)])
-        summaries.wait_once(waiting)
+    def read() -> tuple[list[dict[str, Any]], dict[str, str]]:
         found = listed()
+        waiting = [r["run_id"] for r in found if r["summary_of"] != r["events"]]
+        if waiting:  # stored a moment ago: their summaries are being computed
+            summaries.add([r for r in waiting if not summaries.queued(r)])
+            summaries.wait_once(waiting)
+            found = listed()
+        return found, db.previous(r["run_id"] for r in found)
+
+    # read before taking a slot: the summaries waited for need one
+    found, previous = await run_in_threadpool(read)
     nxt = None
     if keyset and len(found) == PER_PAGE:
         nxt = f"{found[-1]['last_seen']!r}~{found[-1]['run_id']}"
     filters = {"q": q, "since": since, "until": until, "severity": severity,
                "sort": sort, "order": order}  # fmt: skip
     more = pages.RunsPaging(filters, nxt, page if not keyset else None, len(found) == PER_PAGE)
-    previous = db.previous(r["run_id"] for r in found)
-    return access.html(pages.runs_page(found, more, previous))
+    # a page of numbers computed before: drawn here, in a thread (a worker process would cost
+    # more to reach, and a new collector's first page would wait for one to start)
+    async with c.gate.slot():
+        return access.html(await run_in_threadpool(pages.runs_page, found, more, previous))
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse, tags=["pages"], dependencies=BUSY)
-def run_html(c: Service, access: Access, run_id: str) -> HTMLResponse:
+async def run_html(c: Service, pool: Pool, access: Access, run_id: str) -> HTMLResponse:
     """One run's timeline."""
-    known(c, run_id)
-    summary = c.db.runs_by_id([run_id])[0]
-    return access.html(pages.run_page(run_id, summary, c.db.records(run_id)))
+
+    def read() -> tuple[dict[str, Any], RecordTexts]:
+        known(c, run_id)
+        return c.db.runs_by_id([run_id])[0], c.db.record_texts(run_id)
+
+    summary, texts = await run_in_threadpool(read)
+    return access.html(await pool.run(jobs.run_page, run_id, summary, texts))
 
 
 @router.get("/runs/{run_id}/raw/{n}", tags=["pages"], dependencies=BUSY)
 def raw_html(c: Service, access: Access, run_id: str, n: Annotated[int, Path(ge=1)]) -> Response:
     """Decision ``n`` of a run, whole, as JSON (the run page's "whole record" links)."""
     known(c, run_id)
-    found = c.db.records(run_id)
-    if n > len(found):
-        said = f"{len(found)} decision{'s' if len(found) != 1 else ''}"
+    texts = c.db.record_texts(run_id).texts
+    if n > len(texts):
+        said = f"{len(texts)} decision{'s' if len(texts) != 1 else ''}"
         raise HTTPException(404, f"run {run_id} has {said}, not {n}")
-    return access.cookie(Response(pages.raw_record(found[n - 1]), media_type="application/json"))
+    found = decode_record(texts[n - 1])
+    return access.cookie(Response(pages.raw_record(found), media_type="application/json"))
 
 
 @router.get("/diff", response_class=HTMLResponse, tags=["pages"], dependencies=BUSY)
-def diff_html(  # noqa: PLR0917 - the page's parameters
+async def diff_html(  # noqa: PLR0917 - the page's parameters
     request: Request,
     c: Service,
+    pool: Pool,
     access: Access,
     a: MaybeRunId = None,
     b: MaybeRunId = None,
@@ -166,39 +181,54 @@ def diff_html(  # noqa: PLR0917 - the page's parameters
     was stored, or on an earlier view) is read, not drawn again."""
     db = c.db
     if a is None or b is None:
-        picked = [known(c, name) for name in dict.fromkeys(run or ())]
-        if len(picked) != 2:
-            raise HTTPException(
-                400, f"tick two runs to compare, not {len(picked)} (or give ?a=RUN&b=RUN)"
-            )
-        rows = sorted(db.runs_by_id(picked), key=lambda r: (_ran(r), r["run_id"]))
-        href = "/diff?" + urlencode({"a": rows[0]["run_id"], "b": rows[1]["run_id"]})
-        return access.cookie(RedirectResponse(href, status_code=303))
-    known(c, a)
-    known(c, b)
-    counts = {r["run_id"]: r["events"] for r in db.runs_by_id([a, b])}
-    events = (counts[a], counts[b])
-    ended = db.endings((a, b))
-    kept = db.page(c.page_key((a, b), events, ended))
-    if kept is not None:
-        return access.cookie(_zipped(request, kept))
-    ta, tb = db.record_texts(a), db.record_texts(b)
+        return await run_in_threadpool(_compare, c, access, run or [])
+    one, other = a, b
 
-    def drawn() -> str:
-        ra, rb = ta.records(), tb.records()
-        report = diff_records(
-            ra, rb, names=(a, b), config=many(c.settings.config), workspace=c.workspace(),
-            endings=ended,
-        )  # fmt: skip
-        return pages.diff_page(a, b, ra, rb, report)
-
-    try:
+    def read() -> tuple[bytes | None, tuple[Any, ...]]:
+        known(c, one)
+        known(c, other)
+        counts = {r["run_id"]: r["events"] for r in db.runs_by_id([one, other])}
+        events = (counts[one], counts[other])
+        ended = db.endings((one, other))
+        kept = db.page(c.page_key((one, other), events, ended))
+        if kept is not None:
+            return kept, ()
+        ta, tb = db.record_texts(one), db.record_texts(other)
         # the whole page is kept: it depends on nothing but the texts and the runs'
         # endings (no clock, no nonce)
-        memo = c.analyses.key("diff page", (a, b, *ended_key(ended, a, b)), ta, tb)
-        text = c.analyses.get(memo, drawn)
-    except TapeError as exc:
+        key = c.analyses.key("diff page", (one, other, *ended_key(ended, one, other)), ta, tb)
+        return None, (ta, tb, ended, events, key)
+
+    kept, todo = await run_in_threadpool(read)
+    if kept is not None:
+        return access.cookie(await run_in_threadpool(_zipped, request, kept))
+    ta, tb, ended, events, key = todo
+    config = c.settings.config
+    try:
+        body = await c.analyses.aget(
+            key, lambda: pool.run(jobs.diff_page, (one, other), ta, tb, ended, config)
+        )
+    except jobs.Failed as exc:
+        if not exc.tape:
+            raise
         raise HTTPException(400, str(exc)) from None
-    if (len(ta.texts), len(tb.texts)) == events:
-        c.keep_page((a, b), events, ended, text)
-    return access.html(text)
+
+    def answer() -> Response:
+        if (len(ta.texts), len(tb.texts)) == events:
+            c.keep_page((one, other), events, ended, body)
+        return _zipped(request, body)
+
+    return access.cookie(await run_in_threadpool(answer))
+
+
+def _compare(c: Collector, access: Page, run: list[str]) -> Response:
+    """The run list's compare form: two ticked runs, to the diff page of the earlier and
+    the later."""
+    picked = [known(c, name) for name in dict.fromkeys(run)]
+    if len(picked) != 2:
+        raise HTTPException(
+            400, f"tick two runs to compare, not {len(picked)} (or give ?a=RUN&b=RUN)"
+        )
+    rows = sorted(c.db.runs_by_id(picked), key=lambda r: (_ran(r), r["run_id"]))
+    href = "/diff?" + urlencode({"a": rows[0]["run_id"], "b": rows[1]["run_id"]})
+    return access.cookie(RedirectResponse(href, status_code=303))

@@ -1,30 +1,29 @@
 """The JSON API over what is stored: ``GET /v1/runs`` (newest first, paginated, filtered by
 time and tool), ``GET /v1/runs/{run_id}`` (its events in order), ``GET
 /v1/runs/{run_id}/check`` (``tracetape check``'s JSON) and ``GET /v1/diff?a=RUN&b=RUN``
-(exactly the JSON ``tracetape diff --format json`` gives)."""
+(exactly the JSON ``tracetape diff --format json`` gives). The check and the diff read the
+runs in a thread and are computed in a worker process (``jobs``); the event loop only
+awaits them."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import msgspec
 from fastapi import APIRouter, HTTPException, Query
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
-from ...analysis import check_records, diff_records
-from ...analysis.report import redacted
-from ...errors import TapeError
 from ...record import INT64_MAX, RecordTexts
-from ..deps import AUTH, BUSY, RunId, Service, cursor, ended_key, known, stored
+from .. import jobs
+from ..deps import AUTH, BUSY, Pool, RunId, Service, cursor, ended_key, known, stored
 
 __all__ = ["router"]
 
 router = APIRouter(dependencies=AUTH)
 
 
-def _json(data: Any) -> Response:
-    text = json.dumps(data, ensure_ascii=False, default=str)
+def _json(text: str) -> Response:
     return Response(text, media_type="application/json")
 
 
@@ -79,33 +78,41 @@ def get_run(
 
 
 @router.get("/v1/runs/{run_id}/check", dependencies=BUSY, tags=["analysis"])
-def check_run(c: Service, run_id: str) -> Response:
+async def check_run(c: Service, pool: Pool, run_id: str) -> Response:
     """The invariants of the run: ``tracetape check --format json`` for it."""
-    texts = stored(c, run_id)
-    report = c.analyses.get(
-        c.analyses.key("check", (run_id,), texts),
-        lambda: check_records(
-            texts, name=run_id, config=c.settings.config, workspace=c.workspace()
-        ),
-    )
-    return _json(redacted(report.to_dict()))
+
+    def read() -> tuple[RecordTexts, tuple[str, ...]]:
+        texts = stored(c, run_id)
+        return texts, c.analyses.key("check", (run_id,), texts)
+
+    texts, key = await run_in_threadpool(read)
+    config = c.settings.config
+    return _json(await c.analyses.aget(key, lambda: pool.run(jobs.check, texts, run_id, config)))
 
 
 @router.get("/v1/diff", dependencies=BUSY, tags=["analysis"])
-def diff_runs(c: Service, a: RunId, b: RunId) -> Response:
+async def diff_runs(c: Service, pool: Pool, a: RunId, b: RunId) -> Response:
     """Exactly the JSON ``tracetape diff --format json`` gives for runs ``a`` and ``b``."""
-    # The stored texts go to the analysis as they are (DuckDB reads them in bulk).
-    ra, rb = stored(c, a), stored(c, b)
-    names = (_source(ra) or a, _source(rb) or b)
-    ended = c.db.endings((a, b))
-    try:
-        report = c.analyses.get(
+
+    def read() -> tuple[RecordTexts, RecordTexts, tuple[str, str], dict[str, str], tuple[str, ...]]:
+        # The stored texts go to the analysis as they are (DuckDB reads them in bulk).
+        ra, rb = stored(c, a), stored(c, b)
+        names = (_source(ra) or a, _source(rb) or b)
+        ended = c.db.endings((a, b))
+        return (
+            ra,
+            rb,
+            names,
+            ended,
             c.analyses.key("diff", (*names, *ended_key(ended, a, b)), ra, rb),
-            lambda: diff_records(
-                ra, rb, names=names, config=c.settings.config, workspace=c.workspace(),
-                endings=ended,
-            ),
-        )  # fmt: skip
-    except TapeError as exc:
+        )
+
+    ra, rb, names, ended, key = await run_in_threadpool(read)
+    config = c.settings.config
+    try:
+        text = await c.analyses.aget(key, lambda: pool.run(jobs.diff, ra, rb, names, ended, config))
+    except jobs.Failed as exc:
+        if not exc.tape:
+            raise
         raise HTTPException(400, str(exc)) from None
-    return _json(redacted(report.to_dict()))
+    return _json(text)
