@@ -188,3 +188,21 @@ def test_a_cut_cassette_migrates_as_an_interrupted_recording(
     migrate_cassette(path)
     assert read_cassette(path).ended == ended
     assert verify_seal(path).state == "sealed"
+
+
+def test_an_edited_cassette_is_not_migrated_unless_its_edits_are_trusted(tmp_path: Path) -> None:
+    """A sealed cassette edited by hand is refused, nothing changed (migrating would seal the
+    edit as if recorded), also by ``check``; ``trust_edits`` migrates it as edited."""
+    path = copy_fixture(KEYS_1, tmp_path)  # older keys: migrating it rewrites it
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert lines[3].count(b'"id":"chatcmpl-4"') == 1
+    edited = b"".join([*lines[:3], lines[3].replace(b'"id":"chatcmpl-4"', b'"id":"chatcmpl-5"'),
+                       *lines[4:]])  # fmt: skip
+    path.write_bytes(edited)
+    for check in (False, True):
+        with pytest.raises(CassetteError, match=r"jsonl:4: the record was changed .*--trust-edits"):
+            migrate_cassette(path, check=check)
+    assert path.read_bytes() == edited and not list(tmp_path.glob("*.bak"))
+    found = migrate_cassette(path, trust_edits=True)
+    assert found.written and verify_seal(path).state == "sealed"
+    assert b'"id":"chatcmpl-5"' in path.read_bytes()

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tracetape import Match, RedactRules, Tape
+from tracetape.config import _load
 from tracetape.errors import OptionError
 from tracetape.options import OPTIONS, Mode, TapeOptions
 
@@ -30,10 +31,12 @@ def test_every_option_has_one_default_and_its_spellings() -> None:
         "fork_at": "--fork-at",
         "branch": "--branch",
         "replay_latency": "--latency",
+        "trust_edits": "--trust-edits",
     }
     assert {name: o.config for name, o in OPTIONS.items() if o.config} == {
         "redact": "redact",
         "match": "match",
+        "trust_edits": "trust_edits",
     }
     assert OPTIONS["redact_key"].env == "TRACETAPE_REDACT_KEY"
 
@@ -114,6 +117,12 @@ def test_options_are_frozen() -> None:
             "match ignore",
             id="match",
         ),
+        pytest.param(
+            {"trust_edits": "yes"},
+            "trust_edits must be True or False, not 'yes'",
+            "--trust-edits: trust_edits must be",
+            id="trust-edits",
+        ),
     ],
 )
 def test_a_bad_option_is_refused_with_its_message(
@@ -148,6 +157,7 @@ def test_options_travel_whole_as_json() -> None:
         match={"mask": ["uuid"]},
         replay_latency=0.5,
         allow_network=True,
+        trust_edits=True,
     )
     carried = json.loads(json.dumps(options.to_builtins()))
     assert TapeOptions.from_builtins(carried) == options
@@ -171,6 +181,20 @@ def test_rules_not_given_are_the_projects(tmp_path: Path, monkeypatch: pytest.Mo
     assert TapeOptions(redact={"fields": ["ssn"]}).redact_rules().fields == ("badge", "ssn")
     assert TapeOptions().match_rules() == Match(mask=["uuid"])
     assert TapeOptions(match=Match(ignore=["x"])).match_rules() == Match(ignore=["x"])
+
+
+def test_trusting_edits_not_given_is_the_projects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``trust_edits`` given holds; not given, ``[tool.tracetape] trust_edits``, else False."""
+    monkeypatch.chdir(tmp_path)
+    _load.cache_clear()
+    assert TapeOptions().trust_edits is None and TapeOptions().trusting_edits() is False
+    (tmp_path / "pyproject.toml").write_text("[tool.tracetape]\ntrust_edits = true\n")
+    assert TapeOptions().trusting_edits() is True
+    assert TapeOptions(trust_edits=False).trusting_edits() is False
+    assert TapeOptions().to_builtins() == {}  # not given: the child reads the project's
+    _load.cache_clear()
 
 
 def test_a_tape_takes_options_whole_or_as_keywords_not_both(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ keys it now (steps read from the conversation, the match rules applied, redactio
 tape redacts), seals the records into the current format and checks, before anything
 replaces the file, that the new cassette replays the same outputs in the same order (each
 stored input keyed by a replaying ``Tape`` and played). The old file is kept as
-``PATH.bak`` unless told otherwise; the new one replaces it atomically.
+``PATH.bak`` unless told otherwise; the new one replaces it atomically. A sealed cassette
+edited by hand (its chain broken) is refused, as replay refuses it: sealing it again would
+make the edits look recorded; ``trust_edits`` migrates it as edited.
 
 The match rules a cassette is migrated to are the project's (``[tool.tracetape.match]``)
 where it has some, else the cassette's own: changing the project's rules and running
@@ -163,15 +165,29 @@ def _verify(target: Path, records: list[Record]) -> None:
 
 
 def migrate_cassette(
-    path: str | os.PathLike[str], *, check: bool = False, backup: bool = True
+    path: str | os.PathLike[str],
+    *,
+    check: bool = False,
+    backup: bool = True,
+    trust_edits: bool = False,
 ) -> Migration:
     """Migrate the cassette at ``path`` in place (see the module doc); with ``check``, only
     say what would change. Raises ``CassetteError`` for a cassette that cannot be read or
-    migrated, leaving it as it was."""
+    migrated, leaving it as it was: one edited by hand too, unless ``trust_edits``."""
     path = Path(path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a torn last line: what is whole migrates
         cassette = read_cassette(path)
+    seal = cassette.seal
+    if seal is not None and seal.state == "broken" and not trust_edits:
+        raise CassetteError(
+            f"{seal.reason}: the cassette was edited after it was recorded, and migrating "
+            f"it would seal the edits as if recorded; nothing was changed. Check it with "
+            f"`tracetape verify {path}` and restore it or re-record it, or migrate it as "
+            "edited on purpose with --trust-edits",
+            path=path,
+            line=seal.line,
+        )
     header = cassette.header or {}
     keys = header.get("keys", 1) if cassette.header else 1
     found = Migration(path, cassette.format, keys if isinstance(keys, int) else 1)

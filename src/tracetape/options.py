@@ -1,9 +1,10 @@
 """``TapeOptions``: every option of a ``Tape`` in one frozen value, validated once where built.
 
 Each option is one field of ``TapeOptions``: its default, what it does (the class docstring),
-how ``tracetape run`` spells it (``flag``), the ``[tool.tracetape]`` table or environment
-variable read when it is not given (``config``, ``env``), and the check that keeps its value
-or raises its error (``OptionError``, a ``ValueError``; ``.flag_message`` says it in flags).
+how ``tracetape run`` spells it (``flag``), the ``[tool.tracetape]`` table or key or the
+environment variable read when it is not given (``config``, ``env``), and the check that keeps
+its value or raises its error (``OptionError``, a ``ValueError``; ``.flag_message`` says it in
+flags).
 ``OPTIONS`` lists them. ``Tape(path, mode, **keywords)`` builds one from its keywords, or takes
 one whole (``Tape(path, options=...)``); ``tracetape run`` builds one before the program starts
 (a bad option exits 2 there) and hands it to the program's process whole, as JSON
@@ -29,8 +30,8 @@ from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 from ._enums import LoudEnum
-from .config import load_config
-from .errors import OptionError
+from .config import find_pyproject, load_config
+from .errors import ConfigError, OptionError
 from .formats.cassette import MAX_RECORD_BYTES, RUN_ID
 from .matching import Match
 from .redact import RedactRules
@@ -140,6 +141,12 @@ def _latency(value: str | float | None, options: TapeOptions) -> str | float | N
     return value
 
 
+def _trust(value: bool | None, options: TapeOptions) -> bool | None:
+    if value is not None and type(value) is not bool:
+        raise ValueError(f"trust_edits must be True or False, not {value!r}")
+    return value
+
+
 def _spelled(
     check: Callable[[Any, TapeOptions], Any] | None = None,
     *,
@@ -175,6 +182,7 @@ class TapeKeywords(TypedDict, total=False):
     branch: str | os.PathLike[str] | None
     replay_latency: str | float | None
     allow_network: bool
+    trust_edits: bool | None
 
 
 @dataclass(frozen=True, init=False)
@@ -196,7 +204,9 @@ class TapeOptions:
     ``branch`` are mode ``fork``'s: the step it goes live at (default: its first miss) and
     where the branch goes. ``replay_latency`` makes replay wait each decision's recorded time
     (``"recorded"``) or a factor of it. ``allow_network`` lets untaped connections through in
-    replay.
+    replay. ``trust_edits`` replays a sealed cassette whose records were edited by hand (a
+    ``TapeWarning`` names the lines) instead of refusing it (default: ``[tool.tracetape]
+    trust_edits``, else refused; see ``trusting_edits``).
 
         >>> TapeOptions(replay_latency="slow")
         Traceback (most recent call last):
@@ -229,6 +239,9 @@ factor from 0 to 1000
         default=None, metadata=_spelled(_latency, flag="--latency")
     )
     allow_network: bool = field(default=False, metadata=_spelled())
+    trust_edits: bool | None = field(
+        default=None, metadata=_spelled(_trust, flag="--trust-edits", config="trust_edits")
+    )
 
     def __init__(self, *, mode: str | Mode = Mode.AUTO, **given: Unpack[TapeKeywords]) -> None:
         unknown = sorted(set(given) - set(OPTIONS))
@@ -260,6 +273,20 @@ factor from 0 to 1000
         project = load_config(OPTIONS["match"].config) or None
         return None if project is None else Match.coerce(project)
 
+    def trusting_edits(self) -> bool:
+        """``trust_edits``, else the project's ``[tool.tracetape] trust_edits``; False when
+        neither says (a cassette edited by hand is refused)."""
+        if self.trust_edits is not None:
+            return self.trust_edits
+        key = OPTIONS["trust_edits"].config
+        assert key is not None
+        value = load_config().get(key, False)
+        if type(value) is not bool:
+            raise ConfigError(
+                f"{find_pyproject()}: [tool.tracetape] {key} must be true or false, not {value!r}"
+            )
+        return value
+
     def to_builtins(self) -> dict[str, Any]:
         """The options that differ from their defaults, as JSON values (``from_builtins``
         reads them back): the form ``tracetape run`` hands to the program's process."""
@@ -288,8 +315,8 @@ factor from 0 to 1000
 @dataclass(frozen=True)
 class Option:
     """One option of ``TapeOptions``: its keyword, default and check, and its spellings
-    outside Python (``tracetape run``'s flag, the ``[tool.tracetape]`` table, the environment
-    variable), each None where there is none."""
+    outside Python (``tracetape run``'s flag, the ``[tool.tracetape]`` table or key, the
+    environment variable), each None where there is none."""
 
     name: str
     default: Any

@@ -20,7 +20,7 @@ import copy
 import json
 import warnings
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -35,7 +35,7 @@ from .errors import (
     TapeWarning,
     UnplayedDecisionsError,
 )
-from .formats.cassette import Cassette
+from .formats.cassette import Cassette, Seal
 from .matching import Match
 from .record import RAISED, Decision, Record
 from .redact import Redactor
@@ -66,6 +66,43 @@ def _recorded_rules(
             f"`tracetape migrate {name}`, or re-record it: {rerecord}"
         )
     return recorded
+
+
+def _lines(faults: tuple[tuple[int, str], ...]) -> str:
+    """The lines of ``faults`` as a message names them: ``line 4``, ``lines 4, 5 and 9``."""
+    numbers = sorted({line for line, _ in faults})
+    shown = [str(n) for n in numbers[:8]]
+    if len(numbers) > 8:
+        shown[-1] = f"{len(numbers) - 7} more"
+    if len(shown) == 1:
+        return f"line {shown[0]}"
+    return f"lines {', '.join(shown[:-1])} and {shown[-1]}"
+
+
+def _edited(seal: Seal, name: str, rerecord: str, trust: bool) -> None:
+    """Refuse a cassette whose chain ``seal`` is broken (``CassetteError`` at its first line at
+    fault), or with ``trust``, warn naming every line at fault."""
+    assert seal.line is not None
+    faults = seal.faults or ((seal.line, seal.reason),)
+    if trust:
+        first = f" (the first: {seal.reason})" if len(faults) > 1 else f": {seal.reason}"
+        warnings.warn(
+            f"{name}: its seal is broken at {_lines(faults)}{first}; it replays as edited by "
+            "hand, not as recorded, as trust_edits asks",
+            TapeWarning,
+            stacklevel=4,
+        )
+        return
+    others = f" (and at {_lines(faults[1:])})" if len(faults) > 1 else ""
+    raise CassetteError(
+        f"{seal.reason}{others}: the cassette was edited after it was recorded, so it no "
+        f"longer replays the recording; check it with `tracetape verify {name}` and restore "
+        f"it, re-record it ({rerecord}), or replay it as edited on purpose: "
+        "Tape(..., trust_edits=True), tracetape run --trust-edits or [tool.tracetape] "
+        "trust_edits = true",
+        path=name,
+        line=seal.line,
+    )
 
 
 def _failure(rec: Record) -> bool:
@@ -104,11 +141,21 @@ class Replay:
 
     @classmethod
     def load(
-        cls, store: RecordStore, redactor: Redactor, given: Match | None, rerecord: str
+        cls,
+        store: RecordStore,
+        redactor: Redactor,
+        given: Match | None,
+        rerecord: str,
+        *,
+        trusting_edits: Callable[[], bool] = lambda: False,
     ) -> tuple[Cassette, Replay]:
         """Read the recording of ``store`` (``CassetteNotFoundError`` says how to record it),
         to replay under the match rules it was recorded with, its header's (rules ``given``
-        that differ are a ``MatchRulesError`` naming ``rerecord``, how to record it again)."""
+        that differ are a ``MatchRulesError`` naming ``rerecord``, how to record it again).
+        A sealed recording whose chain was broken by a hand edit (``Cassette.seal``) is a
+        ``CassetteError`` naming its line; where ``trusting_edits()`` (asked then only) says
+        so, a ``TapeWarning`` naming every line, and it replays as edited. One cut short (no
+        trailer) replays."""
         name = store.name
         try:
             cassette = store.load()
@@ -118,7 +165,10 @@ class Replay:
                 "mode='record') (or mode='auto', which records when the cassette is missing)",
             )
             raise
+        # a header whose rules do not parse is named at its line and field first
         rules = _recorded_rules(cassette.header or {}, given, name, rerecord)
+        if cassette.seal is not None and cassette.seal.state == "broken":
+            _edited(cassette.seal, name, rerecord, trusting_edits())
         return cassette, cls(cassette.records, redactor, rules)
 
     def only(self, key: str) -> Replay:

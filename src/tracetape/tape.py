@@ -186,7 +186,13 @@ class Tape(TapeCalls, DeprecatedTapeMethods):
                 self.store = PushingStore(self.store, opts.push)
             self.store.begin(self._recorder.header(opts.run_id or new_run_id(stem_of(path.name))))
         else:
-            cassette, replay = Replay.load(path, self.redactor, self._given_match, self.rerecord)
+            cassette, replay = Replay.load(
+                path,
+                self.redactor,
+                self._given_match,
+                self.rerecord,
+                trusting_edits=opts.trusting_edits,
+            )
             self.header, self.ended = cassette.header, cassette.ended
             self._use(replay)
             self.session.check_drift(path.name, self.header or {}, opts.harness_sha, self.strict)

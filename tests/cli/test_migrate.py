@@ -63,3 +63,18 @@ def test_a_missing_or_unreadable_cassette_exits_2(
     result = CliRunner().invoke(main, ["migrate", str(path), str(good)])
     assert result.exit_code == 2 and said in result.output
     assert "migrated:" in result.output  # the good one is migrated all the same
+
+
+def test_an_edited_cassette_exits_2_unless_its_edits_are_trusted(tmp_path: Path) -> None:
+    """``migrate`` refuses a sealed cassette edited by hand (exit 2, the line named);
+    ``--trust-edits`` migrates it."""
+    path = copy_fixture(KEYS_1, tmp_path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(
+        b"".join([*lines[:3], lines[3].replace(b"chatcmpl-4", b"chatcmpl-5"), *lines[4:]])
+    )
+    refused = CliRunner().invoke(main, ["migrate", str(path)])
+    assert refused.exit_code == 2
+    assert f"{path}:4: the record was changed" in refused.output, refused.output
+    trusted = CliRunner().invoke(main, ["migrate", "--trust-edits", str(path)])
+    assert trusted.exit_code == 0 and "migrated:" in trusted.output, trusted.output

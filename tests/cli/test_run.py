@@ -145,3 +145,25 @@ def test_latency_replays_at_the_recorded_speed_or_a_factor_of_it(tmp_path: Path)
                    PYTHON, str(script))  # fmt: skip
     assert replayed.returncode == 0 and replayed.stdout == "done\n", replayed.stderr
     assert time.perf_counter() - start >= 4 * ms / 1000
+
+
+def test_an_edited_cassette_exits_2_naming_its_line_unless_edits_are_trusted(
+    tmp_path: Path, agent: Path
+) -> None:
+    """A recorded output changed by hand: replay refuses before the program runs (exit 2, the
+    file and line named, what to do); ``--trust-edits`` replays the edit with a warning."""
+    record(tmp_path, agent, "2")
+    cassette = tmp_path / "t.jsonl"
+    lines = cassette.read_bytes().splitlines(keepends=True)
+    assert lines[1].count(b'"out":3,') == 1
+    cassette.write_bytes(
+        b"".join([lines[0], lines[1].replace(b'"out":3,', b'"out":4,'), *lines[2:]])
+    )
+    argv = ["--tape", "t.jsonl", "--hook", "none", "--", PYTHON, str(agent), "2"]
+    done = run(tmp_path, *argv)
+    assert done.returncode == 2, done.stderr
+    assert f"{cassette}:2: the header or this record was changed" in done.stderr
+    assert "--trust-edits" in done.stderr and "add ran" not in done.stderr and not done.stdout
+    trusted = run(tmp_path, "--trust-edits", *argv)
+    assert trusted.returncode == 0, trusted.stderr
+    assert trusted.stdout.startswith("sum 4 ") and "its seal is broken at line 2" in trusted.stderr

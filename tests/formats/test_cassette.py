@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 
 from tracetape import CassetteError, CassetteNotFoundError, CassetteVersionError, Tape, TapeWarning
 from tracetape.formats import TraceFormat, detect_format, read_records
-from tracetape.formats.cassette import FORMAT_VERSION, new_header, read_cassette
+from tracetape.formats.cassette import FORMAT_VERSION, new_header, read_cassette, verify_seal
 from tracetape.record import call_args
 from tracetape.stores.file import CassetteWriter
 
+from ..cli.test_show import EDITS, _sub
 from .helpers import read_all, recorded_cassette
 
 RECORD = {"key": "tool:0123456789abcdef", "kind": "tool", "ms": 1.0, "effect": "read", "out": 1}
@@ -302,3 +303,94 @@ def test_cassette_records_sharing_a_prefix_read_in_full(tmp_path: Path) -> None:
     events = read_all(path)
     assert [len(call_args(e)["messages"]) for e in events] == [1, 2, 3, 4]
     assert call_args(events[-1])["messages"] == messages
+
+
+# -- the seal, walked as the file is read ------------------------------------------------------
+
+
+def sealed_cassette(path: Path) -> Path:
+    """A sealed cassette of six lines: its header, four records (``{"n": i}``), its trailer."""
+    with Tape(path, mode="record") as tape:
+        for i in range(4):
+            tape.call("tool", {"name": "f", "args": {"i": i}, "step": 1}, lambda i=i: {"n": i})
+    return path
+
+
+@pytest.mark.parametrize(("edit", "line", "reason"), EDITS)
+def test_reading_finds_each_hand_edit_where_verify_does(
+    tmp_path: Path, edit, line: int, reason: str
+) -> None:  # type: ignore[no-untyped-def]
+    """``read_cassette`` walks the chain on the bytes it reads: each hand edit ``verify``
+    finds is found at the same line for the same reason, and the records still read."""
+    path = sealed_cassette(tmp_path / "c.jsonl")
+    path.write_text("\n".join(edit(path.read_text().splitlines())) + "\n")
+    cassette = read_cassette(path)
+    seal, verified = cassette.seal, verify_seal(path)
+    assert seal is not None and seal.state == "broken" and seal.reason.startswith(reason)
+    assert (seal.line, seal.reason) == (verified.line, verified.reason) == (line, seal.reason)
+    assert seal.faults[0] == (line, seal.reason) and len(cassette.records) >= 3
+
+
+@pytest.mark.parametrize(
+    ("edit", "lines"),
+    [
+        pytest.param(lambda ls: [*ls[:2], _sub(ls[2], '"n":1', '"n":7'), *ls[3:]], [3],
+                     id="one-changed"),
+        pytest.param(lambda ls: [ls[0], _sub(ls[1], '"n":0', '"n":5'), *ls[2:4],
+                                 _sub(ls[4], '"n":3', '"n":6'), ls[5]], [2, 5], id="two-changed"),
+        pytest.param(lambda ls: [*ls[:2], *ls[3:]], [3, 5], id="deleted"),
+        pytest.param(lambda ls: [*ls[:2], ls[3], ls[2], *ls[4:]], [3, 4, 5], id="swapped"),
+        pytest.param(lambda ls: [*ls, ls[2]], [7], id="appended-after-the-trailer"),
+        pytest.param(lambda ls: [*ls[:5], '{"seq":5,"key":"tool:1","kind":"tool","out":1}', ls[5]],
+                     [6], id="inserted-without-a-digest"),
+    ],
+)  # fmt: skip
+def test_reading_names_every_line_at_fault(tmp_path: Path, edit, lines: list[int]) -> None:  # type: ignore[no-untyped-def]
+    """The walk goes on past a fault from the digest the line holds, so each edit names its
+    own lines (a deletion: the record after it and the trailer's count), not every line after
+    the first."""
+    path = sealed_cassette(tmp_path / "c.jsonl")
+    path.write_text("\n".join(edit(path.read_text().splitlines())) + "\n")
+    seal = read_cassette(path).seal
+    assert seal is not None and seal.state == "broken"
+    assert [line for line, _ in seal.faults] == lines
+
+
+def test_a_torn_line_after_the_trailer_is_an_addition_not_a_cut(tmp_path: Path) -> None:
+    """A piece of a line after the trailer was added to a closed recording: broken there."""
+    path = sealed_cassette(tmp_path / "c.jsonl")
+    path.write_bytes(path.read_bytes() + b'{"seq":5,"key":"tool:')
+    with pytest.warns(TapeWarning, match="torn last line"):
+        seal = read_cassette(path).seal
+    assert seal is not None and seal.faults == ((7, "lines were added after the trailer"),)
+    assert (verify_seal(path).state, verify_seal(path).line) == ("broken", 7)
+
+
+def test_a_cut_recording_and_a_cassette_without_digests_are_not_broken(tmp_path: Path) -> None:
+    """A recording that never closed (no trailer, or a torn last line) is unfinished; a
+    format-1 cassette, and a format-2 one whose records carry no digest at all (written by
+    hand or by a tool), unsealed: none is an edit."""
+    path = sealed_cassette(tmp_path / "c.jsonl")
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]))
+    assert read_cassette(path).seal == verify_seal(path)
+    assert verify_seal(path).state == "unfinished"
+    path.write_text("".join(lines[:-1]) + lines[-1][:20])
+    with pytest.warns(TapeWarning, match="torn last line"):
+        seal = read_cassette(path).seal
+    assert seal is not None and seal.state == "unfinished" and seal.faults == ()
+    unsealed = [line.split(',"chain"')[0] + "}\n" for line in lines[1:-1]]
+    path.write_text(lines[0] + "".join(unsealed))
+    assert read_cassette(path).seal == verify_seal(path)
+    assert verify_seal(path).state == "unsealed"
+    path.write_text(lines[0].replace('"tracetape":2', '"tracetape":1') + "".join(unsealed))
+    seal = read_cassette(path).seal
+    assert seal is not None and seal.state == "unsealed"
+
+
+def test_the_analysis_reads_edited_cassettes_as_they_are(tmp_path: Path) -> None:
+    """The analysis's reader walks no chain: an edited cassette reads with its edits."""
+    path = sealed_cassette(tmp_path / "c.jsonl")
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines[:2], _sub(lines[2], '"n":1', '"n":7'), *lines[3:]]) + "\n")
+    assert [r.out for r in read_records(path)] == [{"n": 0}, {"n": 7}, {"n": 2}, {"n": 3}]

@@ -21,14 +21,23 @@ from ._common import EXIT_BAD_INPUT, EXIT_FAILED, echo_json, output_options
     "--check", is_flag=True, help="Only list what would change; exit 1 if anything would (CI)."
 )
 @click.option("--no-backup", is_flag=True, help="Do not keep the old file as PATH.bak.")
+@click.option(
+    "--trust-edits",
+    is_flag=True,
+    help="Migrate a sealed cassette edited by hand as it is (sealing the edits) instead of "
+    "refusing it.",
+)
 @output_options
-def migrate(cassettes: tuple[Path, ...], check: bool, no_backup: bool, fmt: str) -> None:
+def migrate(
+    cassettes: tuple[Path, ...], check: bool, no_backup: bool, trust_edits: bool, fmt: str
+) -> None:
     """Rewrite CASSETTES of older formats and older keying into the current ones.
 
     Each record is re-keyed from its stored input as replay keys it now (steps from the
     conversation, the project's [tool.tracetape.match] rules, else the cassette's own), the
     chain is sealed again, and the new cassette must replay the same outputs in the same
-    order before it replaces the old one (atomically; the old one is kept as PATH.bak).
+    order before it replaces the old one (atomically; the old one is kept as PATH.bak). A
+    sealed cassette edited by hand is refused (exit 2), unless --trust-edits.
 
     \b
         tracetape migrate tests/cassettes/*/*.jsonl
@@ -39,7 +48,9 @@ def migrate(cassettes: tuple[Path, ...], check: bool, no_backup: bool, fmt: str)
     results, failures = [], []
     for path in cassettes:
         try:
-            results.append(migrate_cassette(path, check=check, backup=not no_backup))
+            results.append(
+                migrate_cassette(path, check=check, backup=not no_backup, trust_edits=trust_edits)
+            )
         except (TapeError, OSError, ValueError) as exc:
             failures.append({"path": str(path), "error": str(exc)})
     changed = [m for m in results if m.changes]

@@ -93,6 +93,12 @@ EXIT_NOT_FOUND = 127
     help="Exit 4 when replay leaves recorded decisions unplayed; environment drift exits 2.",
 )
 @click.option(
+    "--trust-edits",
+    is_flag=True,
+    help="Replay a sealed cassette edited by hand (a warning names the lines) instead of "
+    "refusing it (exit 2).",
+)
+@click.option(
     "--network",
     type=click.Choice(NETWORK),
     default="block",
@@ -135,6 +141,7 @@ def run(
     mode: str,
     hook: str,
     strict: bool,
+    trust_edits: bool,
     network: str,
     show_traceback: bool,
     fork_at: int | None,
@@ -156,7 +163,12 @@ def run(
     """
     try:
         options = TapeOptions(
-            mode=mode, strict=strict, fork_at=fork_at, branch=branch, replay_latency=latency
+            mode=mode,
+            strict=strict,
+            fork_at=fork_at,
+            branch=branch,
+            replay_latency=latency,
+            trust_edits=trust_edits or None,  # not given: [tool.tracetape] trust_edits
         )
     except OptionError as exc:  # said as the flags say it: --latency: ...
         click.echo(f"tracetape run: error: {exc.flag_message}", err=True)

@@ -17,8 +17,9 @@ how the recording ended (``ENDINGS``: ``completed``, ``interrupted`` by SIGINT o
 ending; a trailer without ``ended``, written before it, holds the last chain itself).
 ``verify_seal`` walks the chain, so a changed, deleted, inserted or reordered record, a
 changed header or a changed ending, breaks it at the line at fault; a file without a trailer
-did not close (a killed run). Readers ignore ``chain`` and the trailer. Format 1 is the same
-without them (unsealed), and is read as before.
+did not close (a killed run). ``read_cassette`` walks the chain as it reads (``Cassette.seal``,
+each line at fault), which replay refuses unless told to trust the edits; the analysis reads
+edited files as they are. Format 1 is the same without them (unsealed), and is read as before.
 
 Cassettes written by the seed's reference ``Tape`` (records ``{"key","kind","ms","out"}`` and no
 header) are format 0 and read unchanged. Records are appended one line at a time and flushed,
@@ -191,7 +192,9 @@ class Cassette:
     """A cassette read into memory: its header (None for the seed's format 0) and records.
 
     ``records`` are ``Record`` s in file order; ``skipped`` counts torn last lines dropped.
-    ``trailer`` is the seal line (None: unsealed, or the recording never closed).
+    ``trailer`` is the seal line (None: unsealed, or the recording never closed). ``seal`` is
+    what the walk of its chain found as it was read (``read_cassette``; None where nobody
+    walked it): a ``broken`` one names the lines edited by hand, which replay refuses.
     """
 
     path: Path
@@ -199,6 +202,7 @@ class Cassette:
     records: list[Record] = field(default_factory=list)
     skipped: int = 0
     trailer: dict[str, Any] | None = None
+    seal: Seal | None = None
 
     @property
     def ended(self) -> str | None:
@@ -255,12 +259,21 @@ def _check_header(header: dict[str, Any], path: Path) -> None:
 
 
 _CHAIN_FIELD = b',"chain":"'
+_CHAIN_HEX = 32  # the hex digits of a chain digest
+# What ends a record after its digest: the closing quote and brace, then the line's end (none
+# on a last line; CRLF where a checkout converted the line endings, which is not an edit).
+_LINE_ENDS = (b'"}\n', b'"}', b'"}\r\n')
+
+
+def _digest(previous: bytes, body: bytes) -> bytes:
+    """``chain_digest`` on bytes, as a reader holds them."""
+    return hashlib.sha256(previous + body).hexdigest()[:_CHAIN_HEX].encode()
 
 
 def chain_digest(previous: str, body: bytes) -> str:
     """The chain digest of a record line whose bytes before its ``,"chain"`` field are ``body``
     (with the closing brace), following the line whose digest is ``previous``."""
-    return hashlib.sha256(previous.encode() + body).hexdigest()[:32]
+    return _digest(previous.encode(), body).decode()
 
 
 def seal_line(previous: str, line: bytes) -> tuple[bytes, str]:
@@ -293,24 +306,135 @@ def trailer_line(count: int, ended: str, chain: str) -> bytes:
 
 def header_digest(line: bytes) -> str:
     """The chain digest the first record follows: the header line's own."""
-    return hashlib.sha256(line.rstrip(b"\n")).hexdigest()[:32]
+    return hashlib.sha256(line.rstrip(b"\r\n")).hexdigest()[:_CHAIN_HEX]
 
 
 @dataclass
 class Seal:
-    """What ``verify_seal`` found: ``state`` is ``sealed`` (every record chains to the
-    trailer), ``unfinished`` (the chain holds but the recording never closed: a killed run),
-    ``unsealed`` (format 1 or the seed's format 0: no digests to check) or ``broken``, with the
-    ``line`` at fault and the ``reason``."""
+    """What a walk of a cassette's chain found: ``state`` is ``sealed`` (every record chains
+    to the trailer), ``unfinished`` (the chain holds but the recording never closed: a killed
+    run), ``unsealed`` (format 1 or the seed's format 0: no digests to check) or ``broken``,
+    with the first ``line`` at fault and its ``reason``; ``faults`` holds every ``(line,
+    reason)`` found where the walk went on past the first (``read_cassette`` does)."""
 
     state: str
     records: int = 0
     line: int | None = None
     reason: str = ""
+    faults: tuple[tuple[int, str], ...] = ()
+
+
+class _Chain:
+    """A format-2 cassette's chain, walked one line at a time as the file is read: each
+    record's digest is checked against the line before it, the trailer against the record
+    count and the last digest. A fault is noted and the walk goes on from the digest the line
+    holds, so one changed record is one fault and the records after it still chain. A record
+    without a digest is one inserted by hand, unless no line carries one: a cassette written
+    without the seal (by hand, by a tool) is unsealed, as format 1 is."""
+
+    def __init__(self, header_line: bytes) -> None:
+        self.previous = header_digest(header_line).encode()  # the digest the next line follows
+        self.seq = 0
+        self.count = 0
+        self.closed = False  # the trailer was read
+        self.chained = False  # a line carried a digest: the cassette was sealed
+        self.faults: list[tuple[int, str]] = []
+        self.unchained: list[int] = []  # the records without a digest
+
+    @property
+    def broken(self) -> bool:
+        """Whether a fault was found so far."""
+        return bool(self.faults) or (self.chained and bool(self.unchained))
+
+    def follows_trailer(self, lineno: int) -> bool:
+        """Whether line ``lineno`` comes after the trailer: a fault, as nothing does."""
+        if self.closed:
+            self.faults.append((lineno, "lines were added after the trailer"))
+        return self.closed
+
+    def record(self, lineno: int, raw: bytes, this: Any) -> None:
+        """Check the record ``raw`` at ``lineno`` (whose ``seq`` is ``this``)."""
+        if self.closed:
+            self.follows_trailer(lineno)
+            return
+        # The digest covers the line's bytes before its ``,"chain"`` field, which must end it:
+        # a field added after it would not be sealed.
+        end = raw.rfind(_CHAIN_FIELD)
+        if end < 0:
+            self.unchained.append(lineno)
+            return
+        self.chained = True
+        start = end + len(_CHAIN_FIELD)
+        found = raw[start : start + _CHAIN_HEX]
+        seq = self.seq
+        if (
+            found != _digest(self.previous, raw[:end] + b"}")
+            or raw[start + _CHAIN_HEX :] not in _LINE_ENDS
+        ):
+            if type(this) is int and this > seq + 1:
+                why = f"records were deleted or moved before it (seq {seq} is followed by {this})"
+            elif type(this) is int and this <= seq:
+                why = f"records were reordered or copied (seq {this} after {seq})"
+            elif self.count == 0:
+                why = "the header or this record was changed"
+            else:
+                why = "the record was changed (its bytes no longer match its digest)"
+            self.faults.append((lineno, why))
+        self.previous, self.seq = found, this if type(this) is int else seq + 1
+        self.count += 1
+
+    def trailer(self, lineno: int, rec: dict[str, Any]) -> None:
+        """Check the trailer ``rec`` at ``lineno`` against the records read before it."""
+        if self.follows_trailer(lineno):
+            return
+        self.closed = self.chained = True
+        count, previous, end = self.count, self.previous.decode("ascii", "replace"), rec.get("end")
+        ended = rec.get("ended")
+        if ended is not None:
+            if not isinstance(ended, str) or not _ENDING.fullmatch(ended):
+                self.faults.append((lineno, "the trailer's ending was changed"))
+                return
+            sealed = rec.get("chain") == chain_digest(previous, _trailer_body(count, ended))
+        else:
+            sealed = rec.get("chain") == previous
+        if not sealed and end == count:
+            self.faults.append((lineno, "the trailer's ending or its seal was changed"))
+        elif not sealed:
+            self.faults.append(
+                (
+                    lineno,
+                    f"the trailer seals {end!r} records and this file holds {count}: "
+                    "records at the end were deleted or added",
+                )
+            )
+        elif end != count:
+            self.faults.append(
+                (
+                    lineno,
+                    f"the trailer's record count was changed: it says {end!r}, and the chain "
+                    f"it seals holds {count}",
+                )
+            )
+
+    def seal(self) -> Seal:
+        """What the walk found so far."""
+        faults = self.faults
+        if self.chained and self.unchained:
+            inserted = "the record has no chain digest: inserted by hand"
+            faults = sorted([*faults, *((line, inserted) for line in self.unchained)])
+        if faults:
+            line, reason = faults[0]
+            return Seal("broken", self.count, line, reason, tuple(faults))
+        if self.unchained:
+            return Seal("unsealed", reason="its records were written without chain digests")
+        if not self.closed:
+            return Seal("unfinished", self.count, None, "no trailer")
+        return Seal("sealed", self.count)
 
 
 def verify_seal(path: str | os.PathLike[str]) -> Seal:
-    """Walk a cassette's chain of digests (format 2) and say whether it is intact."""
+    """Walk a cassette's chain of digests (format 2) and say whether it is intact: the first
+    line at fault, where it is not."""
     path = Path(path)
     lines = path.read_bytes().splitlines(keepends=True)
     if not lines:
@@ -321,68 +445,36 @@ def verify_seal(path: str | os.PathLike[str]) -> Seal:
         header = None
     if not isinstance(header, dict) or header.get("tracetape") != FORMAT_VERSION:
         return Seal("unsealed", reason="written before records carried digests")
-    previous, seq, count = header_digest(lines[0]), 0, 0
+    chain = _Chain(lines[0])
     for lineno, raw in enumerate(lines[1:], 2):
         if not raw.strip():
             continue
+        if chain.follows_trailer(lineno):
+            break
         if not raw.endswith(b"\n") and lineno == len(lines):
-            return Seal("unfinished", count, lineno, "its last line is torn: the run was killed")
+            return Seal(
+                "unfinished", chain.count, lineno, "its last line is torn: the run was killed"
+            )
         try:
             rec = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            return Seal("broken", count, lineno, "the line is not valid JSON")
+            chain.faults.append((lineno, "the line is not valid JSON"))
+            break
         if not isinstance(rec, dict):
-            return Seal("broken", count, lineno, "the line is not a record object")
+            chain.faults.append((lineno, "the line is not a record object"))
+            break
         if "end" in rec and "key" not in rec:
-            if lineno != len(lines):
-                return Seal("broken", count, lineno + 1, "lines were added after the trailer")
-            ended = rec.get("ended")
-            if ended is not None:
-                if not isinstance(ended, str) or not _ENDING.fullmatch(ended):
-                    return Seal("broken", count, lineno, "the trailer's ending was changed")
-                sealed = rec.get("chain") == chain_digest(previous, _trailer_body(count, ended))
-            else:
-                sealed = rec.get("chain") == previous
-            if not sealed and rec.get("end") == count:
-                return Seal("broken", count, lineno, "the trailer's ending or its seal was changed")
-            if not sealed:
-                return Seal(
-                    "broken",
-                    count,
-                    lineno,
-                    f"the trailer seals {rec.get('end')!r} records and this file holds {count}: "
-                    "records at the end were deleted or added",
-                )
-            if rec.get("end") != count:
-                return Seal(
-                    "broken",
-                    count,
-                    lineno,
-                    f"the trailer's record count was changed: it says {rec.get('end')!r}, and "
-                    f"the chain it seals holds {count}",
-                )
-            return Seal("sealed", count)
-        body, _, tail = raw.rstrip(b"\n").rpartition(_CHAIN_FIELD)
-        got = tail[:-2].decode("ascii", "replace") if tail.endswith(b'"}') else None
-        this = rec.get("seq")
-        if not body or got is None:
-            return Seal("broken", count, lineno, "the record has no chain digest: inserted by hand")
-        if got != chain_digest(previous, body + b"}"):
-            if type(this) is int and this > seq + 1:
-                why = f"records were deleted or moved before it (seq {seq} is followed by {this})"
-            elif type(this) is int and this <= seq:
-                why = f"records were reordered or copied (seq {this} after {seq})"
-            elif count == 0:
-                why = "the header or this record was changed"
-            else:
-                why = "the record was changed (its bytes no longer match its digest)"
-            return Seal("broken", count, lineno, why)
-        previous, seq, count = got, this if type(this) is int else seq + 1, count + 1
-    return Seal("unfinished", count, None, "no trailer")
+            chain.trailer(lineno, rec)
+        else:
+            chain.record(lineno, raw, rec.get("seq"))
+        if chain.broken:
+            break
+    return chain.seal()
 
 
 def read_cassette(path: str | os.PathLike[str]) -> Cassette:
-    """Read and validate a cassette (format 1 or the seed's format 0).
+    """Read and validate a cassette (format 2, 1 or the seed's format 0), walking its chain of
+    digests as it goes (``Cassette.seal``: a record edited by hand is found, not refused here).
 
     Raises ``CassetteNotFoundError`` if it does not exist, ``CassetteVersionError`` for an
     unknown format, and ``CassetteError`` naming the line and field of any corrupt record.
@@ -402,9 +494,9 @@ def read_cassette(path: str | os.PathLike[str]) -> Cassette:
             "nothing; record it again",
             path=path,
         )
-    reader = CassetteReader(io.BytesIO(data), path, run=stem_of(path.name))
+    reader = CassetteReader(io.BytesIO(data), path, run=stem_of(path.name), check_seal=True)
     records = list(reader)
-    return Cassette(path, reader.header, records, reader.skipped, reader.trailer)
+    return Cassette(path, reader.header, records, reader.skipped, reader.trailer, reader.seal)
 
 
 class CassetteReader:
@@ -414,7 +506,9 @@ class CassetteReader:
     first line is read. A torn last line is skipped with a ``TapeWarning``. A bad line raises
     ``CassetteError``, or, when ``on_error`` is given, is passed to it and skipped. With a
     ``normalizer``, each record also gets its ``out_digest`` and ``tokens`` (for the analysis).
-    ``run`` is the run id of a cassette whose header names none.
+    ``run`` is the run id of a cassette whose header names none. With ``check_seal`` the chain
+    of a sealed cassette is walked on the bytes read (``seal``); a fault is noted there, never
+    raised: replay decides what an edit means, the analysis reads edited files as they are.
 
         >>> import io
         >>> reader = CassetteReader(io.BytesIO(b'{"key":"tool:1","kind":"tool","out":1}\\n'))
@@ -430,15 +524,27 @@ class CassetteReader:
         *,
         normalizer: Normalizer | None = None,
         run: str | None = None,
+        check_seal: bool = False,
     ):
         self.lines = lines
         self.path = Path(path)
         self.on_error = on_error
         self.normalizer = normalizer
         self.run = run
+        self.check_seal = check_seal
         self.header: dict[str, Any] | None = None
         self.trailer: dict[str, Any] | None = None
         self.skipped = 0
+        self._chain: _Chain | None = None
+
+    @property
+    def seal(self) -> Seal | None:
+        """What the walk of the chain found in the lines read (None without ``check_seal``)."""
+        if not self.check_seal:
+            return None
+        if self._chain is None:
+            return Seal("unsealed", reason="written before records carried digests")
+        return self._chain.seal()
 
     def _bad(self, error: CassetteError) -> None:
         if self.on_error is None:
@@ -495,6 +601,7 @@ class CassetteReader:
         loads = orjson.loads
         previous: dict[str, dict[str, Any]] = {}
         whole = False  # a line parsed before: a torn one after it is a killed recording's
+        chain: _Chain | None = None  # a sealed cassette's, walked as it is read
         for lineno, raw in enumerate(self.lines, 1):
             try:
                 rec = loads(raw)
@@ -513,6 +620,8 @@ class CassetteReader:
                     )
                     return
                 if not raw.endswith(b"\n"):
+                    if chain is not None:
+                        chain.follows_trailer(lineno)
                     self.skipped += 1
                     warnings.warn(
                         f"{path}:{lineno}: skipped a torn last line (the recording process was "
@@ -544,11 +653,15 @@ class CassetteReader:
             kind = rec.get("kind")
             if type(rec.get("key")) is not str or type(kind) is not str or "out" not in rec:
                 if "end" in rec and "chain" in rec and self.header is not None:
-                    self.trailer = rec  # the seal: ``verify_seal`` checks it
+                    if chain is not None:
+                        chain.trailer(lineno, rec)
+                    self.trailer = rec
                     continue
                 if lineno == 1 and "tracetape" in rec:
                     _check_header(rec, path)
                     self.header = rec
+                    if self.check_seal and rec["tracetape"] == FORMAT_VERSION:
+                        chain = self._chain = _Chain(raw)
                     continue
                 self._bad(
                     CassetteError(
@@ -559,6 +672,8 @@ class CassetteReader:
                     )
                 )
                 continue
+            if chain is not None:
+                chain.record(lineno, raw, rec.get("seq"))
             if rec.get("bigint") is True:
                 rec = json.loads(raw)
                 del rec["bigint"]

@@ -102,7 +102,8 @@ class FileStore:
         return self.path.is_file()
 
     def load(self) -> Cassette:
-        """Read the whole cassette (``CassetteNotFoundError`` when there is none)."""
+        """Read the whole cassette (``CassetteNotFoundError`` when there is none), its chain
+        walked as it is read (``Cassette.seal``: replay refuses a cassette edited by hand)."""
         return read_cassette(self.path)
 
     def begin(self, header: Mapping[str, Any]) -> None:
