@@ -167,3 +167,4 @@ def test_an_edited_cassette_exits_2_naming_its_line_unless_edits_are_trusted(
     trusted = run(tmp_path, "--trust-edits", *argv)
     assert trusted.returncode == 0, trusted.stderr
     assert trusted.stdout.startswith("sum 4 ") and "its seal is broken at line 2" in trusted.stderr
+    assert "tracetape run: warning: " in trusted.stderr and "TapeWarning" not in trusted.stderr

@@ -48,7 +48,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from ..errors import ReplayMiss, TapeError
+from ..errors import ReplayMiss, TapeError, TapeWarning
 from ..tape import Mode, Tape, TapeOptions
 
 __all__ = [
@@ -208,7 +208,10 @@ def start_from_environment() -> None:
     report: dict[str, Any] = {"state": "started", "pid": os.getpid()}
     hooks = contextlib.ExitStack()
     try:
-        tape = Tape(given["tape"], options=TapeOptions.from_builtins(given["options"]))
+        with warnings.catch_warnings(record=True) as opening:  # said in the run's report
+            warnings.simplefilter("always", TapeWarning)
+            tape = Tape(given["tape"], options=TapeOptions.from_builtins(given["options"]))
+        report["opening_warnings"] = [str(w.message) for w in opening]
         report["mode"] = tape.requested_mode.value if tape.branch else tape.mode.value
         if tape.branch is not None:
             report["branch"] = str(tape.branch)
@@ -276,7 +279,11 @@ def start_from_environment() -> None:
             except TapeError as exc:
                 final["error"] = str(exc)
                 final["error_type"] = type(exc).__name__
-        final["warnings"] = [str(w.message) for w in caught] + final.pop("warnings_extra", [])
+        final["warnings"] = (
+            final.pop("opening_warnings", [])
+            + [str(w.message) for w in caught]
+            + final.pop("warnings_extra", [])
+        )
         if watcher is not None and watcher.seen:
             final["warnings"].append(untaped_traffic(watcher, HOOK_FIX, UNHOOKED_FIX))
         from .state import state_of
