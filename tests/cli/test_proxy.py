@@ -52,6 +52,17 @@ def proxy(tmp_path: Path, *args: str) -> Iterator[tuple[dict[str, str], subproce
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
+        assert process.stderr is not None
+        with process.stdout, process.stderr:  # no pipe is left open
+            SAID[process.pid] = process.stderr.read()
+
+
+# What each proxy process said on stderr, read when it ended.
+SAID: dict[int, str] = {}
+
+
+def _err(process: subprocess.Popen[str]) -> str:
+    return SAID.pop(process.pid)
 
 
 def _ask(env: dict[str, str], text: str) -> str:
@@ -70,7 +81,7 @@ def test_record_then_replay_then_a_miss_exits_3(tmp_path: Path, fake: FakeServer
         assert env["OPENAI_BASE_URL"].endswith("/v1") and "ANTHROPIC_BASE_URL" in env
         live = _ask(env, "sum 1 to 2")
     assert process.returncode == 0
-    assert "recorded 1 decision(s); 0 miss(es)" in process.stderr.read()  # type: ignore[union-attr]
+    assert "recorded 1 decision(s); 0 miss(es)" in _err(process)
     assert read_cassette(tmp_path / "run.jsonl").ended == "completed"
     fake.stop()
     with proxy(tmp_path, "--mode", "replay") as (env, process):
@@ -82,7 +93,7 @@ def test_record_then_replay_then_a_miss_exits_3(tmp_path: Path, fake: FakeServer
     ):
         _ask(env, "sum 1 to 3")
     assert process.returncode == 3
-    err = process.stderr.read()  # type: ignore[union-attr]
+    err = _err(process)
     assert "tracetape proxy: replay miss at POST /v1/chat/completions" in err
     assert "1 miss(es)" in err
 
