@@ -32,7 +32,6 @@ from types import TracebackType
 from typing import Any
 
 from .errors import CassetteNotFoundError, ReplayMiss, TapeWarning
-from .integrations.capture import hearing
 from .integrations.network import NetworkGuard, block_network, untaped_traffic, watch_network
 from .record import Record
 from .tape import Mode, Tape
@@ -152,6 +151,8 @@ class TapeCase:
                     )
                 )
             else:
+                from .integrations.capture import hearing  # the hooks' own, loaded with them
+
                 self.watcher = self._stack.enter_context(watch_network(hearing))
         except BaseException:
             self._stack.close()
