@@ -122,3 +122,23 @@ def test_it_refuses_to_start_with_exit_2_saying_why(
     )
     assert done.returncode == 2
     assert message in done.stderr
+
+
+def test_a_port_in_use_exits_2_before_any_recording_begins(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [TRACETAPE, "proxy", "--tape", "run.jsonl", "--mode", "record", "--port", str(port)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert list(tmp_path.iterdir()) == [], "no cassette nor .partial begun"

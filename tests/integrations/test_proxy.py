@@ -193,6 +193,7 @@ def test_a_token_guards_every_request(tmp_path: Path, server: FakeServer) -> Non
         )
     tape.close()
     assert (bare.status_code, wrong.status_code, right.status_code) == (401, 401, 200)
+    assert bare.json()["error"]["message"] == "tracetape proxy: a token is needed"
     assert token not in (tmp_path / "run.jsonl").read_text()
 
 

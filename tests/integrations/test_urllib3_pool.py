@@ -14,10 +14,11 @@ import urllib3
 
 import tracetape
 from tracetape import ReplayMiss, Tape, read_cassette
-from tracetape.integrations import unpatch_all
 from tracetape.integrations.network import block_network
 
 from .test_aiohttp_client import CHAT, EVENTS, KEY, Server
+
+pytestmark = pytest.mark.usefixtures("no_leftover_patch")
 
 
 @pytest.fixture
@@ -27,12 +28,6 @@ def server() -> Iterator[Server]:
         yield srv
     finally:
         srv.stop()
-
-
-@pytest.fixture(autouse=True)
-def _no_leftover_patch() -> Iterator[None]:
-    yield
-    unpatch_all()
 
 
 def taped(path: Path, mode: str, program: Callable[[], Any], level: str = "http") -> Any:

@@ -78,6 +78,11 @@ def proxy(
             err=True,
         )
         sys.exit(EXIT_BAD_INPUT)
+    try:  # before the tape: a port in use leaves no recording begun
+        sock = listen(host, port)
+    except OSError as exc:
+        click.echo(f"tracetape proxy: error: cannot listen on {host}:{port}: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
     try:
         upstream = parse_upstreams(upstreams)
         tape = Tape(tape_path, options=TapeOptions(mode=mode))
@@ -86,11 +91,6 @@ def proxy(
         sys.exit(EXIT_BAD_INPUT)
     except (TapeError, ValueError, OSError) as exc:
         click.echo(f"tracetape proxy: error: {exc}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
-    try:
-        sock = listen(host, port)
-    except OSError as exc:
-        click.echo(f"tracetape proxy: error: cannot listen on {host}:{port}: {exc}", err=True)
         sys.exit(EXIT_BAD_INPUT)
     app = ProxyApp(tape, upstreams=upstream, token=token)
     address = address_of(sock)

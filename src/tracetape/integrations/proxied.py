@@ -18,6 +18,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,10 @@ def serving(app: ProxyApp, sock: socket.socket) -> Iterator[str]:
     )
     thread.start()
     while not server.started and thread.is_alive():
-        threading.Event().wait(0.005)
+        time.sleep(0.005)
+    if not server.started:  # uvicorn said why on stderr
+        sock.close()
+        raise OSError(f"the proxy could not start on {address_of(sock)}")
     try:
         yield address_of(sock)
     finally:
