@@ -14,7 +14,7 @@ import click
 
 from ..errors import OptionError
 from ..integrations.runner import EXIT_SETUP, HOOKS, NETWORK, RunResult, run_program
-from ..tape import TapeOptions
+from ..options import TapeOptions
 from . import exit_codes_help
 from ._common import mode_option, output_options, tape_option
 

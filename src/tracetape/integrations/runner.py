@@ -38,18 +38,23 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
-import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ReplayMiss, TapeError, TapeWarning
-from ..tape import Mode, Tape, TapeOptions
+from ..options import Mode, TapeOptions
+
+# Each process imports only its side, and each start pays for its imports: the parent
+# (``run_program``) checks options and a cassette and never opens a tape, so ``Tape`` and the
+# hooks are imported by the child (``start_from_environment``); ``tempfile`` by the parent,
+# ``traceback`` where a miss stopped the program.
+if TYPE_CHECKING:
+    import traceback
 
 __all__ = [
     "BOOTSTRAP_DIR",
@@ -205,6 +210,8 @@ def start_from_environment() -> None:
         )
         return
 
+    from ..tape import Tape
+
     report: dict[str, Any] = {"state": "started", "pid": os.getpid()}
     hooks = contextlib.ExitStack()
     try:
@@ -244,6 +251,8 @@ def start_from_environment() -> None:
     def excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
         failed.append(exc)
         if isinstance(exc, ReplayMiss):
+            import traceback
+
             # The parent prints the diagnosis once; here only where the program was.
             ours = str(Path(__file__).resolve().parent.parent)
             frames = [f for f in traceback.extract_tb(tb) if not f.filename.startswith(ours)]
@@ -430,6 +439,8 @@ def run_program(
     problem = _check_cassette(path, parsed, command, hook)
     if problem is not None:
         return RunResult(EXIT_SETUP, None, path, parsed.value, {"state": "error"}, [problem])
+    import tempfile
+
     fd, report_name = tempfile.mkstemp(prefix="tracetape-run-", suffix=".json")
     os.close(fd)
     report_file = Path(report_name)
