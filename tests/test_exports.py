@@ -31,11 +31,13 @@ def test_exported_members_say_they_belong_to_tracetape() -> None:
 
 
 def test_import_stays_light() -> None:
-    """Importing tracetape pulls in no CLI, analysis, HTTP or model-SDK library (msgspec is
-    the core's: ``Record`` is a msgspec Struct)."""
+    """Importing tracetape pulls in no CLI, analysis, HTTP or model-SDK library, and not even
+    the core's: its names load when first used (the command line imports its command's
+    modules with the garbage collector paused, which a core imported before would miss)."""
     heavy = (
         "('click', 'rich', 'httpx', 'httpx2', 'openai', 'anthropic', 'pydantic', "
-        "'duckdb', '_duckdb', 'tracetape.analysis', 'tracetape.formats.jsonl')"
+        "'duckdb', '_duckdb', 'tracetape.analysis', 'tracetape.formats.jsonl', "
+        "'msgspec', 'orjson', 'tracetape.record', 'tracetape.canonical')"
     )
     code = f"import sys, tracetape; print(sorted(m for m in {heavy} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tracetape._lazy import lazy_attributes
+from tracetape._lazy import collector_paused, lazy_attributes
 
 
 def test_an_attribute_is_imported_once_and_kept() -> None:
@@ -25,6 +27,29 @@ def test_an_attribute_is_imported_once_and_kept() -> None:
     import email
 
     assert getattr_("message_from_string") is email.message_from_string
+
+
+def test_a_lazy_attribute_is_imported_with_the_collector_paused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module behind a lazy attribute runs with the cyclic garbage collector paused, and
+    the collector is on again afterwards."""
+    (tmp_path / "lazy_probe.py").write_text("import gc\nSEEN = gc.isenabled()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    getattr_ = lazy_attributes("lazy_probe", {"SEEN": "lazy_probe"}, {})
+    assert getattr_("SEEN") is False
+    assert gc.isenabled()
+
+
+def test_a_paused_collector_is_left_as_it_was() -> None:
+    """``collector_paused`` turns a collector that was already off neither on nor off."""
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_a_name_not_in_the_table_is_an_attribute_error_naming_the_package() -> None:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 from ._lazy import lazy_attributes as _lazy_attributes
 from ._version import __version__
-from .canonical import Normalizer, canonical_json, fingerprint, normalize
 from .errors import (
     CassetteError,
     CassetteExistsError,
@@ -32,24 +31,29 @@ from .errors import (
     TraceError,
     UnplayedDecisionsError,
 )
-from .formats import TraceFormat, read_records
-from .record import Decision, Record
 
 if TYPE_CHECKING:
+    from .canonical import Normalizer, canonical_json, fingerprint, normalize
+    from .formats import TraceFormat, read_records
     from .formats.cassette import Cassette, read_cassette
     from .integrations.http import async_http_transport, http_transport, patch_http
     from .integrations.sdk import Patch, patch, patch_sdks
     from .integrations.tools import env, tool
     from .matching import Match
     from .options import TapeOptions
+    from .record import Decision, Record
     from .redact import Detector, Redactor, RedactRules
     from .stores import FileStore, RecordStore
     from .tape import Effect, Mode, Tape, current_tape, key
 
-# Loaded on first use, so that `import tracetape` stays the light core (stdlib and orjson):
-# the integrations pull in inspect, threading helpers and SDK lookups, and an analysis
-# (tracetape diff, check) needs none of the tape's modules.
-_LAZY = dict.fromkeys(("Patch", "patch", "patch_sdks"), ".integrations.sdk")
+# Loaded on first use, so that `import tracetape` imports only the errors: a process pays
+# for what it uses (the integrations pull in threading helpers and SDK lookups, an analysis
+# (tracetape diff, check) needs none of the tape's modules, the command line its command's
+# modules only), and what it uses is imported with the collector paused (``_lazy``).
+_LAZY = dict.fromkeys(("Normalizer", "canonical_json", "fingerprint", "normalize"), ".canonical")
+_LAZY.update(dict.fromkeys(("TraceFormat", "read_records"), ".formats"))
+_LAZY.update(dict.fromkeys(("Decision", "Record"), ".record"))
+_LAZY.update(dict.fromkeys(("Patch", "patch", "patch_sdks"), ".integrations.sdk"))
 _LAZY.update(
     dict.fromkeys(("async_http_transport", "http_transport", "patch_http"), ".integrations.http")
 )

@@ -31,6 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ._lazy import collector_paused
 from .errors import CassetteNotFoundError, ReplayMiss, TapeWarning
 from .integrations.network import NetworkGuard, block_network, untaped_traffic, watch_network
 from .record import Record
@@ -77,7 +78,8 @@ def default_cassette_path(
 
 
 def _patch_sdks(tape: Tape) -> contextlib.AbstractContextManager[Any]:
-    from .integrations.sdk import patch_sdks
+    with collector_paused():  # the hooks' modules, imported the first time
+        from .integrations.sdk import patch_sdks
 
     return patch_sdks(tape)
 

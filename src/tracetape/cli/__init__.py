@@ -14,6 +14,8 @@ from typing import TextIO
 
 import click
 
+from .._lazy import collector_paused
+
 # Each command's module, imported when the command is looked up: `tracetape run` does not
 # load the analysis, nor `tracetape diff` the runner (every process start pays for imports).
 COMMANDS = {
@@ -143,7 +145,8 @@ class _LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMANDS:
             return None
-        module = importlib.import_module(f"{__name__}.{COMMANDS[cmd_name]}")
+        with collector_paused():  # the command's modules: most of what a start imports
+            module = importlib.import_module(f"{__name__}.{COMMANDS[cmd_name]}")
         command: click.Command = getattr(module, cmd_name)
         return command
 

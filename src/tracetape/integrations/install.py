@@ -28,6 +28,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, NamedTuple
 
+from .._lazy import collector_paused
 from .providers import providers
 
 __all__ = ["Watch", "install", "patch_attr", "uninstall", "unpatch_all", "watches"]
@@ -56,7 +57,9 @@ TRANSPORTS = (
 def watches() -> tuple[Watch, ...]:
     """Every watch: the transports, then each provider's SDK fast path."""
     found = list(TRANSPORTS)
-    for prov in providers():
+    with collector_paused():  # the provider table's modules, imported the first time
+        table = providers()
+    for prov in table:
         sdk = prov.sdk
         if sdk is None:
             continue

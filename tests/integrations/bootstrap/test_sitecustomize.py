@@ -90,3 +90,15 @@ def test_importing_it_outside_tracetape_run_does_nothing(tmp_path: Path) -> None
         [PYTHON, "-S", "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert done.stdout == "None []\n"
+
+
+def test_the_program_starts_with_the_collector_as_it_was(tmp_path: Path) -> None:
+    """The cyclic garbage collector, paused while the tape starts, is on again when the
+    program's first line runs."""
+    (tmp_path / "agent.py").write_text("import gc\nprint(gc.isenabled())\n")
+    done = subprocess.run(
+        [TRACETAPE, "run", "--tape", "t.jsonl", "--mode", "record", "--", PYTHON, "agent.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True\n"

@@ -7,6 +7,7 @@ the tape is active from the program's first import. Any ``sitecustomize`` the en
 
 from __future__ import annotations
 
+import gc
 import importlib.machinery
 import importlib.util
 import os
@@ -45,4 +46,14 @@ def _chain() -> None:
 # file (a doctest collector, say) does nothing.
 if os.environ.get("TRACETAPE_RUN"):
     _chain()
-    _start()
+    # Starting is mostly importing tracetape: the cyclic collector is paused meanwhile, as
+    # tracetape._lazy.collector_paused does (importing it would import tracetape first), and the
+    # program starts with the collector as it was.
+    if gc.isenabled():
+        gc.disable()
+        try:
+            _start()
+        finally:
+            gc.enable()
+    else:
+        _start()
