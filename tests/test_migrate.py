@@ -13,7 +13,7 @@ import pytest
 from tracetape import Match, Tape, read_cassette
 from tracetape.config import _load
 from tracetape.errors import CassetteError
-from tracetape.formats.cassette import verify_seal
+from tracetape.formats.cassette import KEYS_VERSION, verify_seal
 from tracetape.migrate import migrate_cassette
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -74,7 +74,7 @@ def test_a_format_1_cassette_migrates_and_replays_every_decision(tmp_path: Path)
     found = migrate_cassette(path, backup=False)
     assert found.changes == [  # its calls are tape.call's: their steps stay the code's
         "format 1 -> 2 (sealed)",
-        "keys 1 -> 3 (no hooked model call to re-step)",
+        f"keys 1 -> {KEYS_VERSION} (no hooked model call)",
     ]
     assert found.backup is None and not path.with_name(path.name + ".bak").exists()
     after = read_cassette(path)
@@ -92,7 +92,7 @@ def test_a_cassette_keyed_per_thread_gets_conversation_steps(tmp_path: Path) -> 
     assert steps == [
         ("llm", 1), ("tool", 1), ("llm", 2), ("tool", 2), ("llm", 3), ("tool", 3), ("llm", 4)
     ]  # fmt: skip
-    assert read_cassette(path).header["keys"] == 3  # type: ignore[index]
+    assert read_cassette(path).header["keys"] == KEYS_VERSION  # type: ignore[index]
 
 
 def test_a_secret_an_older_tracetape_stored_is_redacted_by_the_migration(tmp_path: Path) -> None:
@@ -150,7 +150,7 @@ def test_a_cassette_of_this_release_is_current_replays_and_migrates_as_it_is(
 ) -> None:
     """Kept for the next format change: a cassette with match rules in its header and an
     ending in its trailer (interrupted) reads, verifies, replays under its own rules, and
-    needs no migration but its keys version raised (it has no hooked model call to re-step)."""
+    needs no migration but its keys version raised (it has no hooked model call)."""
     path = copy_fixture(MATCHED, tmp_path)
     assert verify_seal(path).state == "sealed"
     cassette = read_cassette(path)
@@ -158,7 +158,9 @@ def test_a_cassette_of_this_release_is_current_replays_and_migrates_as_it_is(
     assert cassette.header is not None
     assert cassette.header["match"] == {"ignore": ["user"], "mask": ["uuid", "ts"]}
     found = migrate_cassette(path, check=True)
-    assert found.changes == ["keys 2 -> 3 (no hooked model call to re-step)"] and not found.rekeyed
+    assert (
+        found.changes == [f"keys 2 -> {KEYS_VERSION} (no hooked model call)"] and not found.rekeyed
+    )
     prompt = "job 11111111-2222-3333-4444-555555555555 at 2026-01-01T00:00:00Z: find the flaky test"
     with Tape(path, "replay", harness_sha="fixture", strict=True) as tape:
         first = {"messages": [{"role": "user", "content": prompt}],

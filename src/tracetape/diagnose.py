@@ -14,7 +14,7 @@ from typing import Any
 from .canonical import Change, changed_paths, digest_changes, excerpt, field_digests
 from .errors import ReplayMiss
 from .matching import MASKS, Match
-from .record import Decision, Record
+from .record import UNKEYED, Decision, Record
 
 __all__ = ["explain_miss", "truncated_stream_miss"]
 
@@ -70,12 +70,19 @@ def explain_miss(
         lines.append(f"  expected: {where} {expected.key}")
         changes, details = _explain(expected, decision.input())
         lines += details
-        if uncompared:
-            more = f" and {len(uncompared) - 10} more" if len(uncompared) > 10 else ""
-            shown = ", ".join(uncompared[:10]) + more
-            lines.append(f"  differing too, not compared (the rules ignore or mask them): {shown}")
+        noise = [p for p in uncompared or () if p.split(".", 1)[0].split("[", 1)[0] == UNKEYED]
+        ruled = [p for p in uncompared or () if p not in noise]
+        for paths, why in ((ruled, "the rules ignore or mask them"), (noise, _NEVER_KEYED)):
+            if paths:
+                more = f" and {len(paths) - 10} more" if len(paths) > 10 else ""
+                lines.append(
+                    f"  differing too, not compared ({why}): {', '.join(paths[:10])}{more}"
+                )
     lines.append(f"  if the change is intended, re-record: {rerecord}")
     return _miss(decision, expected, (matched, recorded), changes, lines)
+
+
+_NEVER_KEYED = "fields that never reach the model, stored but never keyed"
 
 
 def _how_cut(ended: str | None) -> str:
@@ -134,7 +141,8 @@ def _explain(expected: Record, live: Any) -> tuple[list[str], list[str]]:
     if expected.input is not None:
         changes = changed_paths(expected.input, live)
     elif expected.digests is not None and isinstance(live, dict):
-        names = digest_changes(expected.digests, field_digests(live))
+        keyed = {k: v for k, v in expected.digests.items() if k != UNKEYED}
+        names = digest_changes(keyed, field_digests(live))
         return names, [
             f"  changed: {n} (digest differs; the input copy was not stored)" for n in names
         ]

@@ -5,14 +5,21 @@ rule says that part of the request decides nothing. Rules come from ``Tape(...,
 match=Match(...))`` or ``[tool.tracetape.match]``::
 
     [tool.tracetape.match]
-    ignore = ["metadata", "user", "messages[*].name"]
+    ignore = ["messages[*].name"]
     mask = ["uuid", "ts", "re:order-[0-9]+"]
+    keep = ["metadata"]
 
 ``ignore`` paths are dotted, with ``[*]`` for any list item and ``[N]`` for one; a path is
 looked up at the payload's root, and else in its ``params`` (a model request's fields) and
 its ``body`` (an HTTP request's). ``mask`` names a mask (``MASKS``: ``uuid``, ``tmp``,
 ``ts``, ``unix-time``, ``hex-id``) or gives a regex as ``re:...``; each is applied to every
 string of the keyed payload, a match replaced by ``<name>`` (a regex's: ``<re>``).
+
+A model request's fields that never reach the model (the provider table's ``noise``:
+Anthropic's ``metadata``, OpenAI's ``user``, ``store``, ``prompt_cache_key``...) are stored
+under the input's ``unkeyed`` field and never keyed, rules or not; ``keep`` names those a
+tape keys after all, as request fields (``metadata``), where the program's answers depend
+on them.
 
 Only the key sees the rules: the full payload is recorded. They are written into the
 cassette's header (``as_header``) and replay uses the header's, so a cassette replays the
@@ -58,6 +65,7 @@ def _hex_id(found: re.Match[str]) -> str:
     return "<hex-id>" if mixed and not inside else run
 
 
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _PART = re.compile(r"([^.\[\]]+)|\[(\*|[0-9]+)\]|\.")
 _MEMO_LIMIT = 65536
 
@@ -128,6 +136,7 @@ class Match:
     # order means nothing; the masks' does: each is applied to what the one before left).
     ignore: Sequence[str] = ()
     mask: Sequence[str] = ()
+    keep: Sequence[str] = ()
     _paths: tuple[tuple[str | int | None, ...], ...] = field(init=False, repr=False, compare=False)
     _subs: tuple[tuple[re.Pattern[str], Any, str], ...] = field(
         init=False, repr=False, compare=False
@@ -137,6 +146,13 @@ class Match:
     def __post_init__(self) -> None:
         object.__setattr__(self, "ignore", tuple(sorted(set(_strings(self.ignore, "ignore")))))
         object.__setattr__(self, "mask", _strings(self.mask, "mask"))
+        object.__setattr__(self, "keep", tuple(sorted(set(_strings(self.keep, "keep")))))
+        for name in self.keep:
+            if not _FIELD.fullmatch(name):
+                raise ConfigError(
+                    f"match keep {name!r} is not a request field's name such as 'metadata' "
+                    "or 'user' (a field of the request body, not a path)"
+                )
         object.__setattr__(self, "_paths", tuple(_parse_path(p) for p in self.ignore))
         object.__setattr__(self, "_subs", tuple(_compile(m) for m in self.mask))
         object.__setattr__(self, "_memo", {})
@@ -150,22 +166,24 @@ class Match:
             return value
         if not isinstance(value, Mapping):
             raise ConfigError(f"match rules must be a Match or a table, not {value!r}")
-        unknown = sorted(set(value) - {"ignore", "mask"})
+        unknown = sorted(set(value) - {"ignore", "mask", "keep"})
         if unknown:
             raise ConfigError(
                 f"match rules have unknown field(s) {', '.join(map(str, unknown))}; "
-                "valid: ignore, mask"
+                "valid: ignore, mask, keep"
             )
-        return cls(value.get("ignore", ()), value.get("mask", ()))
+        return cls(value.get("ignore", ()), value.get("mask", ()), value.get("keep", ()))
 
     def __bool__(self) -> bool:
-        return bool(self.ignore or self.mask)
+        return bool(self.ignore or self.mask or self.keep)
 
     def as_header(self) -> dict[str, list[str]] | None:
-        """The rules as a cassette header writes them (None: no rules)."""
+        """The rules as a cassette header writes them (None: no rules; ``keep`` only where
+        some field is kept)."""
         if not self:
             return None
-        return {"ignore": list(self.ignore), "mask": list(self.mask)}
+        header = {"ignore": list(self.ignore), "mask": list(self.mask)}
+        return {**header, "keep": list(self.keep)} if self.keep else header
 
     def describe(self) -> str:
         """The rules in a line, as a miss and ``show`` name them."""
@@ -174,6 +192,8 @@ class Match:
             parts.append("ignore " + ", ".join(self.ignore))
         if self.mask:
             parts.append("mask " + ", ".join(self.mask))
+        if self.keep:
+            parts.append("keep " + ", ".join(self.keep))
         return "; ".join(parts) or "none"
 
     def keyed(self, payload: Any) -> Any:

@@ -1,15 +1,16 @@
 """Bring cassettes of older formats and older keying to the current ones, without recording.
 
 A cassette from an older tracetape (format 0: the seed's records without a header; format 1:
-unsealed; keys 1: model steps counted per thread) or keyed under other match rules still
-holds each decision's input: ``migrate_cassette`` re-keys every record from it as replay
-keys it now (steps read from the conversation, the match rules applied, redaction as the
-tape redacts), seals the records into the current format and checks, before anything
-replaces the file, that the new cassette replays the same outputs in the same order (each
-stored input keyed by a replaying ``Tape`` and played). The old file is kept as
-``PATH.bak`` unless told otherwise; the new one replaces it atomically. A sealed cassette
-edited by hand (its chain broken) is refused, as replay refuses it: sealing it again would
-make the edits look recorded; ``trust_edits`` migrates it as edited.
+unsealed; keys 1: model steps counted per thread; keys 3: a provider's noise keyed) or keyed
+under other match rules still holds each decision's input: ``migrate_cassette`` re-keys every
+record from it as replay keys it now (steps read from the conversation, the providers' noise
+stored unkeyed, the match rules applied, redaction as the tape redacts), seals the records
+into the current format and checks, before anything replaces the file, that the new
+cassette replays the same outputs in the same order (each stored input keyed by a replaying
+``Tape`` and played). The old file is kept as ``PATH.bak`` unless told otherwise; the new
+one replaces it atomically. A sealed cassette edited by hand (its chain broken) is refused,
+as replay refuses it: sealing it again would make the edits look recorded; ``trust_edits``
+migrates it as edited.
 
 The match rules a cassette is migrated to are the project's (``[tool.tracetape.match]``)
 where it has some, else the cassette's own: changing the project's rules and running
@@ -40,9 +41,10 @@ from .formats.cassette import (
     read_cassette,
     run_id_of,
 )
+from .integrations.keying import migrate_noise
 from .integrations.steps import migrate as migrate_steps
 from .matching import Match
-from .record import Decision, Record
+from .record import UNKEYED, Decision, Record, keyed_input
 from .redact import Redactor, RedactRules
 from .stores.file import CassetteWriter
 
@@ -128,7 +130,7 @@ def _current(records: list[Record], rules: Match, redactor: Redactor, path: Path
             if data != rec.input:
                 changes["input"] = data
                 changes["digests"] = field_digests(data) if isinstance(data, dict) else None
-            text = redactor.redact_json(canonical_json(rules.keyed(data)))
+            text = redactor.redact_json(canonical_json(rules.keyed(keyed_input(data))))
             if key_of(rec.kind, text) != rec.key:
                 changes["key"] = key_of(rec.kind, text)
         out.append(msgspec.structs.replace(rec, **changes) if changes else rec)
@@ -145,7 +147,8 @@ def _verify(target: Path, records: list[Record]) -> None:
         tape = Tape(target, mode="replay")
     for rec in records:
         if rec.input is not None:
-            decision = tape.prepare(rec.kind, rec.input)
+            noise = rec.input.get(UNKEYED) if type(rec.input) is dict else None
+            decision = tape.prepare(rec.kind, keyed_input(rec.input), unkeyed=noise)
         else:
             decision = Decision(rec.kind, rec.key or "", "null", rec.step)
         try:
@@ -195,8 +198,10 @@ def migrate_cassette(
     own, rules = _rules(cassette)
     records = cassette.records
     hooked = _hooked(records)
-    if found.keys != KEYS_VERSION and hooked:
+    if found.keys < 3 and hooked:
         records = migrate_steps(records, since=found.keys)
+    if found.keys < 4:
+        records = migrate_noise(records, rules)
     redactor = Redactor(RedactRules.coerce(load_config("redact") or None))
     stepped, records = records, _current(records, rules, redactor, path)
     found.rekeyed = sum(a.key != b.key for a, b in zip(cassette.records, records, strict=True))
@@ -206,7 +211,8 @@ def migrate_cassette(
     if cassette.format != FORMAT_VERSION:
         found.changes.append(f"format {cassette.format} -> {FORMAT_VERSION} (sealed)")
     if found.keys != KEYS_VERSION:
-        how = "steps from the conversation" if hooked else "no hooked model call to re-step"
+        how = "steps from the conversation; " if found.keys < 3 else ""
+        how = f"{how}the providers' noise stored unkeyed" if hooked else "no hooked model call"
         found.changes.append(f"keys {found.keys} -> {KEYS_VERSION} ({how})")
     if own != rules:
         found.changes.append(f"match rules: {own.describe()} -> {rules.describe()}")

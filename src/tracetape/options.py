@@ -354,7 +354,7 @@ def _builtin(value: Any) -> Any:
             "builtins": value.builtins,
         }
     if isinstance(value, Match):
-        return {"ignore": list(value.ignore), "mask": list(value.mask)}
+        return {"ignore": list(value.ignore), "mask": list(value.mask), "keep": list(value.keep)}
     if isinstance(value, bytes):
         return {"hex": value.hex()}
     if isinstance(value, Path | Mode):

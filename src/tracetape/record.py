@@ -27,12 +27,14 @@ import msgspec
 __all__ = [
     "INT64_MAX",
     "RAISED",
+    "UNKEYED",
     "Decision",
     "Record",
     "RecordTexts",
     "call_args",
     "call_text",
     "decode_record",
+    "keyed_input",
     "raised_record",
     "record_problem",
     "reraise",
@@ -154,9 +156,11 @@ class RecordTexts(NamedTuple):
 
 def call_args(rec: Record) -> Any:
     """The call's arguments, for comparing calls: ``input["args"]``, else the input without
-    its ``step``; a record whose input was not stored is compared by its key.
+    its ``step`` and what was never keyed (``UNKEYED``); a record whose input was not stored
+    is compared by its key.
 
-    >>> call_args(Record(kind="llm", key="llm:1", input={"messages": [], "step": 2}))
+    >>> call_args(Record(kind="llm", key="llm:1", input={"messages": [], "step": 2,
+    ...     "unkeyed": {"user": "u-1"}}))
     {'messages': []}
     >>> call_args(Record(kind="llm", key="llm:1"))
     {'key': 'llm:1'}
@@ -167,7 +171,7 @@ def call_args(rec: Record) -> Any:
     if isinstance(data, dict):
         if "args" in data:
             return data["args"]
-        return {k: v for k, v in data.items() if k != "step"}
+        return {k: v for k, v in data.items() if k not in ("step", UNKEYED)}
     return data
 
 
@@ -186,6 +190,24 @@ def call_text(name: str, args: Any) -> str:
     else:
         inner = json.dumps(args, ensure_ascii=False, default=str)
     return f"{name}({inner})"
+
+
+# The field of a stored input that holds what was stored but never keyed: a model request's
+# fields that never reach the model (a provider's noise: Anthropic's ``metadata``, OpenAI's
+# ``user``, ``store``, ``prompt_cache_key``...). A key is the input's without it.
+UNKEYED = "unkeyed"
+
+
+def keyed_input(data: Any) -> Any:
+    """A stored input as its key saw it: without its ``UNKEYED`` field (the same object when
+    it has none).
+
+    >>> keyed_input({"messages": [], "step": 1, "unkeyed": {"user": "u-1"}})
+    {'messages': [], 'step': 1}
+    """
+    if type(data) is dict and UNKEYED in data:
+        return {k: v for k, v in data.items() if k != UNKEYED}
+    return data
 
 
 class Decision(NamedTuple):

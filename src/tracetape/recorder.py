@@ -30,7 +30,7 @@ from .formats.cassette import KEYS_VERSION, new_header
 from .harness import git_sha, harness_digest
 from .matching import Match
 from .options import TapeOptions
-from .record import Decision, Record
+from .record import UNKEYED, Decision, Record
 from .redact import Redactor
 from .stores import RecordStore
 
@@ -97,16 +97,25 @@ class Recorder:
             **fields,
         )
 
-    def decision(self, kind: str, payload: Any, step: int | None, finite: bool) -> Decision:
-        """Recording's key of a payload (see ``Tape.prepare``)."""
+    def decision(
+        self,
+        kind: str,
+        payload: Any,
+        step: int | None,
+        finite: bool,
+        unkeyed: Mapping[str, Any] | None = None,
+    ) -> Decision:
+        """Recording's key of a payload (see ``Tape.prepare``): ``unkeyed`` is stored with
+        it (``UNKEYED``), never keyed."""
         memo = self._memos.get(kind)
         if memo is None:
             memo = self._memos[kind] = [b""]
-        canonical = canonical_json(payload, memo, finite=finite)
-        blob = self.redactor.redact_payload(payload, canonical, kind)
+        whole = {**payload, UNKEYED: unkeyed} if unkeyed else payload
+        canonical = canonical_json(whole, memo, finite=finite)
+        blob = self.redactor.redact_payload(whole, canonical, kind)
         rules = self._rules
         keyed = payload if rules is None else rules.keyed(payload)
-        if keyed is payload:
+        if keyed is whole:
             return Decision(kind, key_of(kind, blob), blob, step)
         stream = f"{kind} keyed"  # a stream of its own: the redactor and encoder memoise it
         memo = self._memos.setdefault(stream, [b""])

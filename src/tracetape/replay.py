@@ -37,7 +37,7 @@ from .errors import (
 )
 from .formats.cassette import Cassette, Seal
 from .matching import Match
-from .record import RAISED, Decision, Record
+from .record import RAISED, UNKEYED, Decision, Record, keyed_input
 from .redact import Redactor
 from .stores import RecordStore
 
@@ -180,9 +180,17 @@ class Replay:
         only.keys = {kind: self._new_keys(kind) for kind in self.keys}
         return only
 
-    def decision(self, kind: str, payload: Any, step: int | None, finite: bool) -> Decision:
+    def decision(
+        self,
+        kind: str,
+        payload: Any,
+        step: int | None,
+        finite: bool,
+        unkeyed: Mapping[str, Any] | None = None,
+    ) -> Decision:
         """Replay's key of a payload (see ``Tape.prepare``): the fast incremental key,
-        redacted only when it was never recorded."""
+        redacted only when it was never recorded (a miss keeps the whole input, ``unkeyed``
+        and what the rules leave out, to name what differs beyond the key)."""
         keys = self.keys.get(kind)
         if keys is None:
             keys = self.keys[kind] = self._new_keys(kind)
@@ -191,7 +199,7 @@ class Replay:
         text, key = keys.key(payload if rules is None else rules.ignored(payload), finite=finite)
         if key in self.queues:
             return Decision(kind, key, text, step)
-        whole = None if rules is None else payload
+        whole = {**payload, UNKEYED: unkeyed} if unkeyed else None if rules is None else payload
         plain = text.decode()
         blob = self.redactor.redact_json(plain)
         if blob == plain and not self._recognising:
@@ -253,15 +261,17 @@ class Replay:
             repeated = sum(1 for r in self.records if r.key == decision.key)
         expected = self.expected(decision)
         uncompared: list[str] = []
-        if expected is not None and self.rules is not None and expected.input is not None:
-            keyed = self.rules.keyed(expected.input)
+        if expected is not None and expected.input is not None:
+            keyed = keyed_input(expected.input)
+            keyed = keyed if self.rules is None else self.rules.keyed(keyed)
             if decision.payload is not None:  # paths only: the live values are not redacted
                 live = json.loads(canonical_json(decision.payload))
                 shown = {c.path for c in changed_paths(keyed, decision.input())}
                 uncompared = [
                     c.path for c in changed_paths(expected.input, live) if c.path not in shown
                 ]
-            expected = msgspec.structs.replace(expected, input=keyed)
+            if keyed is not expected.input:
+                expected = msgspec.structs.replace(expected, input=keyed)
         return explain_miss(
             decision,
             expected,

@@ -273,7 +273,14 @@ class Tape(TapeCalls, DeprecatedTapeMethods):
 
     # -- the decision API ----------------------------------------------------------------------
 
-    def prepare(self, kind: str, payload: Any, *, finite: bool = False) -> Decision:
+    def prepare(
+        self,
+        kind: str,
+        payload: Any,
+        *,
+        finite: bool = False,
+        unkeyed: Mapping[str, Any] | None = None,
+    ) -> Decision:
         """Canonicalize, redact and key a boundary input.
 
         The payload may still hold SDK models and tuples: they are serialized here, at call
@@ -282,18 +289,20 @@ class Tape(TapeCalls, DeprecatedTapeMethods):
         Replay keys first and redacts only on a miss (``Replay.decision``); recording keys
         the whole payload (``Recorder.decision``). Under match rules the key is the payload's
         as the rules see it (``Match.keyed``). A fork goes live here, at its first miss or at
-        step ``fork_at``: the decision is then keyed as a recording keys it.
+        step ``fork_at``: the decision is then keyed as a recording keys it. ``unkeyed``
+        (with a mapping ``payload``) is stored with the input as its ``"unkeyed"`` field and
+        never keyed: a provider's request fields that never reach the model.
         """
         mapping = type(payload) is dict or isinstance(payload, Mapping)
         step = payload.get("step") if mapping else None
         step = step if type(step) is int else None
         if self.mode is not Mode.REPLAY:
-            return self._recorder.decision(kind, payload, step, finite)
-        decision = self._replay.decision(kind, payload, step, finite)
+            return self._recorder.decision(kind, payload, step, finite, unkeyed)
+        decision = self._replay.decision(kind, payload, step, finite, unkeyed)
         fork = self._fork
         if fork is not None and (decision.key not in self._queues or fork.due(step)):
             self._go_live(kind, decision.key, step)
-            return self._recorder.decision(kind, payload, step, finite)
+            return self._recorder.decision(kind, payload, step, finite, unkeyed)
         return decision
 
     def _go_live(self, kind: str, key: str, step: int | None, reason: str = "") -> None:

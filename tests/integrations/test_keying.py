@@ -3,15 +3,30 @@ level builds alike."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+import anthropic
 import httpx2
+import msgspec
+import openai
 import pytest
+from click.testing import CliRunner
+from fakeserver import FakeServer
 from openai.types.chat import ChatCompletionMessage
 
-from tracetape import Tape
-from tracetape.integrations.keying import clean_url
+import tracetape
+from tracetape import Tape, read_cassette
+from tracetape.canonical import canonical_json, key_of
+from tracetape.cli import main
+from tracetape.formats.cassette import KEYS_VERSION
+from tracetape.integrations.keying import clean_url, migrate_noise, model_decision
 from tracetape.integrations.providers import match_route
+from tracetape.integrations.proxied import listen, serving
+from tracetape.integrations.proxy import ProxyApp
+from tracetape.matching import Match as MatchRules
+from tracetape.record import Record
 
 
 def test_sdk_models_are_keyed_as_the_json_the_sdk_sends(tmp_path: Path) -> None:
@@ -70,3 +85,161 @@ def test_secret_query_params_are_dropped_from_the_url(url: str, kept: str) -> No
     parsed = httpx2.URL(url)
     parts = (parsed.scheme, parsed.netloc.decode(), parsed.path, parsed.query.decode())
     assert clean_url(*parts) == kept
+
+
+# -- the providers' noise: stored, never keyed (keys 4) -------------------------------------------
+
+KEYS_3 = Path(__file__).parents[1] / "fixtures" / "recorded_before_noise_fields.jsonl"
+ADD = {
+    "name": "add",
+    "description": "a + b",
+    "input_schema": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+    },
+}
+
+
+def _noisy_run(base_url: str, session: str) -> list[str]:
+    """What the keys-3 fixture recorded: an Anthropic tool loop sending ``metadata.user_id``,
+    then an OpenAI one sending ``user``, ``metadata``, ``store``, ``prompt_cache_key`` and
+    ``safety_identifier``, each of them naming ``session``. Their answers."""
+    claude = anthropic.Anthropic(base_url=base_url, api_key="sk-ant-test", max_retries=0)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Please sum 1 to 2."}]
+    while True:
+        msg = claude.messages.create(
+            model="claude-test", max_tokens=100, tools=[ADD], messages=messages,  # type: ignore[arg-type]
+            metadata={"user_id": f"user_abc_account__session_{session}"},
+        )  # fmt: skip
+        content = [b.model_dump(exclude_none=True) for b in msg.content]
+        messages.append({"role": "assistant", "content": content})
+        uses = [b for b in msg.content if b.type == "tool_use"]
+        if not uses:
+            break
+        results = [
+            {"type": "tool_result", "tool_use_id": u.id, "content": str(sum(u.input.values()))}  # type: ignore[union-attr]
+            for u in uses
+        ]
+        messages.append({"role": "user", "content": results})
+    said = [str(getattr(msg.content[0], "text", ""))]
+    gpt = openai.OpenAI(base_url=f"{base_url}/v1", api_key="sk-test", max_retries=0)
+    chat: list[Any] = [{"role": "user", "content": "Please sum 1 to 2."}]
+    function = {"type": "function", "function": {"name": "add", "parameters": ADD["input_schema"]}}
+    while True:
+        done = gpt.chat.completions.create(
+            model="gpt-test", messages=chat, tools=[function],  # type: ignore[list-item]
+            user=f"u-{session}", metadata={"session": session}, store=True,
+            prompt_cache_key=f"pk-{session}", safety_identifier=f"sid-{session}",
+        )  # fmt: skip
+        message = done.choices[0].message
+        chat.append(message.model_dump(exclude_none=True))
+        if not message.tool_calls:
+            break
+        for call in message.tool_calls:
+            args = json.loads(call.function.arguments)  # type: ignore[union-attr]
+            chat.append(
+                {"role": "tool", "tool_call_id": call.id, "content": str(sum(args.values()))}
+            )
+    return [*said, str(message.content)]
+
+
+SAID = ["The total is 3.", "The total is 3."]
+
+
+def test_a_cassette_keyed_with_the_noise_replays_another_session_through_the_hooks(
+    tmp_path: Path,
+) -> None:
+    """The keys-3 fixture (recorded before the noise was unkeyed, with session A) replays a
+    run that sends session B's noise, strict, with no server: re-keyed as it is taken."""
+    tape = Tape(KEYS_3, mode="replay", strict=True, harness_sha="fixture")
+    with tape, tracetape.patch_sdks(tape):
+        assert _noisy_run("http://127.0.0.1:9", "B") == SAID
+    assert read_cassette(KEYS_3).header["keys"] == 3  # type: ignore[index]  # left as it was
+
+
+def test_tracetape_migrate_keys_it_as_a_fresh_recording_does(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """``tracetape migrate`` moves each record's noise under ``unkeyed`` and re-keys it: the
+    keys are a fresh recording's (of another session), and the migrated cassette replays."""
+    path = tmp_path / "old.jsonl"
+    path.write_bytes(KEYS_3.read_bytes())
+    done = CliRunner().invoke(main, ["migrate", str(path)])
+    assert done.exit_code == 0, done.output
+    assert f"keys 3 -> {KEYS_VERSION} (the providers' noise stored unkeyed)" in done.output
+    assert "6 of 6 record(s) re-keyed" in done.output
+    fresh = tmp_path / "fresh.jsonl"
+    with Tape(fresh, mode="record") as tape, tracetape.patch_sdks(tape):
+        assert _noisy_run(server.base_url, "Z") == SAID
+    migrated, recorded = read_cassette(path).records, read_cassette(fresh).records
+    assert [r.key for r in migrated] == [r.key for r in recorded]
+    assert migrated[0].input["unkeyed"] == {"metadata": {"user_id": "user_abc_account__session_A"}}
+    assert recorded[-1].input["unkeyed"] == {
+        "metadata": {"session": "Z"}, "prompt_cache_key": "pk-Z", "safety_identifier": "sid-Z",
+        "store": True, "user": "u-Z",
+    }  # fmt: skip
+    server.stop()
+    tape = Tape(path, mode="replay", strict=True, harness_sha="fixture")
+    with tape, tracetape.patch_sdks(tape):
+        assert _noisy_run(server.base_url, "C") == SAID
+
+
+def test_a_cassette_keyed_with_the_noise_replays_through_the_proxy(tmp_path: Path) -> None:
+    """The proxy re-keys a keys-3 cassette as the hooks do: another session's noise plays."""
+    tape = Tape(KEYS_3, mode="replay", strict=True, harness_sha="fixture")
+    with serving(ProxyApp(tape), listen("127.0.0.1", 0)) as url:
+        assert _noisy_run(url, "B") == SAID
+    tape.close()
+
+
+def test_runs_that_differ_only_in_their_noise_agree_in_a_diff(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """``tracetape diff`` compares what was keyed: two sessions agree on every call."""
+    for session in "AB":
+        tape = Tape(tmp_path / f"{session}.jsonl", mode="record")
+        with tape, tracetape.patch_sdks(tape):
+            _noisy_run(server.base_url, session)
+    done = CliRunner().invoke(
+        main, ["diff", str(tmp_path / "A.jsonl"), str(tmp_path / "B.jsonl"), "--format", "json"]
+    )
+    assert done.exit_code == 0, done.output
+    assert (
+        "no divergence"
+        in CliRunner()
+        .invoke(main, ["diff", str(tmp_path / "A.jsonl"), str(tmp_path / "B.jsonl")])
+        .output
+    )
+
+
+def test_migrating_the_noise_keeps_what_a_keep_rule_keys_and_touches_nothing_else() -> None:
+    """``migrate_noise`` under ``keep = ["user"]`` moves the rest; a record of no provider, of
+    another kind, or already unkeyed is kept as it is (the same object)."""
+    params = {"model": "m", "user": "u", "store": True}
+    old = Record(kind="llm", key="llm:x", api="openai.chat.completions",
+                 input={"messages": [], "tools": [], "params": params, "step": 1})  # fmt: skip
+    new = migrate_noise([old], MatchRules(keep=["user"]))[0]
+    assert new.input["params"] == {"model": "m", "user": "u"}
+    assert new.input["unkeyed"] == {"store": True}
+    kept = {"messages": [], "tools": [], "params": {"model": "m", "user": "u"}, "step": 1}
+    assert new.key == key_of("llm", canonical_json(kept))
+    others = [
+        msgspec.structs.replace(old, api=None),
+        msgspec.structs.replace(old, kind="tool"),
+        msgspec.structs.replace(old, input={**old.input, "unkeyed": {}}),
+        msgspec.structs.replace(old, input=None),
+    ]
+    assert all(a is b for a, b in zip(migrate_noise(others, MatchRules()), others, strict=True))
+
+
+def test_unkeyed_fields_are_redacted_like_any_other(tmp_path: Path) -> None:
+    """A secret in a noise field is redacted in the stored input: stored is not exempt."""
+    secret = "sk-proj-abcDEF0123456789ghijKLMN0123456789xyzt"
+    with Tape(tmp_path / "t.jsonl", mode="record", harness_sha="x") as tape:
+        match = match_route("POST", "h", "/v1/chat/completions")
+        assert match is not None
+        decision = model_decision(tape, match, {"model": "m", "messages": [],
+                                                "metadata": {"note": f"key {secret}"}})  # fmt: skip
+        tape.record(decision.decision, {"status": 200, "body": {}})
+    text = (tmp_path / "t.jsonl").read_text()
+    assert secret not in text and '"unkeyed":{"metadata":{"note":"key ' in text

@@ -23,6 +23,7 @@ from fakeserver import FakeServer
 import tracetape
 from tracetape import Match, MatchRulesError, ReplayMiss, Tape, read_cassette
 from tracetape.cli import main
+from tracetape.errors import ConfigError
 from tracetape.formats.cassette import final_chain
 from tracetape.integrations import unpatch_all
 
@@ -126,8 +127,8 @@ def test_miss_under_rules_names_them_and_shows_masked_values(
 @pytest.mark.parametrize(
     ("field", "recorded", "replayed"),
     [
-        pytest.param("user", "alice", "bob", id="user"),
-        pytest.param("metadata", {"run": "1"}, {"run": "2"}, id="metadata"),
+        pytest.param("seed", 1, 2, id="seed"),
+        pytest.param("stop", ["END"], ["STOP"], id="stop"),
     ],
 )
 def test_an_ignored_request_field_changed_at_replay_still_replays(
@@ -146,6 +147,63 @@ def test_an_ignored_request_field_changed_at_replay_still_replays(
         _ask(plain, server, "replay", "echo hi", **{field: replayed})
     assert any(field in change for change in caught.value.changes), caught.value.changes
     assert len(server.requests) == 2
+
+
+NOISE = {"user": "alice", "metadata": {"run": "1"}, "store": True, "prompt_cache_key": "pk-1"}
+OTHER_NOISE = {"user": "bob", "metadata": {"run": "2"}, "store": False, "prompt_cache_key": "pk-2"}
+
+
+def test_fields_that_never_reach_the_model_are_stored_but_never_keyed(
+    tmp_path: Path, server: FakeServer
+) -> None:
+    """OpenAI's ``user``, ``metadata``, ``store`` and ``prompt_cache_key`` are the provider
+    table's noise: stored under the input's ``unkeyed``, not in its key, with no rules; a
+    replay that sends others plays the recording, and a miss on another field names them as
+    differing but not compared."""
+    path = tmp_path / "run.jsonl"
+    answer = _ask(path, server, "record", "echo hi", **NOISE)
+    assert {k: server.requests[0]["body"][k] for k in NOISE} == NOISE  # the SDK sent them
+    server.stop()
+    assert _header(path).get("match") is None
+    stored = read_cassette(path).records[0].input
+    assert stored["unkeyed"] == NOISE and not set(NOISE) & set(stored["params"])
+    assert _ask(path, server, "replay", "echo hi", **OTHER_NOISE) == answer
+    with pytest.raises(ReplayMiss) as caught:
+        _ask(path, server, "replay", "echo ho", **OTHER_NOISE)
+    text = str(caught.value)
+    assert caught.value.changes == ["messages[0].content"]
+    assert "differing too, not compared (fields that never reach the model" in text
+    assert "unkeyed.user" in text and "unkeyed.metadata.run" in text
+    assert len(server.requests) == 1
+
+
+def test_a_keep_rule_keys_a_noise_field_after_all(tmp_path: Path, server: FakeServer) -> None:
+    """``keep`` names the noise a tape keys: ``user`` stays in the params and the header,
+    and another user misses naming it; the rest of the noise is still unkeyed."""
+    path = tmp_path / "run.jsonl"
+    answer = _ask(path, server, "record", "echo hi", match=Match(keep=["user"]), **NOISE)
+    server.stop()
+    assert _header(path)["match"] == {"ignore": [], "mask": [], "keep": ["user"]}
+    stored = read_cassette(path).records[0].input
+    assert stored["params"]["user"] == "alice" and "user" not in stored["unkeyed"]
+    assert _ask(path, server, "replay", "echo hi", **{**OTHER_NOISE, "user": "alice"}) == answer
+    with pytest.raises(ReplayMiss) as caught:
+        _ask(path, server, "replay", "echo hi", **OTHER_NOISE)
+    assert caught.value.changes == ["params.user"]
+    assert "match rules (from the cassette's header): keep user" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        pytest.param(["params.user"], "is not a request field's name", id="a-path"),
+        pytest.param("user", "must be a list of strings", id="a-string"),
+        pytest.param([3], "must be a list of strings; 3 is not one", id="a-number"),
+    ],
+)
+def test_a_bad_keep_rule_says_what_it_takes(value: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Match.coerce({"keep": value})
 
 
 @pytest.mark.parametrize(

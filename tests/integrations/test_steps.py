@@ -24,7 +24,7 @@ import tracetape
 from tests.suite import bounded
 from tracetape import Tape, read_cassette
 from tracetape.integrations.providers import Match, match_route, provider
-from tracetape.integrations.steps import StepBook, conversation_step, migrate
+from tracetape.integrations.steps import KEYS_VERSION, StepBook, conversation_step, migrate
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "recorded_before_conversation_steps.jsonl"
 # Recorded by the tracetape of e736d9e~1 ("keys": 2, before quotes were read) with the openai
@@ -224,7 +224,7 @@ def test_a_cassette_keyed_before_conversation_steps_replays(
     path = tmp_path / "now.jsonl"
     assert _agent_run(path, "record", server.base_url) == "The total is 6."
     now = read_cassette(path)
-    assert now.header is not None and now.header["keys"] == 3
+    assert now.header is not None and now.header["keys"] == KEYS_VERSION
     assert [r.key for r in now.records] == [r.key for r in migrated]
     server.stop()
     assert _agent_run(FIXTURE, "replay", server.base_url, strict=True) == "The total is 6."
@@ -257,9 +257,12 @@ def test_tracetape_migrate_re_keys_a_hooked_cassette_for_good(
     path = tmp_path / "old.jsonl"
     path.write_bytes(FIXTURE.read_bytes())
     done = CliRunner().invoke(main, ["migrate", str(path), "--no-backup"])
-    assert done.exit_code == 0 and "keys 1 -> 3 (steps from the conversation)" in done.output
+    assert (
+        done.exit_code == 0
+        and f"keys 1 -> {KEYS_VERSION} (steps from the conversation;" in done.output
+    )
     migrated = read_cassette(path)
-    assert migrated.header is not None and migrated.header["keys"] == 3
+    assert migrated.header is not None and migrated.header["keys"] == KEYS_VERSION
     now = tmp_path / "now.jsonl"
     assert _agent_run(now, "record", server.base_url) == "The total is 6."
     assert [r.key for r in migrated.records] == [r.key for r in read_cassette(now).records]
@@ -701,9 +704,9 @@ def test_tracetape_migrate_re_steps_a_react_cassette_keyed_before_quotes(tmp_pat
     searches with them), and it replays whole, strict, with no server, re-keyed by nothing."""
     path = tmp_path / "old.jsonl"
     path.write_bytes(KEYS_2_REACT.read_bytes())
-    assert "keys 2 -> 3 (steps from the conversation)" in _migrate_cli(path)
+    assert f"keys 2 -> {KEYS_VERSION} (steps from the conversation;" in _migrate_cli(path)
     migrated = read_cassette(path)
-    assert migrated.header is not None and migrated.header["keys"] == 3
+    assert migrated.header is not None and migrated.header["keys"] == KEYS_VERSION
     assert [(r.kind, r.step) for r in migrated.records] == _REACT_STEPS
     assert _react_replay(path)[-1].endswith("Paris")
 
@@ -732,8 +735,8 @@ def test_a_responses_cassette_chained_by_its_answers_keeps_its_keys(tmp_path: Pa
     assert _responses_run(KEYS_2_RESPONSES, strict=True, harness_sha="fixture") == said
     path = tmp_path / "old.jsonl"
     path.write_bytes(KEYS_2_RESPONSES.read_bytes())
-    assert "keys 2 -> 3" in _migrate_cli(path)
+    assert f"keys 2 -> {KEYS_VERSION}" in _migrate_cli(path)
     migrated = read_cassette(path)
-    assert migrated.header is not None and migrated.header["keys"] == 3
+    assert migrated.header is not None and migrated.header["keys"] == KEYS_VERSION
     assert [r.key for r in migrated.records] == [r.key for r in old.records]
     assert _responses_run(path, strict=True, harness_sha="fixture") == said

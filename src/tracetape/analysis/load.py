@@ -64,8 +64,8 @@ _INSERT_COLUMNS = "INSERT INTO calls0 SELECT $1, " + ", ".join(
 # What a record adds to the size of the input (``Calls.grow``) besides its argument text.
 _ROW_BYTES = 96
 # ``RecordTexts`` into calls0: each record's fields read typed, and its ``call_args`` in SQL
-# (the input's "args", else the input object without its top-level "step", else the input;
-# {"key": ...} when no input was stored): the same JSON values as the Python path's text.
+# (the input's "args", else the input object without its top-level "step" and "unkeyed", else
+# the input; {"key": ...} when no input was stored): the same JSON values as the Python path's.
 _RECORD_FIELDS = "{kind: 'VARCHAR', key: 'VARCHAR', run: 'VARCHAR', name: 'VARCHAR', "
 _RECORD_FIELDS += "step: 'BIGINT', input: 'JSON', out_digest: 'VARCHAR', effect: 'VARCHAR', "
 _RECORD_FIELDS += "tokens: 'BIGINT', line: 'BIGINT'}"
@@ -76,7 +76,7 @@ _RECORD_ROWS = f"""
            CASE WHEN input IS NULL THEN json_object('key', key)::VARCHAR
                 WHEN json_type(input) <> 'OBJECT' THEN input::VARCHAR
                 WHEN json_exists(input, '$.args') THEN (input -> '$.args')::VARCHAR
-                ELSE json_merge_patch(input, '{{"step": null}}')::VARCHAR END,
+                ELSE json_merge_patch(input, '{{"step": null, "unkeyed": null}}')::VARCHAR END,
            out_digest, effect, tokens
     FROM read_json(?, format = 'newline_delimited', columns = {_RECORD_FIELDS},
                    maximum_object_size = 16777216)

@@ -104,10 +104,12 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 2
-# What a cassette's keys mean, in its header's ``keys`` (absent: 1). 3: a model call's step is
-# read from its conversation, or from the earlier answer its one user message quotes
+# What a cassette's keys mean, in its header's ``keys`` (absent: 1). 4: a model request's
+# fields that never reach the model (its provider's noise) are stored under ``unkeyed``, not
+# keyed (``integrations.keying``); 3 keyed them. 3: a model call's step is read from its
+# conversation, or from the earlier answer its one user message quotes
 # (``integrations.steps``); 2 read no quotes; 1 counted calls per thread and task.
-KEYS_VERSION = 3
+KEYS_VERSION = 4
 READABLE_FORMATS = (1, 2)  # format 1: the same records, without the seal
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 _RECORD_FIELDS = ("key", "kind", "out")

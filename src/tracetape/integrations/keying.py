@@ -5,6 +5,12 @@ A model request (a route of the provider table) is keyed as::
     {"messages": <the conversation field>, "tools": <tool schemas sorted by name>,
      "params": <every other body field, and the fields the URL carries>, "step": <turn>}
 
+and stored with ``"unkeyed": <the body fields its provider calls noise>`` (who asks, storage,
+caching: ``Provider.noise``) where it sends any, so a session id a client sends on every
+request does not make each replay miss; a tape's match rule ``keep`` keys them after all.
+Cassettes keyed before (keys 3) are migrated on replay and by ``tracetape migrate``
+(``migrate_noise``).
+
 whether it is seen by an SDK's fast path (from the method's arguments), at a transport
 (from the request's JSON body) or by the proxy, so a cassette recorded at one level replays
 at another. Any other request is an ``http`` decision keyed on method, URL without secret
@@ -17,26 +23,34 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from functools import cache
 from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, urlencode
 
+import msgspec
 import orjson
 
-from ..record import Decision
+from ..canonical import canonical_json, field_digests, key_of
+from ..formats.cassette import KEYS_VERSION
+from ..matching import Match as MatchRules
+from ..record import UNKEYED, Decision, Record
 from ..tape import Tape
-from .providers import Match, match_route, providers
+from .providers import Match, match_route, provider_of, providers
 from .state import state_of
+from .steps import migrate as migrate_steps
 
 __all__ = [
     "Keyed",
     "clean_url",
+    "current_keys",
     "key_request",
     "learn_credentials",
     "llm_payload",
+    "migrate_noise",
     "model_decision",
     "model_route",
+    "unkeyed",
 ]
 
 
@@ -60,17 +74,22 @@ def _tool_name(tool: Any) -> str:
     return str(getattr(tool, "name", None) or getattr(function, "name", None) or "")
 
 
-def llm_payload(match: Match, body: Mapping[str, Any], step: int) -> dict[str, Any]:
+def llm_payload(
+    match: Match, body: Mapping[str, Any], step: int, keep: Collection[str] = ()
+) -> dict[str, Any]:
     """The key payload of a model request body: messages, tools sorted by name, params (the
-    URL's fields among them), step. The provider's transport noise is left out.
+    URL's fields among them), step. The provider's noise is left out, but for what ``keep``
+    names (``unkeyed`` gives it).
 
     >>> from tracetape.integrations.providers import match_route
     >>> match = match_route("POST", "h", "/v1/messages")
     >>> llm_payload(match, {"model": "m", "messages": [], "tools": [{"name": "b"},
-    ...     {"name": "a"}]}, 3)
+    ...     {"name": "a"}], "metadata": {"user_id": "s-1"}}, 3)
     {'messages': [], 'tools': [{'name': 'a'}, {'name': 'b'}], 'params': {'model': 'm'}, 'step': 3}
     """
     noise = match.provider.noise
+    if keep:
+        noise = noise.difference(keep)
     params = {k: v for k, v in body.items() if k not in noise} if noise else dict(body)
     conversation = match.route.conversation
     messages = params.pop(conversation, None) if conversation else None
@@ -83,10 +102,89 @@ def llm_payload(match: Match, body: Mapping[str, Any], step: int) -> dict[str, A
     return {"messages": messages, "tools": schemas, "params": params, "step": step}
 
 
+def unkeyed(
+    match: Match, body: Mapping[str, Any], keep: Collection[str] = ()
+) -> dict[str, Any] | None:
+    """The fields of a model request body its provider calls noise, but for what ``keep``
+    names: stored, never keyed (None: it sends none).
+
+    >>> from tracetape.integrations.providers import match_route
+    >>> match = match_route("POST", "h", "/v1/chat/completions")
+    >>> unkeyed(match, {"model": "m", "user": "u-1", "store": True})
+    {'store': True, 'user': 'u-1'}
+    >>> unkeyed(match, {"model": "m", "user": "u-1"}, keep=["user"]) is None
+    True
+    """
+    noise = match.provider.noise
+    if not noise or noise.isdisjoint(body):
+        return None
+    found = {k: body[k] for k in sorted(noise) if k in body and k not in keep}
+    return found or None
+
+
 def model_decision(tape: Tape, match: Match, body: Mapping[str, Any]) -> Keyed:
-    """Key a model request: its step from the conversation (``steps``), then the payload."""
+    """Key a model request: its step from the conversation (``steps``), then the payload,
+    its noise stored beside it (``unkeyed``)."""
     step = state_of(tape).steps.model_step(match, body)
-    return Keyed(tape.prepare("llm", llm_payload(match, body, step), finite=True), match, body)
+    keep = tape.match.keep
+    payload = llm_payload(match, body, step, keep)
+    noise = unkeyed(match, body, keep)
+    return Keyed(tape.prepare("llm", payload, finite=True, unkeyed=noise), match, body)
+
+
+def migrate_noise(records: Iterable[Record], rules: MatchRules) -> list[Record]:
+    """The records of a cassette keyed before the provider table's noise was stored unkeyed
+    (keys 3 and before), as they are keyed now: a model request whose ``params`` hold its
+    provider's noise (but for what ``rules`` keep) has it moved under ``unkeyed`` and is keyed
+    again without it, under ``rules``; every other record is kept as it is. The inputs
+    stored are redacted already: the key is of the same text a recording hashes.
+
+    >>> old = Record(kind="llm", key="llm:x", api="anthropic.messages", input={"messages": [],
+    ...     "tools": [], "params": {"model": "m", "metadata": {"user_id": "s-1"}}, "step": 1})
+    >>> new = migrate_noise([old], MatchRules())[0]
+    >>> new.input["params"], new.input["unkeyed"], new.key == key_of("llm", canonical_json(
+    ...     {"messages": [], "tools": [], "params": {"model": "m"}, "step": 1}))
+    ({'model': 'm'}, {'metadata': {'user_id': 's-1'}}, True)
+    """
+    out: list[Record] = []
+    for rec in records:
+        data, known = rec.input, provider_of(rec.api) if rec.kind == "llm" else None
+        params = data.get("params") if type(data) is dict and UNKEYED not in data else None
+        noise = known.noise.difference(rules.keep) if known is not None else frozenset()
+        moved = {k: params[k] for k in sorted(noise) if k in params} if type(params) is dict else {}
+        if not moved:
+            out.append(rec)
+            continue
+        assert type(data) is dict and type(params) is dict
+        kept = {**data, "params": {k: v for k, v in params.items() if k not in moved}}
+        stored = {**kept, UNKEYED: moved}
+        out.append(
+            msgspec.structs.replace(
+                rec,
+                key=key_of(rec.kind, canonical_json(rules.keyed(kept))),
+                input=stored,
+                digests=field_digests(stored),
+            )
+        )
+    return out
+
+
+def current_keys(tape: Tape) -> None:
+    """Make a replaying tape keyed before ``KEYS_VERSION`` keyed as the hooks key today, once,
+    before it played anything: steps read from the conversation (``steps.migrate``, keys 1
+    and 2) and the provider's noise stored unkeyed (``migrate_noise``, keys 3)."""
+    hooks = state_of(tape)
+    if not tape.replaying or hooks.migrated:
+        return
+    hooks.migrated = True
+    keys = (tape.header or {}).get("keys", 1)
+    keys = keys if type(keys) is int else 1
+    if keys >= KEYS_VERSION or tape.matched:
+        return
+    records = tape.records
+    if keys < 3:
+        records = migrate_steps(records, since=keys)
+    tape.rekey(migrate_noise(records, tape.match))
 
 
 _SECRET_PARAM_WORDS = ("key", "token", "secret", "passw", "signature", "credential")

@@ -11,8 +11,9 @@ with none, the SDK runs untouched. The patches themselves are process-wide and r
 counted.
 
 A replaying tape keyed before ``KEYS_VERSION`` (its header's ``keys``: none before model steps
-were read from the conversation, 2 before the quotes of flows that flatten their history were)
-is re-keyed when a hook first takes it (``steps.migrate``).
+were read from the conversation, 2 before the quotes of flows that flatten their history were,
+3 before the providers' noise was stored unkeyed) is re-keyed when a hook first takes it
+(``keying.current_keys``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from ..tape import Tape
 from .capture import flush_pending
 from .install import install, uninstall
 from .install import unpatch_all as _unpatch_all
+from .keying import current_keys
 from .stainless import warm_up
-from .state import set_default_tape, state_of
-from .steps import KEYS_VERSION, migrate
+from .state import set_default_tape
 
 __all__ = ["Patch", "adopt", "patch", "patch_sdks", "unpatch_all"]
 
@@ -34,13 +35,7 @@ __all__ = ["Patch", "adopt", "patch", "patch_sdks", "unpatch_all"]
 def adopt(tape: Tape) -> None:
     """Make ``tape`` ready for the hooks: a replaying tape keyed before ``KEYS_VERSION`` is
     re-keyed (once), and the SDKs' replay is warmed up."""
-    hooks = state_of(tape)
-    if tape.replaying and not hooks.migrated:
-        hooks.migrated = True
-        header = tape.header or {}
-        keys = header.get("keys", 1)
-        if keys != KEYS_VERSION and not tape.matched:
-            tape.rekey(migrate(tape.records, since=keys if isinstance(keys, int) else 1))
+    current_keys(tape)
     warm_up(tape)
 
 

@@ -132,15 +132,16 @@ def test_one_word_edit_is_a_replay_miss(
 
 
 def test_keep_alive_is_not_a_decision(tmp_path: Path, fake: FakeOllama) -> None:
-    """``keep_alive`` (how long the server keeps the model loaded) is left out of the key: a
-    replay that asks another keeps the recorded answers."""
+    """``keep_alive`` (how long the server keeps the model loaded) is left out of the key,
+    stored beside it: a replay that asks another keeps the recorded answers."""
     path = tmp_path / "run.jsonl"
     with Tape(path, mode="record") as tape, patch_sdks(tape):
         _loop(_client(fake.base_url), TASK, True, keep_alive="5m")
     fake.stop()
     with Tape(path, mode="replay") as tape, patch_sdks(tape):
         assert _loop(_client(fake.base_url), TASK, True, keep_alive=0) == ANSWER
-    assert "keep_alive" not in json.dumps(read_cassette(path).records[0].input)
+    stored = read_cassette(path).records[0].input
+    assert stored["unkeyed"] == {"keep_alive": "5m"} and "keep_alive" not in stored["params"]
 
 
 def test_a_body_without_stream_is_streamed_and_replayed_line_by_line(

@@ -8,7 +8,9 @@ A provider module declares only what that provider knows (``Provider``):
   in its URL, and join the keyed ``params``;
 * ``credentials``: the headers and query parameters its credentials travel in (never keyed,
   never stored; their values are redacted wherever a response echoes them), and ``noise``:
-  body fields that are transport settings, left out of the key;
+  body fields that never reach the model (who asks, storage, caching, keep-alive), stored
+  under the input's ``unkeyed`` field and left out of the key (a tape's match rule ``keep``
+  keys them after all);
 * ``turn`` and ``chain``: how a request names its conversation, to derive the step (a model
   item of the conversation; the id of an earlier answer the request continues);
 * ``instructions`` and ``instruction_roles``: where a request keeps its system instructions

@@ -117,6 +117,8 @@ PROVIDER = Provider(
     routes=(Route("messages", r"/v1/messages", "messages"),),
     hosts=("api.anthropic.com",),
     credentials=("x-api-key", "authorization"),
+    # who asks (Claude Code: a fresh session id in ``user_id`` on every request)
+    noise=frozenset({"metadata"}),
     turn=role_in("assistant"),
     instructions=("system",),
     usage=usage,

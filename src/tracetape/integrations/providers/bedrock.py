@@ -176,6 +176,7 @@ PROVIDER = Provider(
     routes=ROUTES,
     hosts=("amazonaws.com",),
     credentials=("authorization", "x-amz-security-token"),
+    noise=frozenset({"requestMetadata"}),  # tags for the invocation logs
     turn=role_in("assistant"),
     instructions=("system",),
     usage=usage,

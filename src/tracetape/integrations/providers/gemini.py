@@ -144,6 +144,7 @@ PROVIDER = Provider(
     routes=ROUTES,
     hosts=("googleapis.com",),  # generativelanguage., REGION-aiplatform.
     credentials=("x-goog-api-key", "key", "authorization"),
+    noise=frozenset({"labels"}),  # Vertex AI's billing labels
     turn=role_in("model"),
     instructions=("systemInstruction", "system_instruction"),
     usage=usage,

@@ -49,6 +49,7 @@ PROVIDER = Provider(
     ),
     hosts=("api.groq.com",),
     credentials=("authorization",),
+    noise=frozenset({"user", "metadata"}),
     turn=_openai.turn,
     instruction_roles=frozenset({"system", "developer"}),
     usage=usage,

@@ -209,11 +209,24 @@ def terminal(event: Mapping[str, Any]) -> bool:
     return kind in _DONE or kind == "error" or event.get("event") == "error"
 
 
+# Who asks, and whether and how the answer is stored or cached: nothing the model reads.
+NOISE = frozenset(
+    {
+        "user",
+        "metadata",
+        "store",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "safety_identifier",
+    }
+)
+
 PROVIDER = Provider(
     name="openai",
     routes=ROUTES,
     hosts=("api.openai.com", "openai.azure.com"),
     credentials=("authorization", "api-key"),
+    noise=NOISE,
     turn=turn,
     instructions=("instructions",),
     instruction_roles=frozenset({"system", "developer"}),
