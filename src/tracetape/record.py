@@ -31,6 +31,7 @@ __all__ = [
     "Decision",
     "Record",
     "RecordTexts",
+    "Unkeyed",
     "call_args",
     "call_text",
     "decode_record",
@@ -196,6 +197,7 @@ def call_text(name: str, args: Any) -> str:
 # fields that never reach the model (a provider's noise: Anthropic's ``metadata``, OpenAI's
 # ``user``, ``store``, ``prompt_cache_key``...). A key is the input's without it.
 UNKEYED = "unkeyed"
+Unkeyed = Mapping[str, Any] | None  # what a decision stores there (None: nothing)
 
 
 def keyed_input(data: Any) -> Any:

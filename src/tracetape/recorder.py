@@ -30,7 +30,7 @@ from .formats.cassette import KEYS_VERSION, new_header
 from .harness import git_sha, harness_digest
 from .matching import Match
 from .options import TapeOptions
-from .record import UNKEYED, Decision, Record
+from .record import UNKEYED, Decision, Record, Unkeyed
 from .redact import Redactor
 from .stores import RecordStore
 
@@ -98,12 +98,7 @@ class Recorder:
         )
 
     def decision(
-        self,
-        kind: str,
-        payload: Any,
-        step: int | None,
-        finite: bool,
-        unkeyed: Mapping[str, Any] | None = None,
+        self, kind: str, payload: Any, step: int | None, finite: bool, unkeyed: Unkeyed = None
     ) -> Decision:
         """Recording's key of a payload (see ``Tape.prepare``): ``unkeyed`` is stored with
         it (``UNKEYED``), never keyed."""

@@ -37,7 +37,7 @@ from .errors import (
 )
 from .formats.cassette import Cassette, Seal
 from .matching import Match
-from .record import RAISED, UNKEYED, Decision, Record, keyed_input
+from .record import RAISED, UNKEYED, Decision, Record, Unkeyed, keyed_input
 from .redact import Redactor
 from .stores import RecordStore
 
@@ -181,12 +181,7 @@ class Replay:
         return only
 
     def decision(
-        self,
-        kind: str,
-        payload: Any,
-        step: int | None,
-        finite: bool,
-        unkeyed: Mapping[str, Any] | None = None,
+        self, kind: str, payload: Any, step: int | None, finite: bool, unkeyed: Unkeyed = None
     ) -> Decision:
         """Replay's key of a payload (see ``Tape.prepare``): the fast incremental key,
         redacted only when it was never recorded (a miss keeps the whole input, ``unkeyed``

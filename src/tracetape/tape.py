@@ -48,7 +48,7 @@ from .formats._source import stem_of
 from .formats.cassette import new_run_id
 from .matching import Match
 from .options import Mode, TapeKeywords, TapeOptions, latency_factor
-from .record import Decision, Record
+from .record import Decision, Record, Unkeyed
 from .recorder import Recorder
 from .redact import Redactor, RedactRules
 from .replay import Replay
@@ -279,7 +279,7 @@ class Tape(TapeCalls, DeprecatedTapeMethods):
         payload: Any,
         *,
         finite: bool = False,
-        unkeyed: Mapping[str, Any] | None = None,
+        unkeyed: Unkeyed = None,
     ) -> Decision:
         """Canonicalize, redact and key a boundary input.
 

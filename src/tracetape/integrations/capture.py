@@ -26,6 +26,7 @@ from ..errors import CassetteError, ReplayMiss, TapeError, TapeWarning
 from ..record import RAISED, Decision, Record, raised_record, reraise
 from ..tape import Effect, Tape
 from .framing import framing_for
+from .install import install, uninstall
 from .keying import Keyed, model_route
 from .providers import providers
 from .state import http_tape, resolve_tape, state_of
@@ -336,6 +337,24 @@ def flush_pending(tape: Tape) -> int:
     for capture in pending:
         capture.abandon()
     return len(pending)
+
+
+@contextlib.contextmanager
+def hooked(tape: Tape, level: str = "sdk") -> Iterator[Tape]:
+    """``tape`` bound in this context with the hooks of ``level`` installed (``install``)
+    for the block; on exit, what it left half read is recorded (``flush_pending``)."""
+    token = tape.bind()
+    install(level)
+    tape.hooks += 1
+    try:
+        yield tape
+    finally:
+        tape.hooks -= 1
+        try:
+            flush_pending(tape)
+        finally:
+            uninstall(level)
+            tape.unbind(token)
 
 
 # -- replaying -------------------------------------------------------------------------------------

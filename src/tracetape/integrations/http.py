@@ -41,10 +41,19 @@ from typing import Any
 
 from ..record import Record
 from ..tape import Tape
-from .capture import Capture, capture_var, flush_pending, out_content, passing, rebuilt, taker
+from .capture import (
+    Capture,
+    capture_var,
+    flush_pending,
+    hooked,
+    out_content,
+    passing,
+    rebuilt,
+    taker,
+)
 from .flow import Beyond, Headers, Out, Parts, Taker, aexchange, exchange
 from .framing import content_type_of, framing_of
-from .install import install, patch_attr, uninstall
+from .install import patch_attr
 from .state import http_tape
 
 __all__ = [
@@ -364,16 +373,8 @@ def patch_http(tape: Tape) -> Iterator[Tape]:
         ...     pass  # any httpx2.Client(...).get(...) is taped here
     """
     token = http_tape.set(tape)
-    current = tape.bind()
-    install("http")
-    tape.hooks += 1
     try:
-        yield tape
+        with hooked(tape, "http"):
+            yield tape
     finally:
-        tape.hooks -= 1
-        try:
-            flush_pending(tape)
-        finally:
-            uninstall("http")
-            tape.unbind(current)
-            http_tape.reset(token)
+        http_tape.reset(token)

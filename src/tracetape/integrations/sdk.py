@@ -22,7 +22,7 @@ import contextlib
 from collections.abc import Iterator
 
 from ..tape import Tape
-from .capture import flush_pending
+from .capture import flush_pending, hooked
 from .install import install, uninstall
 from .install import unpatch_all as _unpatch_all
 from .keying import current_keys
@@ -52,19 +52,9 @@ def patch_sdks(tape: Tape) -> Iterator[Tape]:
         >>> with tape, tracetape.patch_sdks(tape):
         ...     pass  # openai.OpenAI().chat.completions.create(...) is taped here
     """
-    token = tape.bind()
-    install()
-    tape.hooks += 1
-    try:
+    with hooked(tape):
         adopt(tape)
         yield tape
-    finally:
-        tape.hooks -= 1
-        try:
-            flush_pending(tape)
-        finally:
-            uninstall()
-            tape.unbind(token)
 
 
 class Patch:
