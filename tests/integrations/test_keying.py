@@ -14,6 +14,8 @@ import openai
 import pytest
 from click.testing import CliRunner
 from fakeserver import FakeServer
+from hypothesis import given
+from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionMessage
 
 import tracetape
@@ -21,7 +23,13 @@ from tracetape import Tape, read_cassette
 from tracetape.canonical import canonical_json, key_of
 from tracetape.cli import main
 from tracetape.formats.cassette import KEYS_VERSION
-from tracetape.integrations.keying import clean_url, migrate_noise, model_decision
+from tracetape.integrations.keying import (
+    clean_url,
+    llm_payload,
+    migrate_noise,
+    model_decision,
+    unkeyed,
+)
 from tracetape.integrations.providers import match_route
 from tracetape.integrations.proxied import listen, serving
 from tracetape.integrations.proxy import ProxyApp
@@ -243,3 +251,46 @@ def test_unkeyed_fields_are_redacted_like_any_other(tmp_path: Path) -> None:
         tape.record(decision.decision, {"status": 200, "body": {}})
     text = (tmp_path / "t.jsonl").read_text()
     assert secret not in text and '"unkeyed":{"metadata":{"note":"key ' in text
+
+
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.text("ab ", max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=2) | st.dictionaries(st.text("xy", max_size=2), inner, max_size=2)
+    ),
+    max_leaves=4,
+)
+_FIELDS = ["model", "temperature", "user", "metadata", "store", "keep_alive", "prompt_cache_key"]
+_ROUTES = {
+    "openai.chat.completions": "/v1/chat/completions",
+    "openai.responses": "/v1/responses",
+    "anthropic.messages": "/v1/messages",
+    "ollama.chat": "/api/chat",
+}
+
+
+@given(
+    api=st.sampled_from(sorted(_ROUTES)),
+    fields=st.dictionaries(st.sampled_from([*_FIELDS, "safety_identifier", "labels"]), _VALUES),
+    keep=st.sets(st.sampled_from(["user", "metadata", "store"]), max_size=2),
+    other=_VALUES,
+)
+def test_a_migrated_record_keys_and_stores_as_a_fresh_decision_and_noise_never_keys(
+    api: str, fields: dict[str, Any], keep: set[str], other: Any
+) -> None:
+    """For any body: the key of its payload does not move with its noise's values, and a
+    record keyed before (its noise in ``params``), migrated, has the fresh decision's key and
+    stored input, under any ``keep``."""
+    match = match_route("POST", "h", _ROUTES[api])
+    assert match is not None and match.api == api
+    body = {**fields, "messages": [{"role": "user", "content": "hi"}]}
+    payload = llm_payload(match, body, 1, keep)
+    noise = unkeyed(match, body, keep)
+    key = key_of("llm", canonical_json(payload))
+    moved = {**body, **{k: other for k in noise or {}}}
+    assert key_of("llm", canonical_json(llm_payload(match, moved, 1, keep))) == key
+    old = llm_payload(match, body, 1, match.provider.noise)  # everything in params, as keys 3
+    rec = Record(kind="llm", key=key_of("llm", canonical_json(old)), api=api, input=old)
+    new = migrate_noise([rec], MatchRules(keep=sorted(keep)))[0]
+    assert new.key == key
+    assert new.input == ({**payload, "unkeyed": noise} if noise else old)
