@@ -767,3 +767,19 @@ def test_a_model_answers_digest_is_what_it_says(as_texts: bool) -> None:
     assert "model-drift" in same["counts"] and same["counts"]["model-drift"] == 1
     other = diffed(run("a", "chatcmpl-1", "Pack."), run("b", "chatcmpl-1", "Stay."))
     assert (other["origin"]["call"], other["origin"]["cause"]) == (1, "model")
+
+
+def test_what_was_never_keyed_is_no_part_of_a_calls_arguments() -> None:
+    """A store's texts (read by DuckDB) and a list of records (read in Python) give a model
+    call the same arguments: its input without ``step`` and ``unkeyed``, so two sessions
+    whose noise differs call alike."""
+    base = {"messages": [{"role": "user", "content": "hi"}], "params": {"model": "m"}, "step": 1}
+    records = [
+        Record(kind="llm", run="r", name="m", input={**base, "unkeyed": {"user": user}}, out=1)
+        for user in ("u-1", "u-2")
+    ]
+    with Calls(AnalysisConfig()) as calls:
+        load_records(calls, RecordTexts([msgspec.json.encode(r) for r in records]), "s")
+        load_records(calls, records, "p")
+        args = [json.loads(a) for (a,) in calls.rows("SELECT args FROM calls0 ORDER BY rowid")]
+    assert args == [{k: v for k, v in base.items() if k != "step"}] * 4
