@@ -5,6 +5,7 @@ and no key, and missing on a changed prompt with the diagnosis in the answer."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import anthropic
 import openai
 import pytest
 from fakeserver import FakeServer
+from h2_front import H2Front, self_signed
 from sdk_agents import anthropic_agent, openai_agent
 
 import tracetape
@@ -222,3 +224,98 @@ def test_clients_in_parallel_record_and_replay(
         assert run_all(url, "none") == live
     tape.close()
     assert not tape.unplayed
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_an_http2_upstream_over_tls_records_the_cassette_http11_records(
+    tmp_path: Path, server: FakeServer, proxy_of: Any, stream: bool, monkeypatch: Any
+) -> None:
+    """The proxy reaches an upstream that offers HTTP/2 (ALPN over TLS) in HTTP/2, trusting
+    the certificate ``SSL_CERT_FILE`` names; the answers, streamed ones included, and the
+    cassette are the same as through HTTP/1.1."""
+    cert, key = self_signed(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    front = H2Front(server.base_url, cert, key).start()
+    try:
+        with proxy_of(tape := Tape(tmp_path / "h2.jsonl", mode="record"), front.url) as url:
+            through_h2 = openai_agent(_openai(url), "sum 1 to 3", stream=stream)
+        tape.close()
+    finally:
+        front.stop()
+    assert front.protocols == ["h2"], "one connection, in HTTP/2"
+    with proxy_of(tape := Tape(tmp_path / "h1.jsonl", mode="record"), server.base_url) as url:
+        through_h1 = openai_agent(_openai(url), "sum 1 to 3", stream=stream)
+    tape.close()
+    assert through_h2 == through_h1
+
+    def taped(name: str) -> list[tuple[Any, ...]]:
+        records = read_cassette(tmp_path / name).records
+        return [(r.kind, r.key, r.step, r.input, r.out) for r in records]
+
+    assert len(taped("h2.jsonl")) == 4 and taped("h2.jsonl") == taped("h1.jsonl")
+
+
+def test_an_anthropic_route_beyond_messages_goes_to_anthropic(
+    tmp_path: Path, proxy_of: Any
+) -> None:
+    """``/v1/messages/count_tokens`` (Claude Code may ask it) is no model route: asked by an
+    Anthropic client (``anthropic-version``) it goes to Anthropic's upstream, not to OpenAI's
+    by the ``/v1`` fallback, and is taped as a plain HTTP decision that replays offline."""
+    anthropic_up, openai_up = FakeServer(), FakeServer()
+    anthropic_up.start()
+    openai_up.start()
+    path = tmp_path / "run.jsonl"
+    upstreams = parse_upstreams(
+        [f"anthropic={anthropic_up.base_url}", f"openai={openai_up.base_url}"]
+    )
+    body = {"model": "claude-test", "messages": [{"role": "user", "content": "count me"}]}
+    try:
+        with serving(
+            ProxyApp(tape := Tape(path, mode="record"), upstreams=upstreams), listen("127.0.0.1", 0)
+        ) as url:
+            client = anthropic.Anthropic(base_url=url, api_key=KEY, max_retries=0)
+            with pytest.raises(anthropic.NotFoundError):  # the fake has no count_tokens
+                client.messages.count_tokens(**body)
+        tape.close()
+    finally:
+        anthropic_up.stop()
+        openai_up.stop()
+    assert [r["path"] for r in anthropic_up.requests] == ["/v1/messages/count_tokens"]
+    assert openai_up.requests == []
+    (record,) = read_cassette(path).records
+    assert record.kind == "http" and KEY not in path.read_text()
+    with serving(
+        ProxyApp(tape := Tape(path, mode="replay"), upstreams=upstreams), listen("127.0.0.1", 0)
+    ) as url:
+        client = anthropic.Anthropic(base_url=url, api_key="none", max_retries=0)
+        with pytest.raises(anthropic.NotFoundError, match="not found"):
+            client.messages.count_tokens(**body)
+    tape.close()
+    with Tape(tmp_path / "other.jsonl", mode="record") as other:
+        app = ProxyApp(other)
+    assert app.route("/v1/models", {"anthropic-version": "2023-06-01"}) == (
+        "anthropic",
+        "/v1/models",
+    )
+    assert app.route("/v1/models", {}) == ("openai", "/v1/models")
+
+
+def test_a_websocket_upgrade_is_refused_with_a_404_saying_why(
+    tmp_path: Path, proxy_of: Any
+) -> None:
+    """The proxy speaks HTTP: a WebSocket upgrade (Codex tries the Responses API's first) is
+    answered 404 with a one-line reason, on which Codex falls back to HTTP."""
+    with proxy_of(tape := Tape(tmp_path / "run.jsonl", mode="record")) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(
+                b"GET /v1/responses HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+            )
+            answer = b""
+            while b"WebSocket" not in answer and (chunk := sock.recv(4096)):
+                answer += chunk
+    tape.close()
+    assert answer.startswith(b"HTTP/1.1 404")
+    assert b"/v1/responses is served over HTTP, not WebSocket" in answer

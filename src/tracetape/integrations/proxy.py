@@ -15,7 +15,10 @@ Where a request goes: a path under a provider's name (``/anthropic/v1/messages``
 ``/groq/openai/v1/chat/completions``) goes to that provider; any other path goes to the
 provider whose model route it is (``/v1/messages`` is Anthropic's, ``/v1/chat/completions``
 OpenAI's), a model route's path without its version to that route (``/messages``, which the
-Vercel AI SDK's Anthropic provider asks), and the rest of ``/v1`` to OpenAI.
+Vercel AI SDK's Anthropic provider asks), a request that carries ``anthropic-version`` (every
+Anthropic client sends it) to Anthropic (``/v1/messages/count_tokens``, ``/v1/models``: taped
+as plain HTTP decisions), and the rest of ``/v1`` to OpenAI. The proxy speaks HTTP, not
+WebSocket: an upgrade is refused with a 404 (Codex then falls back to HTTP).
 
 A miss is answered 400 in the provider's error shape (SDKs retry 408, 409, 429 and 5xx; coding
 CLIs show a 400), its message the miss's diagnosis; the proxy also prints it and keeps serving
@@ -23,7 +26,9 @@ CLIs show a 400), its message the miss's diagnosis; the proxy also prints it and
 answers a 404, an upstream that cannot be reached a 502: a one-line reason each, never a crash.
 
 Engine: a plain ASGI app (``ProxyApp``) served by uvicorn, the upstream reached with httpx's
-async client (HTTP/2 where the upstream offers it), both of the ``server`` extra.
+async client (HTTP/2 where the upstream offers it by ALPN over TLS, else HTTP/1.1), both of the
+``server`` extra. The upstream's certificate is checked against certifi's roots, or the file
+``SSL_CERT_FILE`` names (the folder ``SSL_CERT_DIR`` names), as httpx reads them.
 """
 
 from __future__ import annotations
@@ -226,8 +231,9 @@ class ProxyApp:
     def __post_init__(self) -> None:
         current_keys(self.tape)  # a cassette keyed before today's keys replays as the hooks'
 
-    def route(self, path: str) -> tuple[str, str] | None:
-        """The provider a path goes to, and the path it has upstream."""
+    def route(self, path: str, headers: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+        """The provider a path goes to, and the path it has upstream (``headers``, lower-cased
+        names, decide a path of no model route: ``anthropic-version`` is Anthropic's)."""
         first, _, rest = path.lstrip("/").partition("/")
         if first in self.upstreams:
             return first, "/" + rest
@@ -239,6 +245,9 @@ class ProxyApp:
         match = match_route("POST", "", "/v1" + path)
         if match is not None:
             return match.provider.name, "/v1" + path
+        # a route beyond the model's (count_tokens, models, batches) of an Anthropic client
+        if headers and "anthropic-version" in headers and "anthropic" in self.upstreams:
+            return "anthropic", path
         if path.startswith("/v1/") or path == "/v1":
             return "openai", path
         return None
@@ -247,10 +256,26 @@ class ProxyApp:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return
+        if scope["type"] == "websocket":
+            await self._no_websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             return
         answer = await self._answer(scope, receive)
         await self._send(answer, send)
+
+    async def _no_websocket(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Refuse a WebSocket upgrade with a 404 saying why (Codex's Responses WebSocket: it
+        falls back to HTTP), or close it where the server cannot answer it in HTTP."""
+        await receive()  # websocket.connect
+        if "websocket.http.response" not in scope.get("extensions", {}):
+            await send({"type": "websocket.close", "code": 1003})
+            return
+        message = f"tracetape proxy: {scope['path']} is served over HTTP, not WebSocket"
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "websocket.http.response.start", "status": 404, "headers": headers})
+        body = _error_body("openai", 404, message, "not_found")
+        await send({"type": "websocket.http.response.body", "body": body})
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         while True:
@@ -299,7 +324,7 @@ class ProxyApp:
                 )
         body = b"".join(parts)
         path = scope["path"]
-        routed = self.route(path)
+        routed = self.route(path, headers)
         if routed is None:
             return self._refused(
                 404,
