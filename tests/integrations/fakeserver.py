@@ -6,7 +6,9 @@ for ``/v1/chat/completions``, ``/v1/responses``, ``/v1/completions``, ``/v1/embe
 Anthropic's ``/v1/messages``. Every request (path, headers, body) is kept in ``requests``.
 
 A Messages request offering a ``Bash`` tool and no ``add`` (Claude Code's) has each addition
-done by the shell instead: ``echo $((A + B))``, its result read from the tool's output.
+done by the shell instead: ``echo $((A + B))``, its result read from the tool's output; so has
+a Responses request offering ``exec_command`` and no ``add`` (Codex's), its task read from any
+of its user messages (Codex sends its environment first).
 """
 
 from __future__ import annotations
@@ -40,10 +42,26 @@ def _task_of(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+def shell_number(text: str) -> int:
+    """The number a shell printed, from a coding agent's tool output (what follows its
+    ``Output:`` line where it has one: Codex and Gemini CLI put the exit code and timing
+    first or after)."""
+    return _number_in(text.split("Output:", 1)[-1])
+
+
 def plan_responses(items: list[dict[str, Any]]) -> tuple[str, Any]:
     """The Responses API twin of ``plan_openai``: tool results are ``function_call_output``."""
-    n = _task_n(_task_of([i for i in items if i.get("type", "message") == "message"]))
-    results = [int(i["output"]) for i in items if i.get("type") == "function_call_output"]
+    users = [
+        _text_of(i.get("content"))
+        for i in items
+        if i.get("type", "message") == "message" and i.get("role", "user") == "user"
+    ]
+    n = _task_n(" ".join(users))
+    results = [
+        shell_number(_text_of(i["output"]))
+        for i in items
+        if i.get("type") == "function_call_output"
+    ]
     total = results[-1] if results else 0
     if len(results) < n:
         return "tool", {"a": total, "b": len(results) + 1}
@@ -534,11 +552,18 @@ class FakeServer(Served):
                 kind, value = plan_responses(items)
                 step = len(items)
                 if kind == "tool":
+                    name = "add"
+                    tools = {tool.get("name") for tool in body["tools"]}
+                    if "exec_command" in tools and "add" not in tools:  # a coding agent's shell
+                        name, value = (
+                            "exec_command",
+                            {"cmd": f"echo $(({value['a']} + {value['b']}))"},
+                        )
                     item: dict[str, Any] = {
                         "type": "function_call",
                         "id": f"fc_{step}",
                         "call_id": f"call_{step}",
-                        "name": "add",
+                        "name": name,
                         "arguments": json.dumps(value),
                         "status": "completed",
                     }

@@ -1,9 +1,10 @@
 """Real clients through ``tracetape run --proxy``: the agents of ``tests/node/agents`` (the
 official ``openai`` and ``@anthropic-ai/sdk`` packages, the Vercel AI SDK over
-``@ai-sdk/openai`` and ``@ai-sdk/anthropic``, ``@google/genai``) and Claude Code find the
-proxy by the variables it sets, record against the local fakes, replay with the fakes stopped
-and no key in their environment, and miss on a one-word edit of the prompt: the diagnosis
-reaches the program as its client's error, and the run exits 3.
+``@ai-sdk/openai`` and ``@ai-sdk/anthropic``, ``@google/genai``) and the coding-agent CLIs
+(Claude Code, Codex, Gemini CLI) find the proxy by the variables it sets, record against
+the local fakes, replay with the fakes stopped and no key in their environment, and miss on a
+one-word edit of the prompt: the diagnosis reaches the program as its client's error, and the
+run exits 3.
 
 They need Node.js 20 or later and ``npm ci`` in tests/node (``make test`` runs it); without
 them they skip, saying why, except under CI, where they fail. ``make test`` runs the openai
@@ -269,3 +270,197 @@ def test_claude_code_records_a_session_with_tool_use_replays_offline_and_misses(
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert _result(replayed)["result"] == live["result"]
     assert "replayed 3 of 3 recorded decision(s)" in replayed.stderr
+
+
+# Codex's documented switches that keep `codex exec` to the model's API: no analytics (it
+# reached chatgpt.com), no plugin marketplace (api.github.com), no update check; and a model
+# provider of its own, the Responses API over HTTP (the built-in one tries a Responses
+# WebSocket first, which the proxy refuses, and falls back to HTTP after five retries).
+CODEX_OFFLINE = [
+    "-c", "analytics.enabled=false", "-c", "check_for_update_on_startup=false",
+    "--disable", "plugins",
+]  # fmt: skip
+CODEX_PROVIDER = (
+    '{name="tracetape", base_url="$OPENAI_BASE_URL", env_key="OPENAI_API_KEY", '
+    'wire_api="responses", supports_websockets=false}'
+)
+CODEX_SH = (
+    'exec "$0" exec -c model_provider=tracetape -c "model_providers.tracetape='
+    + CODEX_PROVIDER.replace('"', '\\"')
+    + '" "$@" </dev/null'
+)
+# docs/proxy.md's rules for Codex: per-run ids in every input item and in client_metadata,
+# turn times beside each item, the date in its environment message, an id and a wall time
+# in each command's output
+CODEX_RULES = """[tool.tracetape.match]
+ignore = [
+  "client_metadata", "messages[*].id", "messages[*].internal_chat_message_metadata_passthrough",
+]
+mask = [
+  "re:<current_date>[0-9-]+</current_date>", "re:Chunk ID: [0-9a-f]+",
+  "re:Wall time: [0-9.]+ seconds",
+]
+"""
+
+
+@pytest.fixture(scope="module")
+def codex(node: str) -> str:
+    """Codex's ``codex`` (the native binary of @openai/codex, through its Node launcher)."""
+    found = NODE_DIR / "node_modules" / ".bin" / "codex"
+    done = subprocess.run(
+        [str(found), "--version"], capture_output=True, text=True, timeout=60, check=False
+    )
+    if done.returncode != 0:
+        skip_or_fail(f"tests/node's codex does not run here: {done.stdout}{done.stderr}".strip())
+    return str(found)
+
+
+def _codex(
+    codex: str, tmp_path: Path, task: str, *args: str, key: str
+) -> subprocess.CompletedProcess[str]:
+    """``codex exec TASK`` under ``tracetape run --proxy`` in ``tmp_path``: a shell puts the
+    proxy's address (``OPENAI_BASE_URL``, set by tracetape run) in Codex's provider."""
+    home = tmp_path / "home"
+    (home / ".codex").mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in _env().items() if not k.startswith("CODEX")}
+    env.update(HOME=str(home), CODEX_HOME=str(home / ".codex"), OPENAI_API_KEY=key)
+    return subprocess.run(
+        [TRACETAPE, "run", "--proxy", "--tape", "run.jsonl", *args, "--", "sh", "-c", CODEX_SH,
+         codex, "--skip-git-repo-check", "--ephemeral", "-m", "gpt-4.1-mini",
+         "-s", "danger-full-access", *CODEX_OFFLINE, task],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_codex_records_a_session_with_tool_use_replays_offline_and_misses(
+    tmp_path: Path, codex: str, fakes: tuple[FakeServer, FakeGemini]
+) -> None:
+    """``codex exec`` runs a shell command for each addition through the proxy (the
+    Responses API, streamed); the session replays with no upstream and a placeholder key
+    under the documented rules, and an edited prompt is a miss Codex shows at once, with
+    exit 3."""
+    server = fakes[0]
+    (tmp_path / "pyproject.toml").write_text(CODEX_RULES)
+    recorded = _codex(
+        codex, tmp_path, "Please sum 1 to 2.", "--mode", "record",
+        "--upstream", f"openai={server.base_url}", key=KEYS["OPENAI_API_KEY"],
+    )  # fmt: skip
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    assert recorded.stdout.strip().splitlines()[-1] == "The total is 3."
+    outputs = [
+        item["output"]
+        for item in server.requests[-1]["body"]["input"]
+        if item.get("type") == "function_call_output"
+    ]
+    assert len(outputs) == 2 and outputs[-1].rstrip().endswith("3"), "the shell did the sums"
+    assert [r.step for r in read_cassette(tmp_path / "run.jsonl").records] == [1, 2, 3]
+    assert KEYS["OPENAI_API_KEY"] not in (tmp_path / "run.jsonl").read_text()
+    server.stop()
+
+    replayed = _codex(codex, tmp_path, "Please sum 1 to 2.", key="placeholder")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert replayed.stdout.strip().splitlines()[-1] == "The total is 3."
+    assert "replayed 3 of 3 recorded decision(s)" in replayed.stderr
+
+    missed = _codex(codex, tmp_path, "Kindly sum 1 to 2.", key="placeholder")
+    assert missed.returncode == 3, missed.stdout + missed.stderr
+    shown = 'ERROR: {"error": {"message": "tracetape replay miss'
+    assert shown in missed.stderr, "Codex shows the diagnosis"
+    assert "messages[3].content[0].text" in missed.stderr and "Kindly" in missed.stderr
+    assert missed.stderr.count("tracetape proxy: replay miss at POST") == 1, "no retry"
+
+
+# Gemini CLI's settings (a file in its home): the API-key auth, and no usage statistics,
+# telemetry or auto-update; --skip-trust stands for trusting the folder interactively
+GEMINI_SETTINGS = {
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+}
+# docs/proxy.md's rules for Gemini CLI: the ids it gives function calls hold the time in
+# milliseconds, its first message the date, each command's output its process group
+GEMINI_RULES = """[tool.tracetape.match]
+mask = ["unix-time", "re:Today's date is [^(]+", "re:Process Group PGID: [0-9]+"]
+"""
+
+
+@pytest.fixture(scope="module")
+def gemini_cli(node: str) -> str:
+    """Gemini CLI's ``gemini`` (@google/gemini-cli, one bundled script)."""
+    found = NODE_DIR / "node_modules" / ".bin" / "gemini"
+    done = subprocess.run(
+        [str(found), "--version"], capture_output=True, text=True, timeout=60, check=False
+    )
+    if done.returncode != 0:
+        skip_or_fail(f"tests/node's gemini does not run here: {done.stdout}{done.stderr}".strip())
+    return str(found)
+
+
+def _gemini(
+    gemini: str, tmp_path: Path, task: str, *args: str, key: str
+) -> subprocess.CompletedProcess[str]:
+    """``gemini -p TASK`` under ``tracetape run --proxy`` in a folder of its own (its first
+    message lists the folder's files: the cassette and its home are kept out), its settings
+    in its home."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    (home / ".gemini").mkdir(parents=True, exist_ok=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps(GEMINI_SETTINGS))
+    work.mkdir(exist_ok=True)
+    (work / "pyproject.toml").write_text(GEMINI_RULES)
+    env = _env(HOME=str(home), GEMINI_API_KEY=key)
+    return subprocess.run(
+        [TRACETAPE, "run", "--proxy", "--tape", str(tmp_path / "run.jsonl"), *args, "--",
+         gemini, "--skip-trust", "-p", task, "--output-format", "json",
+         "-m", "gemini-2.5-flash", "--approval-mode", "yolo"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=180,
+        check=False, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _gemini_result(printed: str) -> dict[str, Any]:
+    """Gemini CLI's JSON result (``--output-format json``) among what it printed: on stdout,
+    or on stderr when it ends in an error."""
+    start = printed.find('{\n  "session_id"')
+    assert start >= 0, f"gemini printed no result:\n{printed}"
+    return dict(json.JSONDecoder().raw_decode(printed[start:])[0])
+
+
+@pytest.mark.slow
+def test_gemini_cli_records_a_session_with_tool_use_replays_offline_and_misses(
+    tmp_path: Path, gemini_cli: str, fakes: tuple[FakeServer, FakeGemini]
+) -> None:
+    """``gemini -p`` runs its shell tool for each addition through the proxy
+    (streamGenerateContent); the session replays with no upstream and a placeholder key under
+    the documented rules, and an edited prompt is a miss whose diagnosis is its result's
+    error, with exit 3."""
+    gemini = fakes[1]
+    recorded = _gemini(
+        gemini_cli, tmp_path, "Please sum 1 to 2.", "--mode", "record",
+        "--upstream", f"gemini={gemini.base_url}", key=KEYS["GEMINI_API_KEY"],
+    )  # fmt: skip
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    assert _gemini_result(recorded.stdout)["response"] == "The total is 3."
+    outputs = [
+        part["functionResponse"]["response"]["output"]
+        for content in gemini.requests[-1]["body"]["contents"]
+        for part in content["parts"]
+        if "functionResponse" in part
+    ]
+    assert len(outputs) == 2 and "Output: 3" in outputs[-1], "the shell did the sums"
+    assert [r.step for r in read_cassette(tmp_path / "run.jsonl").records] == [1, 2, 3]
+    assert KEYS["GEMINI_API_KEY"] not in (tmp_path / "run.jsonl").read_text()
+    gemini.stop()
+
+    replayed = _gemini(gemini_cli, tmp_path, "Please sum 1 to 2.", key="placeholder")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert _gemini_result(replayed.stdout)["response"] == "The total is 3."
+    assert "replayed 3 of 3 recorded decision(s)" in replayed.stderr
+
+    missed = _gemini(gemini_cli, tmp_path, "Kindly sum 1 to 2.", key="placeholder")
+    assert missed.returncode == 3, missed.stdout + missed.stderr
+    error = _gemini_result(missed.stderr)["error"]
+    assert error["code"] == 400 and "tracetape replay miss" in error["message"]
+    assert "messages[0].parts[1].text" in error["message"] and "Kindly" in error["message"]
+    assert missed.stderr.count("tracetape proxy: replay miss at POST") == 1, "no retry"

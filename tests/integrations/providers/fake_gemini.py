@@ -12,7 +12,9 @@ number (a ``functionCall`` part with a ``thoughtSignature``), reading each resul
 for byte, or the request gets a 400 (as the real API refuses a lost or altered signature).
 Other tasks: "echo X" answers X (streamed word by word), "show key" quotes the key it was
 sent, "hold X" streams its first word and then waits for ``release`` (an abandoned stream).
-The model "missing" gets a 404. Every request (path, query, headers, body) is kept in
+The model "missing" gets a 404. A request offering ``run_shell_command`` and no ``add``
+(Gemini CLI's) has each addition done by the shell instead: ``expr A + B``, its result
+read from the tool's output. Every request (path, query, headers, body) is kept in
 ``requests``.
 """
 
@@ -24,6 +26,8 @@ import re
 import threading
 from collections.abc import Iterator
 from typing import Any
+
+from fakeserver import shell_number
 
 from .agent_checks import FakeModelServer, Reply, pieces
 
@@ -70,12 +74,19 @@ def plan(contents: list[Any]) -> tuple[str, Any]:
     found = re.search(r"sum 1 to (\d+)", task)
     n = int(found.group(1)) if found else 3
     results = [
-        p["functionResponse"]["response"]["result"] for p in _parts(contents, "functionResponse")
+        _result(p["functionResponse"]["response"]) for p in _parts(contents, "functionResponse")
     ]
     total = results[-1] if results else 0
     if len(results) < n:
         return "call", {"a": total, "b": len(results) + 1}
     return "text", f"The total is {total}."
+
+
+def _result(response: dict[str, Any]) -> int:
+    """A function's result: ``add``'s number, or what a shell printed (``output``)."""
+    if "result" in response:
+        return int(response["result"])
+    return shell_number(str(response.get("output", "")))
 
 
 class FakeGemini(FakeModelServer):
@@ -107,12 +118,18 @@ class FakeGemini(FakeModelServer):
             kind, value = "text", f"you sent {key}"
         step = 1 + sum(1 for c in contents if c.get("role") == "model")
         if kind == "call":
-            parts = [
-                {
-                    "functionCall": {"name": "add", "args": value},
-                    "thoughtSignature": signature(step),
-                }
-            ]
+            call = {"name": "add", "args": value}
+            tools = {
+                declaration.get("name")
+                for tool in body.get("tools") or ()
+                for declaration in tool.get("functionDeclarations") or ()
+            }
+            if "run_shell_command" in tools and "add" not in tools:  # a coding agent's shell
+                # Gemini CLI refuses a command substitution: expr, not echo $((…))
+                command = f"expr {value['a']} + {value['b']}"
+                args = {"command": command, "description": "Add two numbers"}
+                call = {"name": "run_shell_command", "args": args}
+            parts = [{"functionCall": call, "thoughtSignature": signature(step)}]
         else:
             parts = [{"text": piece} for piece in pieces(value)]
         if method == "generateContent":
