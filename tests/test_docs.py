@@ -64,8 +64,8 @@ def test_the_readme_starts_with_the_two_command_quick_start() -> None:
 
 def test_the_readme_is_where_users_start() -> None:
     """The README stays short: what tracetape is, install, the quick starts (``tracetape run``,
-    the pytest plugin, diff two runs), what it promises and where that stops, and where to go
-    next, each link to an existing page and heading of docs/."""
+    the pytest plugin, diff two runs), the clients it works with, what it promises and where
+    that stops, and where to go next, each link to an existing page and heading of docs/."""
     text = README.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 250
     sections = HEADING.findall(re.sub(r"```.*?```", "", text, flags=re.S))
@@ -76,6 +76,7 @@ def test_the_readme_is_where_users_start() -> None:
         "Tape your own program: `tracetape run`",
         "Tape your tests: the pytest plugin",
         "Diff two runs",
+        "Works with",
         "What it promises, and where that stops",
         "Where to go next",
     ]
