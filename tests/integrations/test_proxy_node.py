@@ -289,13 +289,11 @@ CODEX_SH = (
     + CODEX_PROVIDER.replace('"', '\\"')
     + '" "$@" </dev/null'
 )
-# docs/proxy.md's rules for Codex: per-run ids in every input item and in client_metadata,
-# turn times beside each item, the date in its environment message, an id and a wall time
-# in each command's output
+# docs/proxy.md's rules for Codex: per-run ids in every input item (those in client_metadata
+# are OpenAI's noise: unkeyed), turn times beside each item, the date in its environment
+# message, an id and a wall time in each command's output
 CODEX_RULES = """[tool.tracetape.match]
-ignore = [
-  "client_metadata", "messages[*].id", "messages[*].internal_chat_message_metadata_passthrough",
-]
+ignore = ["messages[*].id", "messages[*].internal_chat_message_metadata_passthrough"]
 mask = [
   "re:<current_date>[0-9-]+</current_date>", "re:Chunk ID: [0-9a-f]+",
   "re:Wall time: [0-9.]+ seconds",

@@ -218,6 +218,7 @@ NOISE = frozenset(
         "prompt_cache_key",
         "prompt_cache_retention",
         "safety_identifier",
+        "client_metadata",  # Codex: its session, thread and turn ids
     }
 )
 
