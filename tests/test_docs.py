@@ -76,7 +76,7 @@ def test_the_readme_is_where_users_start() -> None:
         "Tape your own program: `tracetape run`",
         "Tape your tests: the pytest plugin",
         "Diff two runs",
-        "Works with",
+        "Any language: the proxy",
         "What it promises, and where that stops",
         "Where to go next",
     ]
