@@ -16,6 +16,7 @@ This module imports nothing of tracetape's.
 from __future__ import annotations
 
 import builtins
+import functools
 import importlib
 import json
 import re
@@ -93,20 +94,27 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=
     line: Count = 0
 
 
-# A record from its JSON text (``msgspec.json.encode``'s, as a store keeps it).
-decode_record = msgspec.json.Decoder(Record).decode
+@functools.cache
+def _decoder() -> msgspec.json.Decoder[Record]:
+    return msgspec.json.Decoder(Record)
+
+
+def decode_record(text: bytes | str) -> Record:
+    """A record from its JSON text (``msgspec.json.encode``'s, as a store keeps it). The
+    decoder is built on first use: every process that starts pays for what it imports."""
+    return _decoder().decode(text)
+
 
 _PROBLEM = re.compile(r"(?P<what>.*?)(?: - at `\$\[(?P<index>\d+)\](?P<rest>[^`]*)`)?")
-# The record's fields as an array (``astuple``), typed alike: converting a tuple checks every
-# field in about half the time a mapping takes.
-_TYPED: Any = msgspec.defstruct(
-    "_TypedRecord",
-    [
-        (name, get_type_hints(Record, include_extras=True)[name])
-        for name in Record.__struct_fields__
-    ],
-    array_like=True,
-)
+
+
+@functools.cache
+def _typed() -> Any:
+    """The record's fields as an array (``astuple``), typed alike: converting a tuple checks
+    every field in about half the time a mapping takes (built on first use)."""
+    hints = get_type_hints(Record, include_extras=True)
+    fields = [(name, hints[name]) for name in Record.__struct_fields__]
+    return msgspec.defstruct("_TypedRecord", fields, array_like=True)
 
 
 def record_problem(rec: Record) -> tuple[str, str] | None:
@@ -123,7 +131,7 @@ def record_problem(rec: Record) -> tuple[str, str] | None:
     >>> record_problem(Record(kind="tool", usage={"input": 3}, ms=12))
     """
     try:
-        msgspec.convert(msgspec.structs.astuple(rec), _TYPED)
+        msgspec.convert(msgspec.structs.astuple(rec), _typed())
     except msgspec.ValidationError as exc:
         found = _PROBLEM.fullmatch(str(exc))
         path, what = "", str(exc)
