@@ -39,7 +39,7 @@ import importlib
 import pkgutil
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 from urllib.parse import unquote
 
@@ -111,10 +111,11 @@ class Route:
     path: str
     conversation: str | None = None
     method: str = "POST"
-    pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "pattern", re.compile(f"(?:{self.path})/?$"))
+    @functools.cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """``path`` compiled, on first use: every process that patches reads the table."""
+        return re.compile(f"(?:{self.path})/?$")
 
     def match(self, path: str) -> dict[str, str] | None:
         """The URL fields of ``path`` if this route answers it, else None."""
