@@ -5,6 +5,8 @@ and no key, and missing on a changed prompt with the diagnosis in the answer."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -12,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import boto3
+import botocore.exceptions
 import openai
 import pytest
 from fakeserver import FakeServer
@@ -21,7 +25,10 @@ from sdk_agents import anthropic_agent, openai_agent
 import tracetape
 from tracetape import Tape, read_cassette
 from tracetape.integrations.proxied import listen, serving
-from tracetape.integrations.proxy import ProxyApp, parse_upstreams
+from tracetape.integrations.proxy import ProxyApp, client_env, parse_upstreams
+
+from .providers.fake_bedrock import FakeBedrock
+from .providers.test_bedrock import KEY_ID, MODEL, SECRET, TASK, TOKEN, converse_loop
 
 KEY = "sk-proj-proxy0123456789abcdefghijklmnopqr"
 
@@ -319,3 +326,206 @@ def test_a_websocket_upgrade_is_refused_with_a_404_saying_why(
     tape.close()
     assert answer.startswith(b"HTTP/1.1 404")
     assert b"/v1/responses is served over HTTP, not WebSocket" in answer
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    """No AWS setting but a region; ``aws(url, **keys)`` is a boto3 ``bedrock-runtime``
+    client pointed at the proxy at ``url`` by the variable the proxy sets, with ``keys``."""
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+    def client(url: str, **keys: str) -> Any:
+        endpoint = client_env(url)["AWS_ENDPOINT_URL_BEDROCK_RUNTIME"]
+        monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", endpoint)
+        return boto3.session.Session(**keys).client("bedrock-runtime")
+
+    return client
+
+
+AWS_KEYS = {
+    "aws_access_key_id": KEY_ID,
+    "aws_secret_access_key": SECRET,
+    "aws_session_token": TOKEN,
+}
+PLACEHOLDER = {"aws_access_key_id": "placeholder", "aws_secret_access_key": "placeholder"}
+
+
+def _signatures(fake: FakeBedrock) -> set[str]:
+    """The SigV4 signatures of the requests ``fake`` took."""
+    return {re.sub(r".*Signature=", "", _authorization(request)) for request in fake.requests}
+
+
+def _authorization(request: dict[str, Any]) -> str:
+    """The ``Authorization`` header a fake took (the proxy sends header names lower-case)."""
+    return next(v for k, v in request["headers"].items() if k.lower() == "authorization")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["converse", "converse-stream"])
+def test_boto3_bedrock_records_through_the_proxy_replays_and_misses_at_once(
+    tmp_path: Path, bedrock: FakeBedrock, aws: Any, stream: bool
+) -> None:
+    """boto3's ``bedrock-runtime`` client pointed at the proxy by
+    ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME`` records a tool loop against a fake Bedrock (the
+    path's ``/bedrock`` taken off), keeping no credential, key id, session token or
+    signature; replays it with the fake stopped and placeholder credentials; and a changed
+    prompt is a ``ValidationException`` botocore raises at once with the diagnosis (and the
+    proxy serves on)."""
+    path, said = tmp_path / "run.jsonl", []
+    upstreams = parse_upstreams([f"bedrock={bedrock.base_url}"])
+    tape = Tape(path, mode="record")
+    with serving(ProxyApp(tape, upstreams, say=said.append), listen("127.0.0.1", 0)) as url:
+        live = converse_loop(aws(url, **AWS_KEYS), TASK, stream=stream)
+    tape.close()
+    assert live == "The total is 6."
+    records = read_cassette(path).records
+    route = "converse-stream" if stream else "converse"
+    assert [(r.api, r.step) for r in records] == [(f"bedrock.{route}", n) for n in (1, 2, 3, 4)]
+    assert all(r["path"].startswith("/model/arn%3Aaws%3Abedrock%3A") for r in bedrock.requests)
+    secrets = {KEY_ID, SECRET, TOKEN, *_signatures(bedrock)}
+    asked = len(bedrock.requests)
+    bedrock.stop()
+    tape = Tape(path, mode="replay")
+    with serving(ProxyApp(tape, upstreams, say=said.append), listen("127.0.0.1", 0)) as url:
+        with pytest.raises(botocore.exceptions.ClientError) as error:  # retries on: none taken
+            converse_loop(
+                aws(url, **PLACEHOLDER), TASK.replace("carefully", "quickly"), stream=stream
+            )
+        assert converse_loop(aws(url, **PLACEHOLDER), TASK, stream=stream) == live
+    tape.close(failed=True)
+    assert len(bedrock.requests) == asked and len(tape.misses) == 1
+    assert error.value.response["Error"]["Code"] == "ValidationException"
+    message = error.value.response["Error"]["Message"]
+    assert message.startswith("tracetape replay miss") and "messages[0].content[0].text" in message
+    assert "carefully" in message and "quickly" in message
+    printed = "\n".join(said)
+    assert "quickly" in printed
+    for secret in secrets:
+        assert secret not in path.read_text() and secret not in printed
+
+
+def test_a_converse_stream_replays_through_the_proxy_event_for_event(
+    tmp_path: Path, bedrock: FakeBedrock, aws: Any
+) -> None:
+    """A ConverseStream answer (cut across event boundaries by the fake) replays through the
+    proxy as the same AWS event stream: botocore checks both CRCs of every message."""
+    path = tmp_path / "run.jsonl"
+    upstreams = parse_upstreams([f"bedrock={bedrock.base_url}"])
+    messages = [{"role": "user", "content": [{"text": "echo hello there, world"}]}]
+
+    def events(url: str, keys: dict[str, str]) -> list[Any]:
+        client = aws(url, **keys)
+        return list(client.converse_stream(modelId=MODEL, messages=messages)["stream"])
+
+    with serving(
+        ProxyApp(tape := Tape(path, mode="record"), upstreams), listen("127.0.0.1", 0)
+    ) as url:
+        recorded = events(url, AWS_KEYS)
+    tape.close()
+    bedrock.stop()
+    with serving(
+        ProxyApp(tape := Tape(path, mode="replay"), upstreams), listen("127.0.0.1", 0)
+    ) as url:
+        assert events(url, PLACEHOLDER) == recorded
+    tape.close()
+    assert len(recorded) == 7 and recorded[-1]["metadata"]["usage"]["inputTokens"] == 1
+
+
+def test_bedrock_goes_to_the_region_of_the_environment_and_never_with_a_sigv4_signature(
+    tmp_path: Path, aws: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bedrock's host is the region's (``AWS_REGION``, else ``AWS_DEFAULT_REGION``); with no
+    region, recording to it is refused saying what to set. A SigV4-signed request is refused
+    before it is sent to AWS, which would reject a signature made for the proxy's host:
+    botocore raises the one-line reason at once, and nothing is recorded."""
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    path, said = tmp_path / "run.jsonl", []
+    with serving(
+        ProxyApp(tape := Tape(path, mode="record"), say=said.append), listen("127.0.0.1", 0)
+    ) as url:
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")  # the client's, not the proxy's
+        with pytest.raises(botocore.exceptions.ClientError, match="set AWS_REGION"):
+            converse_loop(aws(url, **AWS_KEYS), TASK)
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    app = ProxyApp(tape, say=said.append)
+    assert app.upstreams["bedrock"] == "https://bedrock-runtime.eu-west-3.amazonaws.com"
+    with (
+        serving(app, listen("127.0.0.1", 0)) as url,
+        pytest.raises(botocore.exceptions.ClientError) as error,
+    ):
+        converse_loop(aws(url, **AWS_KEYS), TASK)
+    tape.close()
+    message = error.value.response["Error"]["Message"]
+    assert error.value.response["Error"]["Code"] == "ValidationException"
+    assert "cannot record this request to AWS: a SigV4 signature is bound to the host" in message
+    assert "record in-process (tracetape run without --proxy)" in message
+    assert len(said) == 2 and said[1] == message and "\n" not in message
+    assert read_cassette(path).records == []
+
+
+def test_an_upstream_refusing_the_signature_is_explained(
+    tmp_path: Path, bedrock: FakeBedrock, aws: Any
+) -> None:
+    """An upstream that is not AWS but checks signatures (a gateway) answers 403
+    ``InvalidSignatureException``: the client gets that answer, and the proxy says why."""
+    said: list[str] = []
+    upstreams = parse_upstreams([f"bedrock={bedrock.base_url}"])
+    app = ProxyApp(tape := Tape(tmp_path / "run.jsonl", mode="record"), upstreams, say=said.append)
+    with serving(app, listen("127.0.0.1", 0)) as url:
+        messages = [{"role": "user", "content": [{"text": "echo hi"}]}]
+        with pytest.raises(botocore.exceptions.ClientError) as error:
+            aws(url, **AWS_KEYS).converse(modelId="signed-elsewhere", messages=messages)
+    tape.close()
+    assert error.value.response["Error"]["Code"] == "InvalidSignatureException"
+    assert len(bedrock.requests) == 1, "botocore does not retry a 403"
+    (line,) = said
+    assert "refused the signature: a SigV4 signature is bound to the host" in line
+
+
+def test_a_bedrock_api_key_is_forwarded_and_never_stored(
+    tmp_path: Path, bedrock: FakeBedrock
+) -> None:
+    """A Bedrock API key (``Authorization: Bearer``, bound to no host) goes upstream as the
+    client sent it and is never stored, even where the answer echoes it."""
+    import httpx
+
+    key = "ABSKQmVkcm9ja0FQSUtleS10cmFjZXRhcGUwMTIzNDU2Nzg5"
+    path = tmp_path / "run.jsonl"
+    body = {"messages": [{"role": "user", "content": [{"text": "show header authorization"}]}]}
+    upstreams = parse_upstreams([f"bedrock={bedrock.base_url}"])
+    with serving(
+        ProxyApp(tape := Tape(path, mode="record"), upstreams), listen("127.0.0.1", 0)
+    ) as url:
+        answer = httpx.post(
+            f"{url}/bedrock/model/{MODEL.replace(':', '%3A').replace('/', '%2F')}/converse",
+            json=body,
+            headers={"authorization": f"Bearer {key}"},
+        )
+    tape.close()
+    assert answer.status_code == 200
+    assert _authorization(bedrock.requests[0]) == f"Bearer {key}"
+    assert key not in path.read_text()
+
+
+def test_a_bedrock_cassette_recorded_in_process_replays_through_the_proxy(
+    tmp_path: Path, bedrock: FakeBedrock, aws: Any, no_leftover_patch: None
+) -> None:
+    """What records Bedrock against AWS (the hooks, boto3 signing for AWS's own host) keys as
+    the proxy does: its cassette replays through the proxy with placeholder credentials."""
+    path = tmp_path / "run.jsonl"
+    with Tape(path, mode="record") as tape, tracetape.patch_sdks(tape):
+        client = boto3.session.Session(**AWS_KEYS).client(
+            "bedrock-runtime", endpoint_url=bedrock.base_url
+        )
+        live = converse_loop(client, TASK, stream=True)
+    bedrock.stop()
+    with serving(ProxyApp(tape := Tape(path, mode="replay")), listen("127.0.0.1", 0)) as url:
+        assert converse_loop(aws(url, **PLACEHOLDER), TASK, stream=True) == live
+    with pytest.warns(tracetape.TapeWarning, match="3 recorded decision"):
+        tape.close()
+    # every model call played; the tool calls the hooks taped are the program's, not the proxy's
+    assert [r.kind for r in tape.unplayed] == ["tool"] * 3 and len(tape.records) == 7

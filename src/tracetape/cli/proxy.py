@@ -58,8 +58,8 @@ def proxy(
     upstreams: tuple[str, ...],
     token: str | None,
 ) -> None:
-    """Serve OpenAI, Anthropic, Gemini, Mistral, Cohere, Groq and Ollama's HTTP APIs on
-    HOST:PORT, recording each exchange into the cassette or answering it from there. It
+    """Serve OpenAI, Anthropic, Gemini, Mistral, Cohere, Groq, Ollama and Bedrock's HTTP APIs
+    on HOST:PORT, recording each exchange into the cassette or answering it from there. It
     prints the variables that point each known client at it first, then serves until Ctrl-C.
 
     \b

@@ -18,7 +18,17 @@ OpenAI's), a model route's path without its version to that route (``/messages``
 Vercel AI SDK's Anthropic provider asks), a request that carries ``anthropic-version`` (every
 Anthropic client sends it) to Anthropic (``/v1/messages/count_tokens``, ``/v1/models``: taped
 as plain HTTP decisions), and the rest of ``/v1`` to OpenAI. The proxy speaks HTTP, not
-WebSocket: an upgrade is refused with a 404 (Codex then falls back to HTTP).
+WebSocket: an upgrade is refused with a 404 (Codex then falls back to HTTP). Bedrock's routes
+(``/model/{id}/converse``, at the root or under ``/bedrock``) go to Bedrock, whose host is per
+region: ``bedrock-runtime.{region}.amazonaws.com``, the region from ``AWS_REGION`` or
+``AWS_DEFAULT_REGION`` where the proxy runs (``regional``).
+
+AWS's SigV4 signs the host and path a request was sent to (the proxy's), with a key derived
+from a secret the proxy never sees: such a request cannot be forwarded to AWS, nor signed
+again, so one is refused before it is sent (nothing recorded), saying what records instead. A
+Bedrock API key (``Authorization: Bearer``) is bound to no host and forwards as it is (boto3
+sends one over HTTPS only). An upstream that is not AWS (a gateway, a fake) is sent a signed
+request unchanged; where one answers 403 for the signature, the proxy says why.
 
 A miss is answered 400 in the provider's error shape (SDKs retry 408, 409, 429 and 5xx; coding
 CLIs show a 400), its message the miss's diagnosis; the proxy also prints it and keeps serving
@@ -35,6 +45,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +67,7 @@ __all__ = [
     "ProxyApp",
     "client_env",
     "parse_upstreams",
+    "regional",
 ]
 
 # Where each provider's API lives: the proxy's upstream for it unless ``--upstream`` says.
@@ -67,7 +79,10 @@ UPSTREAMS: dict[str, str] = {
     "cohere": "https://api.cohere.com",
     "groq": "https://api.groq.com",
     "ollama": "http://127.0.0.1:11434",
+    "bedrock": "https://bedrock-runtime.{region}.amazonaws.com",  # ``regional`` fills it in
 }
+# Where AWS SDKs read the region, in their order: the proxy reads it from the same place.
+REGION_ENV = ("AWS_REGION", "AWS_DEFAULT_REGION")
 
 # The variables that point each known client at the proxy, and the path they point at.
 CLIENT_ENV: tuple[tuple[str, str], ...] = (
@@ -76,6 +91,9 @@ CLIENT_ENV: tuple[tuple[str, str], ...] = (
     ("GOOGLE_GEMINI_BASE_URL", "/gemini"),  # Gemini CLI, @google/genai
     ("GROQ_BASE_URL", "/groq"),
     ("CO_API_URL", "/cohere"),
+    # AWS SDKs' endpoint for one service (boto3, @aws-sdk/client-bedrock-runtime); they keep
+    # its path and put the route below it
+    ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "/bedrock"),
     ("OLLAMA_HOST", "/ollama"),
 )
 
@@ -102,6 +120,17 @@ _ANSWER_DROPPED = frozenset({*_HOP, "content-encoding"})
 def client_env(address: str) -> dict[str, str]:
     """The environment that points each known client at the proxy at ``address``."""
     return {name: f"{address}{path}" for name, path in CLIENT_ENV}
+
+
+def regional(url: str, environ: Mapping[str, str] = os.environ) -> str:
+    """``url`` with ``{region}`` filled in from the region ``environ`` sets for AWS SDKs; left
+    as it is where none is set (the proxy then refuses to record to it, saying so).
+
+    >>> regional("https://bedrock-runtime.{region}.amazonaws.com", {"AWS_REGION": "eu-west-3"})
+    'https://bedrock-runtime.eu-west-3.amazonaws.com'
+    """
+    region = next((environ[name] for name in REGION_ENV if environ.get(name)), None)
+    return url if region is None else url.replace("{region}", region.strip())
 
 
 def parse_upstreams(given: Iterable[str]) -> dict[str, str]:
@@ -198,6 +227,34 @@ async def _tapped(response: Any, tap: Tap) -> AsyncIterator[bytes]:
 _ADAPTER = _Adapter()
 
 
+def _error_headers(provider: str, status: int) -> list[tuple[str, str]]:
+    """The headers of an error answer: AWS SDKs read an error's type from
+    ``x-amzn-ErrorType`` (a ``ValidationException`` they neither retry nor hide)."""
+    headers = [("content-type", "application/json"), ("x-should-retry", "false")]
+    if provider == "bedrock":
+        kind = "ValidationException" if status < 500 else "ServiceUnavailableException"
+        headers.append(("x-amzn-errortype", kind))
+    return headers
+
+
+def _signature_refused(response: httpx.Response) -> bool:
+    """Whether an AWS answer says the request's signature did not check out."""
+    kind = response.headers.get("x-amzn-errortype", "").split(":", 1)[0]
+    return response.status_code == 403 and kind in (
+        "InvalidSignatureException",
+        "SignatureDoesNotMatch",
+    )
+
+
+# What records Bedrock where a SigV4 signature cannot travel through the proxy.
+_SIGV4_WAY = (
+    "a SigV4 signature is bound to the host it was made for (this proxy) and the proxy holds "
+    "no key to sign again: record in-process (tracetape run without --proxy) or through an "
+    "upstream that signs with credentials of its own (--upstream bedrock=URL); replay "
+    "through the proxy needs only placeholder credentials"
+)
+
+
 def _error_body(provider: str, status: int, message: str, kind: str) -> bytes:
     """An error in the provider's own shape, which its SDKs read the message of."""
     if provider == "anthropic":
@@ -209,7 +266,7 @@ def _error_body(provider: str, status: int, message: str, kind: str) -> bytes:
         body = {"error": {"code": status, "message": message, "status": "FAILED_PRECONDITION"}}
     elif provider == "ollama":
         body = {"error": message}
-    elif provider == "cohere":
+    elif provider in ("cohere", "bedrock"):
         body = {"message": message}
     else:
         body = {"error": {"message": message, "type": kind, "param": None, "code": kind}}
@@ -230,6 +287,7 @@ class ProxyApp:
 
     def __post_init__(self) -> None:
         current_keys(self.tape)  # a cassette keyed before today's keys replays as the hooks'
+        self.upstreams = {name: regional(url) for name, url in self.upstreams.items()}
 
     def route(self, path: str, headers: Mapping[str, str] | None = None) -> tuple[str, str] | None:
         """The provider a path goes to, and the path it has upstream (``headers``, lower-cased
@@ -296,9 +354,22 @@ class ProxyApp:
 
     def _refused(self, status: int, provider: str, message: str, kind: str) -> Answer:
         body = _error_body(provider, status, message, kind)
-        return Answer(
-            status, [("content-type", "application/json"), ("x-should-retry", "false")], [body]
-        )
+        return Answer(status, _error_headers(provider, status), [body])
+
+    def _unsendable(self, request: ProxyRequest) -> str | None:
+        """Why a request to be recorded cannot go to its upstream, if it cannot: Bedrock's
+        host wants a region, and AWS checks a SigV4 signature against its own host."""
+        if request.provider != "bedrock" or self.tape.replaying:
+            return None
+        if "{region}" in request.url[1]:
+            return (
+                "tracetape proxy: Bedrock's host is per region: set AWS_REGION (or "
+                "AWS_DEFAULT_REGION) where the proxy runs, or --upstream bedrock=URL"
+            )
+        signed = request.headers.get("authorization", "").startswith("AWS4-HMAC-SHA256")
+        if signed and request.url[1].partition(":")[0].endswith(".amazonaws.com"):
+            return f"tracetape proxy: cannot record this request to AWS: {_SIGV4_WAY}"
+        return None
 
     async def _answer(self, scope: dict[str, Any], receive: Any) -> Answer:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
@@ -323,7 +394,9 @@ class ProxyApp:
                     "too_large",
                 )
         body = b"".join(parts)
-        path = scope["path"]
+        # as the client sent it: a model id's "/" and ":" travel percent-encoded (Bedrock's)
+        raw = scope.get("raw_path")
+        path = raw.decode("latin-1") if raw else scope["path"]
         routed = self.route(path, headers)
         if routed is None:
             return self._refused(
@@ -347,6 +420,10 @@ class ProxyApp:
             headers={k: v for k, v in headers.items() if k not in _HOP},
             body=body,
         )
+        unsendable = self._unsendable(request)
+        if unsendable is not None:
+            self.say(unsendable)
+            return self._refused(400, provider, unsendable, "unsendable")
         try:
             return await aexchange(_ADAPTER, self.tape, request, body, self._upstream)
         except ReplayMiss as miss:
@@ -363,7 +440,10 @@ class ProxyApp:
         sent = self._client.build_request(
             request.method, request.target, headers=request.headers, content=request.body
         )
-        return await self._client.send(sent, stream=True)
+        response = await self._client.send(sent, stream=True)
+        if request.provider == "bedrock" and _signature_refused(response):
+            self.say(f"tracetape proxy: {request.target} refused the signature: {_SIGV4_WAY}")
+        return response
 
     async def _send(self, answer: Answer, send: Any) -> None:
         if answer.status == 499:  # the client left before it asked

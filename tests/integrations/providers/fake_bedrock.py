@@ -12,7 +12,9 @@ H" answers with the request's header H (a server that echoes a credential); a Co
 stream whose task is "break X" ends, after one delta, with a ``modelStreamErrorException``
 message, as Bedrock's streams fail midway. A model id
 ``no-such-model`` is answered ``400 ValidationException``, ``busy-model`` ``429
-ThrottlingException``, as Bedrock does (the error's type in ``x-amzn-ErrorType``), and
+ThrottlingException``, ``signed-elsewhere`` ``403 InvalidSignatureException`` (AWS's answer
+to a signature made for another host), as Bedrock does (the error's type in
+``x-amzn-ErrorType``), and
 ``flaky-model`` ``503 ServiceUnavailableException`` the first time only. ``count-tokens``
 answers ``{"inputTokens": <messages>}`` (a call that is not a model call). Every request
 (path, query, headers, body) is kept in ``requests``.
@@ -34,6 +36,11 @@ REQUEST_ID = "7a6d3c1e-0000-4000-8000-0123456789ab"
 ERRORS = {
     "no-such-model": (400, "ValidationException", "The provided model identifier is invalid."),
     "busy-model": (429, "ThrottlingException", "Too many requests, please wait."),
+    "signed-elsewhere": (
+        403,
+        "InvalidSignatureException",
+        "The request signature we calculated does not match the signature you provided.",
+    ),
 }
 
 
