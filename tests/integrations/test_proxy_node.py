@@ -1,6 +1,7 @@
 """Real clients through ``tracetape run --proxy``: the agents of ``tests/node/agents`` (the
 official ``openai`` and ``@anthropic-ai/sdk`` packages, the Vercel AI SDK over
-``@ai-sdk/openai`` and ``@ai-sdk/anthropic``, ``@google/genai``) and the coding-agent CLIs
+``@ai-sdk/openai`` and ``@ai-sdk/anthropic``, ``@google/genai``,
+``@aws-sdk/client-bedrock-runtime``) and the coding-agent CLIs
 (Claude Code, Codex, Gemini CLI) find the proxy by the variables it sets, record against
 the local fakes, replay with the fakes stopped and no key in their environment, and miss on a
 one-word edit of the prompt: the diagnosis reaches the program as its client's error, and the
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 from fakeserver import FakeServer
 
+from tests.integrations.providers.fake_bedrock import FakeBedrock
 from tests.integrations.providers.fake_gemini import FakeGemini
 from tests.services import skip_or_fail
 from tracetape import Tape, read_cassette
@@ -165,6 +167,58 @@ def test_a_node_agent_records_replays_offline_and_misses_with_exit_3(
     assert "Kindly" in error and "Please" in error, "the before and after text"
     assert "the proxy answered the miss with a 400 error" in missed.stderr
     assert missed.stderr.count("tracetape proxy: replay miss at POST") == 1, "no retry"
+
+
+# A session's AWS credentials (the key id, secret and token of tests/.../test_bedrock.py's kind)
+AWS_KEYS = {
+    "AWS_ACCESS_KEY_ID": "AKIATRACETAPE0NODE01",
+    "AWS_SECRET_ACCESS_KEY": "tR4c3t4p3/N0d3S3cr3tAcc3ssK3yF0rT3st1ng0",
+    "AWS_SESSION_TOKEN": "IQoJb3JpZ2luX2VjEHTracetapeNodeSessionToken0123456789abcdefghij",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", [["bedrock-converse.mjs"], ["bedrock-converse.mjs", "stream"]],
+                         ids=["converse", "converse-stream"])  # fmt: skip
+def test_a_node_bedrock_agent_records_replays_with_placeholder_credentials_and_misses(
+    tmp_path: Path, node: str, bedrock: FakeBedrock, agent: list[str]
+) -> None:
+    """@aws-sdk/client-bedrock-runtime, pointed at the proxy by
+    ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``, records a Converse (ConverseStream) tool loop
+    against a fake Bedrock with its session's credentials (none stored), replays it with the
+    fake stopped and placeholder credentials, and an edited prompt is a ValidationException
+    it raises at once with the diagnosis, and exit 3."""
+    tape = tmp_path / "run.jsonl"
+    env = {k: v for k, v in _env().items() if not k.startswith("AWS_")}
+    env |= {
+        "AWS_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": str(tmp_path / "no-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "no-credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    placeholder = {"AWS_ACCESS_KEY_ID": "placeholder", "AWS_SECRET_ACCESS_KEY": "placeholder"}
+    recorded = _run(node, tape, agent, TASK, "--mode", "record",
+                    "--upstream", f"bedrock={bedrock.base_url}", env=env | AWS_KEYS)  # fmt: skip
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    live = _result(recorded)
+    assert live["calls"] == CALLS and live["text"] == "The total is 6."
+    assert [r.step for r in read_cassette(tape).records] == [1, 2, 3, 4]
+    assert all(r["path"].startswith("/model/us.anthropic.claude") for r in bedrock.requests)
+    said = tape.read_text() + recorded.stdout + recorded.stderr
+    assert not [name for name, key in AWS_KEYS.items() if key in said], "no credential is kept"
+    asked = len(bedrock.requests)
+    bedrock.stop()
+
+    replayed = _run(node, tape, agent, TASK, env=env | placeholder)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert _result(replayed) == live
+    missed = _run(node, tape, agent, EDITED, env=env | placeholder)
+    assert missed.returncode == 3, missed.stdout + missed.stderr
+    error = _result(missed)["error"]
+    assert error.startswith("tracetape replay miss") and "messages[0].content[0].text" in error
+    assert "Kindly" in error and "Please" in error
+    assert missed.stderr.count("tracetape proxy: replay miss at POST") == 1, "no retry"
+    assert len(bedrock.requests) == asked
 
 
 def test_the_vercel_anthropic_path_without_its_version_is_anthropic_messages(
