@@ -6,7 +6,8 @@ of the earlier answer it continues when the provider keeps the conversation serv
 (OpenAI Responses' ``previous_response_id``). A request that carries no conversation (a
 one-shot completion, an embedding) is step 1. So a sequential agent's model calls are steps
 1..n whatever threads or asyncio tasks a framework runs them in, and concurrent agents each
-count their own.
+count their own. A tape reads only the items a conversation added since the last request
+that sent it (``Turns``), so a step costs what the conversation grew by, not its length.
 
 Some frameworks flatten a flow's history into one user message (dspy's ReAct sends
 ``[system, user]`` every time, the user message carrying the trajectory so far). A request
@@ -36,7 +37,6 @@ tool calls that follow them).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import re
@@ -63,11 +63,21 @@ from .providers import (
     user_turn,
 )
 
-__all__ = ["KEYS_VERSION", "Quotes", "StepBook", "conversation_step", "migrate", "quotable"]
+__all__ = [
+    "KEYS_VERSION",
+    "Quotes",
+    "StepBook",
+    "Turns",
+    "conversation_step",
+    "migrate",
+    "quotable",
+]
 
 _MAX_WAITING = 4096  # asks waiting per tool name; the oldest go first
 _MAX_QUOTED = 4096  # answers a request may quote; the oldest go first
 _MAX_PENDING = 256  # requests of no model turn awaiting their answers; the oldest go first
+_MAX_UNREAD = 256  # answers noted and not read yet; more are read at once
+_MAX_KEPT = 8  # conversations whose items are kept to count the next request's turns from
 
 
 def _owner() -> object:
@@ -94,6 +104,145 @@ def conversation_step(provider: Provider, conversation: Any, continued: int = 0)
     return continued + turns(conversation, provider.turn) + 1
 
 
+class _Kept:
+    """One conversation as its last request sent it: a copy of each item as it was read
+    (``shadows``), whether the turn rule said it is the model's (``flags``, a byte each), and
+    where the items are that only the rule can read (``live``: not a dict nor a string)."""
+
+    __slots__ = ("flags", "live", "model", "shadows")
+
+    def __init__(self, model: Callable[[Any], bool], shadows: list[Any], flags: bytearray):
+        self.model = model
+        self.shadows = shadows
+        self.flags = flags
+        self.live = [i for i, item in enumerate(shadows) if not _still(item)]
+
+    def update(self, items: list[Any], same: int) -> int:
+        """Read ``items``, whose first ``same`` items equal the kept ones; their turns."""
+        shadows, flags, model, live = self.shadows, self.flags, self.model, self.live
+        if same < len(shadows):
+            del shadows[same:], flags[same:]
+            live[:] = [i for i in live if i < same]
+        for i in live:
+            flags[i] = bool(model(items[i]))
+        for i in range(same, len(items)):
+            item = items[i]
+            kind = type(item)
+            if kind is dict:
+                shadows.append(item.copy())
+            else:
+                shadows.append(item)
+                if kind is not str:
+                    live.append(i)
+            flags.append(bool(model(item)))
+        # a turn is a run of model items: each starts the list or follows another item
+        return flags.count(b"\x00\x01") + flags.startswith(b"\x01")
+
+
+def _still(item: Any) -> bool:
+    """Whether an item's copy tells whether the rule's verdict on it may have changed: a
+    dict's (a turn rule reads its fields, which the copy keeps) or a string's."""
+    return type(item) is dict or type(item) is str
+
+
+def _shared(items: list[Any], shadows: list[Any]) -> int:
+    """How many first items of ``items`` equal ``shadows``'s (a bisection of list
+    comparisons, each run in C)."""
+    lo, hi = 0, min(len(items), len(shadows))
+    if items[:hi] == shadows[:hi]:
+        return hi
+    while hi - lo > 1:  # items[:lo] are equal, items[:hi] are not
+        mid = (lo + hi) // 2
+        if items[lo:mid] == shadows[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class Turns:
+    """The model turns of the conversations a tape's requests send, read incrementally: the
+    count of ``providers.turns`` (property-tested against it), at a cost that follows what
+    changed since the conversation was last sent.
+
+    The last ``_MAX_KEPT`` conversations are kept, each as a shallow copy of its items and
+    the rule's verdict on each. A request's conversation continues the longest kept one it
+    starts with, item for item equal to the copies (one list comparison, in C): a program
+    that appends reads only the new items. Equality is what makes it exact: an item edited
+    in place (its role changed), replaced, removed or inserted no longer equals its copy,
+    and the items from there on are read again, from the longest kept conversation it
+    shares a beginning with (the start of a new one). So a list object reused for another
+    conversation, two conversations sent in turn (threads, tasks, an agent and its
+    sub-agent) and branches of one beginning are each counted right. What only the rule
+    can read (an SDK's message object, not a dict) is read again on every request. A turn
+    rule reads an item's own fields (its ``role``, its ``type``), which the copy keeps:
+    every provider's does.
+
+    >>> from tracetape.integrations.providers import provider
+    >>> turns, rule = Turns(), provider("openai").turn
+    >>> conversation = [{"role": "user"}, {"role": "assistant"}, {"role": "tool"}]
+    >>> turns.count(conversation, rule)
+    1
+    >>> conversation += [{"role": "assistant"}]
+    >>> turns.count(conversation, rule)
+    2
+    >>> conversation[1]["role"] = "user"
+    >>> turns.count(conversation, rule)
+    1
+    """
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        self._kept: list[_Kept] = []  # the latest sent first
+
+    def count(self, items: Any, model: Callable[[Any], bool]) -> int:
+        """``providers.turns(items, model)``."""
+        if type(items) is not list:
+            return turns(items, model)
+        kept = self._kept
+        found: _Kept | None = None
+        try:
+            found, same = self._continued(items, model)
+            if found is None:
+                found, same = self._nearest(items, model)
+            else:
+                kept.remove(found)
+            kept.insert(0, found)
+            del kept[_MAX_KEPT:]
+            return found.update(items, same)
+        except Exception:  # a comparison that raises (an array's), or a rule: start over
+            self._kept = [k for k in kept if k is not found]
+            return turns(items, model)
+
+    def _continued(
+        self, items: list[Any], model: Callable[[Any], bool]
+    ) -> tuple[_Kept | None, int]:
+        """The longest kept conversation that ``items`` starts with, and its length (None:
+        none)."""
+        found: _Kept | None = None
+        size = -1
+        for kept in self._kept:
+            n = len(kept.shadows)
+            if kept.model is model and size < n <= len(items) and items[:n] == kept.shadows:
+                found, size = kept, n
+        return found, size
+
+    def _nearest(self, items: list[Any], model: Callable[[Any], bool]) -> tuple[_Kept, int]:
+        """A new kept conversation, holding the longest beginning ``items`` shares with a
+        kept one (edited, cut or branched from it), and that beginning's length."""
+        best: _Kept | None = None
+        size = 0
+        for kept in self._kept:
+            if kept.model is model:
+                same = _shared(items, kept.shadows)
+                if same > size:
+                    best, size = kept, same
+        if best is None:
+            return _Kept(model, [], bytearray()), 0
+        return _Kept(model, best.shadows[:size], best.flags[:size]), size
+
+
 class StepBook:
     """One tape's steps: the answers a request may continue, the tool calls answers asked for,
     and each thread's or task's latest model step."""
@@ -107,6 +256,9 @@ class StepBook:
         # a request of no model turn (its answer may be quoted), by id (the body held, so the
         # id stays its own) until its answer is noted, with the answer it quoted
         self._flat: dict[int, tuple[object, int | None]] = {}
+        self._turns = Turns()
+        # answers not read yet, oldest first: provider, the chain of the request, step, output
+        self._unread: deque[tuple[Provider, str | None, int, Any]] = deque()
         self.last = 0
 
     def model_step(self, match: Match, body: Mapping[str, Any]) -> int:
@@ -114,51 +266,79 @@ class StepBook:
         latest step of the calling thread or task."""
         conversation = body.get(match.route.conversation) if match.route.conversation else None
         chain = match.provider.chain(body)
+        owner = _owner()
         with self._lock:
-            continued = self._chains.get(chain, 0) if chain is not None else 0
-        step = conversation_step(match.provider, conversation, continued)
-        if step == 1:
-            lines = (
-                quotable(_user_text(conversation, match.provider.user)) if self._quotes else None
-            )
-            with self._lock:
-                found = self._quotes.quoted(lines) if lines else None
-                if found is not None:
-                    step = found[0] + 1
-                self._flat[id(body)] = (body, None if found is None else found[1])
-                if len(self._flat) > _MAX_PENDING:  # requests never answered (a miss)
-                    del self._flat[next(iter(self._flat))]
-        self.saw(step)
+            if chain is None:
+                continued = 0
+            else:
+                self._read()
+                continued = self._chains.get(chain, 0)
+            step = continued + self._turns.count(conversation, match.provider.turn) + 1
+            if step > 1:
+                self._saw(owner, step)
+                return step
+        lines = quotable(_user_text(conversation, match.provider.user)) if self._quotes else None
+        with self._lock:
+            found = self._quotes.quoted(lines) if lines else None
+            if found is not None:
+                step = found[0] + 1
+            self._flat[id(body)] = (body, None if found is None else found[1])
+            if len(self._flat) > _MAX_PENDING:  # requests never answered (a miss)
+                del self._flat[next(iter(self._flat))]
+            self._saw(owner, step)
         return step
 
     def saw(self, step: int) -> None:
         """A model call of ``step`` was made in this thread or task."""
+        owner = _owner()
         with self._lock:
-            # an owner without weak references: the tape's latest only
-            with contextlib.suppress(TypeError):
-                self._latest[_owner()] = step
-            self.last = step
+            self._saw(owner, step)
+
+    def _saw(self, owner: object, step: int) -> None:
+        self.last = step
+        try:
+            self._latest[owner] = step
+        except TypeError:  # an owner without weak references: the tape's latest only
+            return
 
     def answered(self, match: Match, body: Any, step: int, out: Mapping[str, Any]) -> None:
         """Note what the answer of a step-``step`` request says: the tool calls it asks for,
-        and its id (and conversation) for a request that continues it."""
-        try:
-            asked = match.provider.asks(out)
-            answer = match.provider.answer_id(out)
-        except Exception:  # an answer of an unexpected shape asks for nothing
-            asked, answer = [], None
+        and its id (and conversation) for a request that continues it. They are read when a
+        request that continues an answer, or a tool call, first needs them (``_read``), in
+        the order the answers came: most programs make neither."""
         chain = match.provider.chain(body) if isinstance(body, Mapping) else None
         with self._lock:
-            if answer is not None:
-                self._chains[answer] = step
-            if chain is not None and chain.startswith("conversation:"):
-                self._chains[chain] = step
-            for ask in asked:
-                self._wait(ask, step)
             flat = self._flat.pop(id(body), None)
-            if flat is not None and flat[0] is body:
+            if flat is not None and flat[0] is body:  # a request a later one may quote
+                self._read()
+                asked = self._note(match.provider, chain, step, out)
                 said = functools.partial(_said, (match.provider,), out, asked)
                 self._quotes.note(step, said, flat[1])
+                return
+            self._unread.append((match.provider, chain, step, out))
+            if len(self._unread) > _MAX_UNREAD:
+                self._read()
+
+    def _read(self) -> None:
+        """Read the answers noted and not read yet (under the lock)."""
+        unread = self._unread
+        while unread:
+            self._note(*unread.popleft())
+
+    def _note(self, provider: Provider, chain: str | None, step: int, out: Any) -> list[Ask]:
+        """Read what an answer says (under the lock); the tool calls it asks for."""
+        try:
+            asked = provider.asks(out)
+            answer = provider.answer_id(out)
+        except Exception:  # an answer of an unexpected shape asks for nothing
+            asked, answer = [], None
+        if answer is not None:
+            self._chains[answer] = step
+        if chain is not None and chain.startswith("conversation:"):
+            self._chains[chain] = step
+        for ask in asked:
+            self._wait(ask, step)
+        return asked
 
     def _wait(self, ask: Ask, step: int) -> None:
         waiting = self._asks.setdefault(ask.name, deque(maxlen=_MAX_WAITING))
@@ -170,6 +350,7 @@ class StepBook:
         include), else ``current_step``."""
         text = _args_text(args)
         with self._lock:
+            self._read()
             waiting = self._asks.get(name)
             if waiting:
                 chosen = next((w for w in waiting if w[1] == text), None)
