@@ -142,6 +142,7 @@ def _body(target: _Target, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 _PASS = object()  # the transport answers this call
+_WHOLE = frozenset({"status", "body"})  # a recorded answer of one JSON body, no headers
 
 
 def _failure(target: _Target, resource: Any, out: Mapping[str, Any]) -> BaseException:
@@ -182,7 +183,7 @@ def _fast(
     if streamed:
         return _stream(tape, target, keyed, rec, resource)
     response = target.spec.response
-    if response is None or rec.out.keys() != {"status", "body"} or rec.out["status"] != 200:
+    if response is None or rec.out.keys() != _WHOLE or rec.out["status"] != 200:
         return _PASS
     try:
         value = _validate(response)(rec.out["body"])
@@ -239,11 +240,12 @@ def _http_library(http_client: Any, package: str) -> Any:
     return None
 
 
-def _key(tape: Tape, target: _Target, kwargs: dict[str, Any]) -> Keyed:
-    return model_decision(tape, target.match, _body(target, kwargs))
-
-
 def _wrap_create(target: _Target, original: Callable[..., Any]) -> Callable[..., Any]:
+    match = target.match  # found once: a call hashes no table entry
+
+    def key(tape: Tape, kwargs: dict[str, Any]) -> Keyed:
+        return model_decision(tape, match, _body(target, kwargs))
+
     if target.aio:
 
         @functools.wraps(original)
@@ -251,7 +253,7 @@ def _wrap_create(target: _Target, original: Callable[..., Any]) -> Callable[...,
             tape = resolve_tape()
             if tape is None or args or capture_var.get() is not None:
                 return await original(self, *args, **kwargs)
-            keyed = _key(tape, target, kwargs)
+            keyed = key(tape, kwargs)
             if tape.replaying:
                 value = _fast(tape, target, keyed, kwargs, self)
                 return await original(self, **kwargs) if value is _PASS else value
@@ -265,7 +267,7 @@ def _wrap_create(target: _Target, original: Callable[..., Any]) -> Callable[...,
         tape = resolve_tape()
         if tape is None or args or capture_var.get() is not None:
             return original(self, *args, **kwargs)
-        keyed = _key(tape, target, kwargs)
+        keyed = key(tape, kwargs)
         if tape.replaying:
             value = _fast(tape, target, keyed, kwargs, self)
             return original(self, **kwargs) if value is _PASS else value
