@@ -250,16 +250,22 @@ mask = ["re:Today's date is [0-9-]+"]
 """
 
 
-@pytest.fixture(scope="module")
-def claude(node: str) -> str:
-    """Claude Code's ``claude`` (the native binary of @anthropic-ai/claude-code)."""
-    found = NODE_DIR / "node_modules" / ".bin" / "claude"
+def _runnable(name: str) -> str:
+    """The path of tests/node's ``name`` command, which answers ``--version`` (else a skip, or
+    a failure under CI, saying why)."""
+    found = NODE_DIR / "node_modules" / ".bin" / name
     done = subprocess.run(
         [str(found), "--version"], capture_output=True, text=True, timeout=60, check=False
     )
     if done.returncode != 0:
-        skip_or_fail(f"tests/node's claude does not run here: {done.stdout}{done.stderr}".strip())
+        skip_or_fail(f"tests/node's {name} does not run here: {done.stdout}{done.stderr}".strip())
     return str(found)
+
+
+@pytest.fixture(scope="module")
+def claude(node: str) -> str:
+    """Claude Code's ``claude`` (the native binary of @anthropic-ai/claude-code)."""
+    return _runnable("claude")
 
 
 def _claude(
@@ -358,13 +364,7 @@ mask = [
 @pytest.fixture(scope="module")
 def codex(node: str) -> str:
     """Codex's ``codex`` (the native binary of @openai/codex, through its Node launcher)."""
-    found = NODE_DIR / "node_modules" / ".bin" / "codex"
-    done = subprocess.run(
-        [str(found), "--version"], capture_output=True, text=True, timeout=60, check=False
-    )
-    if done.returncode != 0:
-        skip_or_fail(f"tests/node's codex does not run here: {done.stdout}{done.stderr}".strip())
-    return str(found)
+    return _runnable("codex")
 
 
 def _codex(
@@ -441,13 +441,7 @@ mask = ["unix-time", "re:Today's date is [^(]+", "re:Process Group PGID: [0-9]+"
 @pytest.fixture(scope="module")
 def gemini_cli(node: str) -> str:
     """Gemini CLI's ``gemini`` (@google/gemini-cli, one bundled script)."""
-    found = NODE_DIR / "node_modules" / ".bin" / "gemini"
-    done = subprocess.run(
-        [str(found), "--version"], capture_output=True, text=True, timeout=60, check=False
-    )
-    if done.returncode != 0:
-        skip_or_fail(f"tests/node's gemini does not run here: {done.stdout}{done.stderr}".strip())
-    return str(found)
+    return _runnable("gemini")
 
 
 def _gemini(

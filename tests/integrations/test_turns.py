@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracetape.canonical import common_prefix
 from tracetape.integrations.providers import match_route, provider, turns
-from tracetape.integrations.steps import StepBook, Turns, _shared, conversation_step
+from tracetape.integrations.steps import StepBook, Turns, conversation_step
 
 RULES = {
     "openai": provider("openai").turn,  # role assistant, reasoning and *_call items
@@ -140,7 +141,7 @@ def test_the_shared_beginning_of_two_lists_is_found_by_bisection(
     """The bisection finds how many first items two lists share."""
     b = a[:cut] + tail
     expected = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
-    assert _shared(a, b) == (min(len(a), len(b)) if expected is None else expected)
+    assert common_prefix(a, b) == (min(len(a), len(b)) if expected is None else expected)
 
 
 def test_more_conversations_than_are_kept_are_each_counted() -> None:

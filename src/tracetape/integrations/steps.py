@@ -13,13 +13,9 @@ Some frameworks flatten a flow's history into one user message (dspy's ReAct sen
 ``[system, user]`` every time, the user message carrying the trajectory so far). A request
 that would so be step 1 (no model turn in its conversation, no stored answer continued) but
 whose last user message quotes answers to earlier such requests continues the latest of
-them: its step is that answer's plus 1. The message quotes an answer when it holds the
-answer's longest distinctive line and at least half of its distinctive lines (``quotable``:
-the lines of its text and of the tool calls it asks for, as dspy writes them again); where
-answers of several flows say the same, the one whose own predecessor is quoted too wins, so
-flows run side by side stay apart. Answers are indexed by their longest line and read only
-when a request could quote them; a flow that keeps its history as model turns is counted by
-them, and only its first answer is kept.
+them: its step is that answer's plus 1 (``quotes`` tells which answer a message quotes). A
+flow that keeps its history as model turns is counted by them, and only its first answer is
+kept.
 
 A tool call belongs to the step of the model call that asked for it: each answer's tool calls
 (``Provider.asks``) wait here with their step, and a taped tool called with that name (and
@@ -38,30 +34,26 @@ tool calls that follow them).
 from __future__ import annotations
 
 import functools
-import json
-import re
 import sys
 import threading
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from ..canonical import canonical_json, field_digests, key_of
+from ..canonical import canonical_json, common_prefix, field_digests, key_of
 from ..formats.cassette import KEYS_VERSION
 from ..record import Record
 from .providers import (
     Ask,
     Match,
     Provider,
-    item_field,
-    parts_text,
     provider_of,
     providers,
     turns,
     user_turn,
 )
+from .quotes import Quotes, answer_text, args_text, quotable, user_text
 
 __all__ = [
     "KEYS_VERSION",
@@ -74,7 +66,6 @@ __all__ = [
 ]
 
 _MAX_WAITING = 4096  # asks waiting per tool name; the oldest go first
-_MAX_QUOTED = 4096  # answers a request may quote; the oldest go first
 _MAX_PENDING = 256  # requests of no model turn awaiting their answers; the oldest go first
 _MAX_UNREAD = 256  # answers noted and not read yet; more are read at once
 _MAX_KEPT = 8  # conversations whose items are kept to count the next request's turns from
@@ -86,10 +77,6 @@ def _owner() -> object:
     loop = aio._get_running_loop() if aio is not None else None
     task = aio.current_task(loop) if loop is not None else None  # type: ignore[union-attr]
     return task if task is not None else threading.current_thread()
-
-
-def _args_text(args: Any) -> str:
-    return json.dumps(args, sort_keys=True, default=str, separators=(",", ":"))
 
 
 def conversation_step(provider: Provider, conversation: Any, continued: int = 0) -> int:
@@ -143,21 +130,6 @@ def _still(item: Any) -> bool:
     """Whether an item's copy tells whether the rule's verdict on it may have changed: a
     dict's (a turn rule reads its fields, which the copy keeps) or a string's."""
     return type(item) is dict or type(item) is str
-
-
-def _shared(items: list[Any], shadows: list[Any]) -> int:
-    """How many first items of ``items`` equal ``shadows``'s (a bisection of list
-    comparisons, each run in C)."""
-    lo, hi = 0, min(len(items), len(shadows))
-    if items[:hi] == shadows[:hi]:
-        return hi
-    while hi - lo > 1:  # items[:lo] are equal, items[:hi] are not
-        mid = (lo + hi) // 2
-        if items[lo:mid] == shadows[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 class Turns:
@@ -235,7 +207,7 @@ class Turns:
         size = 0
         for kept in self._kept:
             if kept.model is model:
-                same = _shared(items, kept.shadows)
+                same = common_prefix(items, kept.shadows)
                 if same > size:
                     best, size = kept, same
         if best is None:
@@ -277,7 +249,7 @@ class StepBook:
             if step > 1:
                 self._saw(owner, step)
                 return step
-        lines = quotable(_user_text(conversation, match.provider.user)) if self._quotes else None
+        lines = quotable(user_text(conversation, match.provider.user)) if self._quotes else None
         with self._lock:
             found = self._quotes.quoted(lines) if lines else None
             if found is not None:
@@ -312,7 +284,7 @@ class StepBook:
             if flat is not None and flat[0] is body:  # a request a later one may quote
                 self._read()
                 asked = self._note(match.provider, chain, step, out)
-                said = functools.partial(_said, (match.provider,), out, asked)
+                said = functools.partial(answer_text, (match.provider,), out, asked)
                 self._quotes.note(step, said, flat[1])
                 return
             self._unread.append((match.provider, chain, step, out))
@@ -342,13 +314,13 @@ class StepBook:
 
     def _wait(self, ask: Ask, step: int) -> None:
         waiting = self._asks.setdefault(ask.name, deque(maxlen=_MAX_WAITING))
-        waiting.append((ask.args, _args_text(ask.args), step))
+        waiting.append((ask.args, args_text(ask.args), step))
 
     def tool_step(self, name: str, args: Any) -> int:
         """The step of a tool call: the step of the answer that asked for ``name`` with these
         ``args`` (or, where none did, the oldest that asked for ``name`` with arguments these
         include), else ``current_step``."""
-        text = _args_text(args)
+        text = args_text(args)
         with self._lock:
             self._read()
             waiting = self._asks.get(name)
@@ -377,258 +349,7 @@ def _within(asked: Any, args: Mapping[str, Any]) -> bool:
     defaults it left out)."""
     if not isinstance(asked, Mapping):
         return False
-    return all(k in args and _args_text(args[k]) == _args_text(v) for k, v in asked.items())
-
-
-# -- flows that flatten their history into one message ---------------------------------------------
-
-# dspy's field markers ("[[ ## next_thought ## ]]", also ahead of a value on its line) frame
-# the values a framework quotes: each ends a line
-_MARKER = re.compile(r"\[\[ ## \w+ ## \]\]")
-_JSON_START = re.compile(r"^[ \t]*[{\[]", re.MULTILINE)  # a line that may open a JSON value
-_DECODER = json.JSONDecoder()
-_MIN_LINE = 12  # a shorter line ("finish", "Paris", "{}") says too little to tell flows apart
-_MAX_LINES = 32  # the longest lines of an answer that are checked (its memory stays bounded)
-_MAX_CACHED = 1024  # JSON lines up to this length are parsed once
-
-
-def quotable(text: str | None) -> frozenset[str]:
-    """The distinctive lines of ``text``, as a later request may quote them: its lines,
-    without the white space at their ends, dspy's field markers as line breaks; a JSON value
-    that opens a line and ends one (on one line or over several) as the lines of its string
-    values (dspy writes a tool's arguments again as JSON of its own); lines shorter than 12
-    characters left out.
-
-    >>> answer = '''[[ ## next_thought ## ]]
-    ... I should look up the capital of France.
-    ...
-    ... [[ ## next_tool_name ## ]] search
-    ...
-    ... [[ ## next_tool_args ## ]]
-    ... {"query":"capital of France"}'''
-    >>> sorted(quotable(answer))
-    ['I should look up the capital of France.', 'capital of France']
-    """
-    if not text:
-        return frozenset()
-    if "[[ ## " in text:
-        text = _MARKER.sub("\n", text)
-    lines = set(map(str.strip, text.splitlines()))
-    found = {line for line in lines if len(line) >= _MIN_LINE}
-    spread = "{" in lines or "[" in lines  # a JSON value over several lines
-    for line in [line for line in found if line[:1] in ("{", "[")]:
-        values = _json_values(line)
-        if values is None:
-            spread = True  # the start of a JSON value over several lines, or "[1] a footnote"
-        else:
-            found.discard(line)
-            found |= values
-    if spread:
-        values, inside = _spread_json(text)
-        found -= inside
-        found |= values
-    return frozenset(found)
-
-
-def _spread_json(text: str) -> tuple[frozenset[str], set[str]]:
-    """The lines of the string values of the JSON values in ``text`` that open a line and end
-    another, and the lines they are written over."""
-    values: frozenset[str] = frozenset()
-    inside: set[str] = set()
-    done = 0
-    for opened in _JSON_START.finditer(text):
-        start = opened.end() - 1
-        if start < done:
-            continue  # inside a value read already
-        try:
-            value, end = _DECODER.raw_decode(text, start)
-        except (ValueError, RecursionError):
-            continue
-        eol = text.find("\n", end)
-        written = text[start:end]
-        if text[end : len(text) if eol < 0 else eol].strip() or "\n" not in written:
-            continue  # followed by text on its line, or on one line (read as a line)
-        values |= _string_lines(value)
-        inside.update(map(str.strip, written.splitlines()))
-        done = end
-    return values, inside
-
-
-def _add_line(line: str, found: set[str]) -> None:
-    line = line.strip()
-    if len(line) < _MIN_LINE:
-        return
-    values = _json_values(line) if line[0] in "{[" else None
-    if values is None:
-        found.add(line)
-    else:
-        found |= values
-
-
-def _json_values(line: str) -> frozenset[str] | None:
-    """The distinctive lines of the strings of a JSON line (None: not JSON)."""
-    return _short_json_values(line) if len(line) <= _MAX_CACHED else _parsed_values(line)
-
-
-def _parsed_values(text: str) -> frozenset[str] | None:
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    return _string_lines(value)
-
-
-# a flow's requests quote the same tool arguments again: each is parsed once
-_short_json_values = functools.lru_cache(maxsize=4096)(_parsed_values)
-
-
-def _string_lines(value: Any) -> frozenset[str]:
-    """The distinctive lines of the strings in a JSON value."""
-    found: set[str] = set()
-    stack = [value]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, str):
-            for line in value.splitlines():
-                _add_line(line, found)
-        elif isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-    return frozenset(found)
-
-
-def _user_text(conversation: Any, user: Callable[[Any], bool] = user_turn) -> str | None:
-    """The text of the last message of ``conversation`` that ``user`` says is the user's own
-    (a message, not a bare string: an embedding's inputs quote nothing); None if none.
-
-    >>> _user_text([{"role": "system", "content": "s"}, {"role": "user", "content": "q"}])
-    'q'
-    """
-    if not isinstance(conversation, list):
-        return None
-    for item in reversed(conversation):
-        if not isinstance(item, str) and user(item):
-            content = item_field(item, "content")
-            return parts_text(content if content is not None else item_field(item, "parts"))
-    return None
-
-
-def _said(provs: Iterable[Provider], out: Any, asked: list[Ask]) -> str | None:
-    """What an answer says that a request may quote: its text (by the first of ``provs`` that
-    finds one), and each tool call's name and arguments."""
-    text = None
-    for prov in provs if isinstance(out, Mapping) else ():
-        try:
-            text = prov.text(out)
-        except Exception:  # an answer of another provider's shape
-            continue
-        if text is not None:
-            break
-    calls = [f"{ask.name}\n\n{_args_text(ask.args)}" for ask in asked]
-    return "\n\n".join([text, *calls] if text else calls) or None
-
-
-@dataclass(slots=True)
-class _Answer:
-    step: int
-    parent: int | None  # the answer its request quoted
-    said: Callable[[], str | None] | None  # read when a request may first quote it
-    lines: frozenset[str] = frozenset()
-
-
-class Quotes:
-    """The answers of one tape that a later request may quote, indexed by their longest
-    distinctive line (``quotable``). An answer's text is read the first time a request could
-    quote it, so a tape whose requests all chain by their conversation never reads one.
-
-    >>> quotes = Quotes()
-    >>> quotes.note(1, lambda: "I should look up the capital of France.")
-    0
-    >>> quotes.quoted(quotable("Trajectory:\\nI should look up the capital of France."))
-    (1, 0)
-    """
-
-    def __init__(self) -> None:
-        self._answers: dict[int, _Answer] = {}  # by number, oldest first
-        self._unread: list[int] = []
-        self._by_anchor: dict[str, list[int]] = {}  # a longest line -> the answers it is of
-        self._count = 0
-
-    def __bool__(self) -> bool:
-        return bool(self._answers)
-
-    def note(self, step: int, said: Callable[[], str | None], parent: int | None = None) -> int:
-        """Note an answer of ``step`` that says ``said()``, whose request continued answer
-        ``parent``; its number."""
-        number = self._count
-        self._count += 1
-        self._answers[number] = _Answer(step, parent, said)
-        self._unread.append(number)
-        if len(self._answers) > _MAX_QUOTED:
-            self._forget(next(iter(self._answers)))
-        return number
-
-    def _forget(self, number: int) -> None:
-        answer = self._answers.pop(number)
-        if answer.lines:
-            holders = self._by_anchor[_anchor(answer.lines)]
-            holders.remove(number)
-            if not holders:
-                del self._by_anchor[_anchor(answer.lines)]
-
-    def _read(self) -> None:
-        for number in self._unread:
-            answer = self._answers.get(number)
-            if answer is None or answer.said is None:
-                continue
-            try:
-                lines = quotable(answer.said())
-            except Exception:  # an answer of an unexpected shape says nothing
-                lines = frozenset()
-            answer.said = None
-            if not lines:  # nothing can quote it: nothing to keep
-                del self._answers[number]
-                continue
-            if len(lines) > _MAX_LINES:
-                lines = frozenset(sorted(lines, key=_longest)[-_MAX_LINES:])
-            answer.lines = lines
-            self._by_anchor.setdefault(_anchor(lines), []).append(number)
-        self._unread.clear()
-
-    def quoted(self, lines: frozenset[str]) -> tuple[int, int] | None:
-        """The step and number of the answer a message of ``lines`` (``quotable``) continues,
-        None if it quotes none. It quotes an answer whose longest line it holds, and at least
-        half of its lines (a tool's name, shared by flows, is not enough); of those, it
-        continues the one of the highest step whose own predecessor it quotes too (else of the
-        highest step), the latest of equals."""
-        self._read()
-        quoted = {
-            number
-            for line in self._by_anchor.keys() & lines
-            for number in self._by_anchor[line]
-            if 2 * len(self._answers[number].lines & lines) >= len(self._answers[number].lines)
-        }
-        if not quoted:
-            return None
-
-        def rank(number: int) -> tuple[bool, int, int]:
-            answer = self._answers[number]
-            return answer.parent is None or answer.parent in quoted, answer.step, number
-
-        best = max(quoted, key=rank)
-        return self._answers[best].step, best
-
-
-def _longest(line: str) -> tuple[int, str]:
-    """Lines in order of length, then of text: not in a set's order, which a process's hash
-    seed sets (record and replay must pick the same)."""
-    return len(line), line
-
-
-def _anchor(lines: frozenset[str]) -> str:
-    """The longest line, the last in text order of equals."""
-    return max(lines, key=_longest)
+    return all(k in args and args_text(args[k]) == args_text(v) for k, v in asked.items())
 
 
 # -- cassettes keyed before steps were read from the conversation ----------------------------------
@@ -700,7 +421,7 @@ def migrate(records: Iterable[Record], since: int = 1) -> list[Record]:
             known = provider_of(rec.api)
             if flat and quotes:
                 user = known.user if known is not None else user_turn
-                lines = quotable(_user_text(data["messages"], user))
+                lines = quotable(user_text(data["messages"], user))
                 found = quotes.quoted(lines) if lines else None
                 if found is not None:
                     step, parent = found[0] + 1, found[1]
@@ -711,17 +432,17 @@ def migrate(records: Iterable[Record], since: int = 1) -> list[Record]:
                 asked = _asked(prov, rec.out)
                 if asked:
                     for ask in asked:
-                        book.setdefault(ask.name, deque()).append((_args_text(ask.args), *latest))
+                        book.setdefault(ask.name, deque()).append((args_text(ask.args), *latest))
                     break
             if flat:
                 provs = (known,) if known is not None else providers()
-                quotes.note(step, functools.partial(_said, provs, rec.out, asked), parent)
+                quotes.note(step, functools.partial(answer_text, provs, rec.out, asked), parent)
             continue
         if rec.kind == "tool" and type(data) is dict and type(data.get("step")) is int:
             waiting = book.get(str(data.get("name")))
             was, step = latest
             if waiting:
-                text = _args_text(data.get("args"))
+                text = args_text(data.get("args"))
                 chosen = next((w for w in waiting if w[0] == text), waiting[0])
                 waiting.remove(chosen)
                 was, step = chosen[1], chosen[2]
