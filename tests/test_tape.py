@@ -1448,3 +1448,28 @@ def test_the_replay_latency_factor_is_bounded_at_1000_on_both_sides(
             latency_factor(value)
     else:
         assert latency_factor(value) == factor
+
+
+def test_a_payloads_unkeyed_field_is_stored_never_keyed(tmp_path: Path) -> None:
+    """``tape.call`` with a top-level ``unkeyed`` field: stored with the input, out of the
+    key (``tracetape.key`` agrees); a replay sending another value plays the recording, and
+    a miss on the keyed part names the unkeyed difference as not compared."""
+    path = tmp_path / "run.jsonl"
+
+    def fetch(tape: Tape, query: str, request_id: str) -> Any:
+        payload = {"name": "fetch", "args": {"q": query}, "step": 1,
+                   "unkeyed": {"request_id": request_id}}  # fmt: skip
+        return tape.call("tool", payload, lambda: f"found {query}")
+
+    with Tape(path, mode="record") as tape:
+        assert fetch(tape, "x", "r-1") == "found x"
+    rec = read_cassette(path).records[0]
+    assert rec.input["unkeyed"] == {"request_id": "r-1"}
+    assert rec.key == tracetape.key("tool", {"name": "fetch", "args": {"q": "x"}, "step": 1})
+    with Tape(path, mode="replay") as tape:
+        assert fetch(tape, "x", "r-2") == "found x"
+    with pytest.raises(ReplayMiss) as caught, Tape(path, mode="replay") as tape:
+        fetch(tape, "y", "r-3")
+    assert caught.value.changes == ["args.q"]
+    assert "differing too, not compared (fields that never reach the model" in str(caught.value)
+    assert "unkeyed.request_id" in str(caught.value)

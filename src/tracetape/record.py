@@ -180,7 +180,7 @@ def call_args(rec: Record) -> Any:
     if isinstance(data, dict):
         if "args" in data:
             return data["args"]
-        return {k: v for k, v in data.items() if k not in ("step", UNKEYED)}
+        return {k: v for k, v in keyed_input(data).items() if k != "step"}
     return data
 
 
@@ -205,7 +205,7 @@ def call_text(name: str, args: Any) -> str:
 # fields that never reach the model (a provider's noise: Anthropic's ``metadata``, OpenAI's
 # ``user``, ``store``, ``prompt_cache_key``...). A key is the input's without it.
 UNKEYED = "unkeyed"
-Unkeyed = Mapping[str, Any] | None  # what a decision stores there (None: nothing)
+Unkeyed = Any  # what a decision stores there, any JSON value (None: nothing)
 
 
 def keyed_input(data: Any) -> Any:

@@ -105,7 +105,7 @@ class Recorder:
         memo = self._memos.get(kind)
         if memo is None:
             memo = self._memos[kind] = [b""]
-        whole = {**payload, UNKEYED: unkeyed} if unkeyed else payload
+        whole = payload if unkeyed is None else {**payload, UNKEYED: unkeyed}
         canonical = canonical_json(whole, memo, finite=finite)
         blob = self.redactor.redact_payload(whole, canonical, kind)
         rules = self._rules

@@ -194,7 +194,9 @@ class Replay:
         text, key = keys.key(payload if rules is None else rules.ignored(payload), finite=finite)
         if key in self.queues:
             return Decision(kind, key, text, step)
-        whole = {**payload, UNKEYED: unkeyed} if unkeyed else None if rules is None else payload
+        whole = payload if rules is not None else None
+        if unkeyed is not None:
+            whole = {**payload, UNKEYED: unkeyed}
         plain = text.decode()
         blob = self.redactor.redact_json(plain)
         if blob == plain and not self._recognising:

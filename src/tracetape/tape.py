@@ -48,7 +48,7 @@ from .formats._source import stem_of
 from .formats.cassette import new_run_id
 from .matching import Match
 from .options import Mode, TapeKeywords, TapeOptions, latency_factor
-from .record import Decision, Record, Unkeyed
+from .record import UNKEYED, Decision, Record, Unkeyed, keyed_input
 from .recorder import Recorder
 from .redact import Redactor, RedactRules
 from .replay import Replay
@@ -73,7 +73,8 @@ _default_redactor: Redactor | None = None
 
 
 def key(kind: str, payload: Any) -> str:
-    """Return the decision key of a payload: the seed's ``_key`` computed after redaction.
+    """Return the decision key of a payload: the seed's ``_key`` computed after redaction,
+    of the payload without its ``"unkeyed"`` field (stored, never keyed).
 
     >>> key("llm", {"messages": [{"role": "user", "content": "hi"}], "step": 1})
     'llm:3abd769722df7134'
@@ -81,7 +82,7 @@ def key(kind: str, payload: Any) -> str:
     global _default_redactor  # noqa: PLW0603 - one lazily built redactor for the helper
     if _default_redactor is None:
         _default_redactor = Redactor(RedactRules.coerce(load_config("redact") or None))
-    return key_of(kind, _default_redactor.redact_json(canonical_json(payload)))
+    return key_of(kind, _default_redactor.redact_json(canonical_json(keyed_input(payload))))
 
 
 _current: contextvars.ContextVar[Tape | None] = contextvars.ContextVar("tracetape", default=None)
@@ -291,11 +292,14 @@ class Tape(TapeCalls, DeprecatedTapeMethods):
         as the rules see it (``Match.keyed``). A fork goes live here, at its first miss or at
         step ``fork_at``: the decision is then keyed as a recording keys it. ``unkeyed``
         (with a mapping ``payload``) is stored with the input as its ``"unkeyed"`` field and
-        never keyed: a provider's request fields that never reach the model.
+        never keyed: a provider's request fields that never reach the model; a payload's own
+        ``"unkeyed"`` field is taken as such.
         """
         mapping = type(payload) is dict or isinstance(payload, Mapping)
         step = payload.get("step") if mapping else None
         step = step if type(step) is int else None
+        if mapping and unkeyed is None and UNKEYED in payload:
+            unkeyed, payload = payload[UNKEYED], keyed_input(dict(payload))
         if self.mode is not Mode.REPLAY:
             return self._recorder.decision(kind, payload, step, finite, unkeyed)
         decision = self._replay.decision(kind, payload, step, finite, unkeyed)
