@@ -25,7 +25,7 @@ from sdk_agents import anthropic_agent, openai_agent
 import tracetape
 from tracetape import Tape, read_cassette
 from tracetape.integrations.proxied import listen, serving
-from tracetape.integrations.proxy import ProxyApp, client_env, parse_upstreams
+from tracetape.integrations.proxy import UPSTREAMS, ProxyApp, client_env, parse_upstreams, regional
 
 from .providers.fake_bedrock import FakeBedrock
 from .providers.test_bedrock import KEY_ID, MODEL, SECRET, TASK, TOKEN, converse_loop
@@ -529,3 +529,27 @@ def test_a_bedrock_cassette_recorded_in_process_replays_through_the_proxy(
         tape.close()
     # every model call played; the tool calls the hooks taped are the program's, not the proxy's
     assert [r.kind for r in tape.unplayed] == ["tool"] * 3 and len(tape.records) == 7
+
+
+@pytest.mark.parametrize(
+    ("region", "host"),
+    [
+        pytest.param("us-east-1", "bedrock-runtime.us-east-1.amazonaws.com", id="us-east-1"),
+        pytest.param(
+            " ap-southeast-2 ", "bedrock-runtime.ap-southeast-2.amazonaws.com", id="spaced"
+        ),
+        pytest.param("us-gov-west-1", "bedrock-runtime.us-gov-west-1.amazonaws.com", id="gov"),
+        pytest.param("us-east-1.evil.example", None, id="a-host-behind"),
+        pytest.param("evil.example/#", None, id="a-path"),
+        pytest.param("US-EAST-1", None, id="upper-case"),
+        pytest.param("us-east-", None, id="no-number"),
+        pytest.param("", None, id="empty"),
+    ],
+)
+def test_a_bedrock_host_is_built_from_a_region_name_and_nothing_else(
+    region: str, host: str | None
+) -> None:
+    """The region fills Bedrock's host only where it names a region; anything else leaves
+    ``{region}`` in place, and recording to it is refused saying what to set."""
+    built = regional(UPSTREAMS["bedrock"], {"AWS_REGION": region})
+    assert built == (f"https://{host}" if host else UPSTREAMS["bedrock"])

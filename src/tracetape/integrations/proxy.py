@@ -46,6 +46,7 @@ from __future__ import annotations
 import hmac
 import json
 import os
+import re
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -122,15 +123,21 @@ def client_env(address: str) -> dict[str, str]:
     return {name: f"{address}{path}" for name, path in CLIENT_ENV}
 
 
+_REGION = re.compile(r"[a-z]{2}(?:-[a-z0-9]+)+-[0-9]{1,2}")  # us-east-1, ap-southeast-2
+
+
 def regional(url: str, environ: Mapping[str, str] = os.environ) -> str:
     """``url`` with ``{region}`` filled in from the region ``environ`` sets for AWS SDKs; left
-    as it is where none is set (the proxy then refuses to record to it, saying so).
+    as it is where none is set, or none that names a region (the proxy then refuses to record
+    to it, saying so): a host is never built from anything else.
 
     >>> regional("https://bedrock-runtime.{region}.amazonaws.com", {"AWS_REGION": "eu-west-3"})
     'https://bedrock-runtime.eu-west-3.amazonaws.com'
+    >>> regional("https://b.{region}.amazonaws.com", {"AWS_REGION": "x.evil.example/#"})
+    'https://b.{region}.amazonaws.com'
     """
-    region = next((environ[name] for name in REGION_ENV if environ.get(name)), None)
-    return url if region is None else url.replace("{region}", region.strip())
+    region = next((environ[name].strip() for name in REGION_ENV if environ.get(name)), "")
+    return url.replace("{region}", region) if _REGION.fullmatch(region) else url
 
 
 def parse_upstreams(given: Iterable[str]) -> dict[str, str]:
@@ -364,7 +371,8 @@ class ProxyApp:
         if "{region}" in request.url[1]:
             return (
                 "tracetape proxy: Bedrock's host is per region: set AWS_REGION (or "
-                "AWS_DEFAULT_REGION) where the proxy runs, or --upstream bedrock=URL"
+                "AWS_DEFAULT_REGION) to one such as us-east-1 where the proxy runs, or "
+                "--upstream bedrock=URL"
             )
         signed = request.headers.get("authorization", "").startswith("AWS4-HMAC-SHA256")
         if signed and request.url[1].partition(":")[0].endswith(".amazonaws.com"):
