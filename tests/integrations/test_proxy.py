@@ -553,3 +553,38 @@ def test_a_bedrock_host_is_built_from_a_region_name_and_nothing_else(
     ``{region}`` in place, and recording to it is refused saying what to set."""
     built = regional(UPSTREAMS["bedrock"], {"AWS_REGION": region})
     assert built == (f"https://{host}" if host else UPSTREAMS["bedrock"])
+
+
+def test_noise_through_the_proxy_is_stored_redacted_and_never_keyed(
+    tmp_path: Path, server: FakeServer, proxy_of: Any
+) -> None:
+    """A request's noise (OpenAI's ``user``, ``metadata``) carrying secrets of several shapes
+    is stored redacted under ``unkeyed``; a replay sending other noise plays the recording."""
+    path = tmp_path / "run.jsonl"
+    secrets = [
+        "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5",
+        "sk-proj-Tq8Wm2Xr5Lp9Zc3Vb7Nd1Kf4Hs6Jg0Ay",
+    ]
+    body = {"model": "gpt-test", "messages": [{"role": "user", "content": "sum 1 to 1"}]}
+
+    def ask(url: str, key: str, user: str, note: str) -> Any:
+        client = _openai(url, key)
+        return (
+            client.chat.completions.create(  # type: ignore[call-overload]
+                **body, user=user, metadata={"note": note, "password": "hunter2-7fq"}
+            )
+            .choices[0]
+            .message.content
+        )
+
+    with proxy_of(tape := Tape(path, mode="record"), server.base_url) as url:
+        live = ask(url, KEY, secrets[0], f"key {secrets[1]}")
+    tape.close()
+    text = path.read_text()
+    assert all(s not in text for s in [*secrets, "hunter2-7fq", KEY])
+    stored = read_cassette(path).records[0].input
+    assert set(stored["unkeyed"]) == {"user", "metadata"}
+    server.stop()
+    with proxy_of(tape := Tape(path, mode="replay")) as url:
+        assert ask(url, "none", "another-user", "another note") == live
+    tape.close()
