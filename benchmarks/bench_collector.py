@@ -69,7 +69,8 @@ def lines_of(shape: str, n: int, seed: int = 7, run_prefix: str = "r") -> list[b
     return out
 
 
-def _port() -> int:
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (the collector under test listens there)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
@@ -78,7 +79,7 @@ def _port() -> int:
 
 @contextmanager
 def serving(db: Path) -> Iterator[str]:
-    port = _port()
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,

@@ -30,7 +30,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,6 +44,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 import httpx
+
+from bench_collector import free_port
 
 HEADERS = {"Content-Type": "application/x-ndjson"}
 
@@ -63,16 +64,9 @@ def run_lines(name: str, n: int, seed: int) -> list[bytes]:
     return out
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextmanager
 def serving(db: Path, max_analyses: int | None) -> Iterator[str]:
-    port = _port()
+    port = free_port()
     extra = ["--max-analyses", str(max_analyses)] if max_analyses else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "tracetape", "serve", "--db", f"sqlite:///{db}",

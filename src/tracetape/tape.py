@@ -299,7 +299,8 @@ class Tape(TapeCalls, DeprecatedTapeMethods):
         step = payload.get("step") if mapping else None
         step = step if type(step) is int else None
         if mapping and unkeyed is None and UNKEYED in payload:
-            unkeyed, payload = payload[UNKEYED], keyed_input(dict(payload))
+            unkeyed = payload[UNKEYED]
+            payload = {k: v for k, v in payload.items() if k != UNKEYED}
         if self.mode is not Mode.REPLAY:
             return self._recorder.decision(kind, payload, step, finite, unkeyed)
         decision = self._replay.decision(kind, payload, step, finite, unkeyed)

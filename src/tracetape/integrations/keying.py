@@ -111,14 +111,14 @@ def unkeyed(
     >>> from tracetape.integrations.providers import match_route
     >>> match = match_route("POST", "h", "/v1/chat/completions")
     >>> unkeyed(match, {"model": "m", "user": "u-1", "store": True})
-    {'store': True, 'user': 'u-1'}
+    {'user': 'u-1', 'store': True}
     >>> unkeyed(match, {"model": "m", "user": "u-1"}, keep=["user"]) is None
     True
     """
     noise = match.provider.noise
     if not noise or noise.isdisjoint(body):
         return None
-    found = {k: body[k] for k in sorted(noise) if k in body and k not in keep}
+    found = {k: v for k, v in body.items() if k in noise and k not in keep}
     return found or None
 
 
@@ -151,7 +151,7 @@ def migrate_noise(records: Iterable[Record], rules: MatchRules) -> list[Record]:
         data, known = rec.input, provider_of(rec.api) if rec.kind == "llm" else None
         params = data.get("params") if type(data) is dict and UNKEYED not in data else None
         noise = known.noise.difference(rules.keep) if known is not None else frozenset()
-        moved = {k: params[k] for k in sorted(noise) if k in params} if type(params) is dict else {}
+        moved = {k: v for k, v in params.items() if k in noise} if type(params) is dict else {}
         if not moved:
             out.append(rec)
             continue
